@@ -1,0 +1,373 @@
+"""The allocation space of a :class:`~policyopt.problem.Problem`: the domain layer policies write in.
+
+Rows of the allocation ``X`` are *combinations*: every job alone (``n`` rows) and, with space
+sharing, every viable pair of jobs sharing workers (``p`` rows, labelled ``"a|b"``). Columns are
+*configurations*: the physical worker types and the placement variants (``<type>_unconsolidated``).
+``X[r, c]`` is the fraction of time combination ``r`` spends on configuration ``c``.
+
+Expressions (all :class:`~policyopt.modeling.LinExpr` over ``jobs``, built as one sparse matrix):
+
+* effective throughput ``thr(m) = Σ_c T[m,c]·X[m,c] + Σ_{pairs k∋m} Σ_c T[k,c,m]·X[k,c]``;
+* equal-share throughput ``thr(m, X_equal)`` with ``X_equal[m,c] = count_c / Σ count`` (numeric);
+* cost rate ``Σ_c price_c·sf_m·X[m,c]`` ($/h; a pair's cost is split evenly between its two jobs).
+
+Constraints added by :meth:`AllocationSpace.add_allocation`:
+
+* ``0 ≤ X ≤ 1``; slots where the combination cannot run (zero throughput, more workers than the
+  type has, a consolidated configuration for a job that cannot fit one server when the data has
+  its unconsolidated throughput) do not exist;
+* per job, total time over all its rows: ``Σ_{r∋m} Σ_c X[r,c] ≤ 1``;
+* per physical type ``t``: ``Σ_r sf_r Σ_{c on t} X[r,c] ≤ count_t`` (a pair occupies one set of
+  ``sf`` workers; consolidated and unconsolidated configurations share the same GPUs).
+
+Pair pruning (exact by default): a pair whose normalized throughputs on configuration ``c`` satisfy
+``T[k,c,a]/T[a,c] + T[k,c,b]/T[b,c] ≤ 1`` is dominated there by time-slicing the two jobs alone on the
+same workers (same throughput for both, no more GPU time, no more of either job's time), so dropping
+such slots never changes the optimum of a policy whose objective depends on ``X`` only through
+``thr``. ``PairPruning(threshold>1)`` or ``top_k`` prune further (lossy; measured in benchmarks).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+
+from .errors import InputError
+from .modeling import IndexSet, LinExpr, Model, Variable
+from .problem import Problem, physical_type
+
+__all__ = ["PairPruning", "AllocationSpace"]
+
+
+@dataclass(frozen=True)
+class PairPruning:
+    """Which colocated pairs become rows of ``X``.
+
+    ``threshold``: keep a pair slot only if its normalized combined throughput exceeds this
+    (1.0 is exact, see the module docstring). ``top_k``: then keep at most ``k`` best pairs per
+    job (by best normalized combined throughput; lossy). ``max_pairs``: a global cap (lossy).
+    """
+
+    threshold: float = 1.0
+    top_k: int | None = None
+    max_pairs: int | None = None
+
+
+class AllocationSpace:
+    """Index sets, throughput data and the sparse matrices of ``thr``, time and capacity rows."""
+
+    def __init__(self, problem: Problem, space_sharing: bool = False,
+                 pruning: PairPruning | None = None) -> None:
+        self.problem = problem
+        self.space_sharing = space_sharing
+        self.pruning = pruning or PairPruning()
+        cl = problem.cluster
+        self.jobs = IndexSet("jobs", problem.job_ids)
+        self.worker_types = IndexSet("worker_types", cl.names)
+        self.configs = IndexSet("configs", problem.configurations)
+        n, C = len(self.jobs), len(self.configs)
+        self.counts = np.array([w.count for w in cl.worker_types], dtype=np.float64)
+        self.gpus_per_server = np.array([w.gpus_per_server or max(w.count, 1) for w in cl.worker_types], float)
+        self.prices = np.array([np.nan if w.price_per_hour is None else w.price_per_hour
+                                for w in cl.worker_types], dtype=np.float64)
+        cfg_names = self.configs.labels.tolist()
+        self.config_type = np.array([self.worker_types.position(physical_type(c)) for c in cfg_names], np.int64)
+        self.config_unconsolidated = np.array([c != physical_type(c) for c in cfg_names], bool)
+        jobs = problem.jobs
+        self.scale = np.array([j.scale_factor for j in jobs], dtype=np.float64)
+        self.weights = np.array([j.weight for j in jobs], dtype=np.float64)
+        self.steps = np.array([j.steps_remaining for j in jobs], dtype=np.float64)
+        self.time_since_start = np.array([j.time_since_start for j in jobs], dtype=np.float64)
+        cpos = {c: i for i, c in enumerate(cfg_names)}
+        # single-job throughputs, vectorized from a flat (job, config, value) list
+        trip = [(i, cpos[c], t) for i, j in enumerate(jobs) for c, t in j.throughputs.items() if c in cpos]
+        T = np.zeros((n, C))
+        if trip:
+            ti, tc, tv = map(np.asarray, zip(*trip))
+            T[ti.astype(np.int64), tc.astype(np.int64)] = tv
+        self.T = T
+        self.single_mask = self._single_mask()
+        # pairs
+        self.pair_jobs = np.zeros((0, 2), np.int64)
+        self.Tp = np.zeros((0, C, 2))
+        self.pair_mask = np.zeros((0, C), bool)
+        if space_sharing and problem.colocated:
+            self._build_pairs()
+        p = self.pair_jobs.shape[0]
+        pair_labels = [f"{self.jobs.labels[a]}|{self.jobs.labels[b]}" for a, b in self.pair_jobs]
+        self.rows = IndexSet("rows", self.jobs.labels.tolist() + pair_labels)
+        self.row_scale = np.concatenate([self.scale, self.scale[self.pair_jobs[:, 0]]]) if p else self.scale.copy()
+        self.mask = np.vstack([self.single_mask, self.pair_mask]) if p else self.single_mask
+        self._thr_matrix: sp.csr_matrix | None = None
+
+    # ------------------------------------------------------------------ masks and pairs
+    def _single_mask(self) -> np.ndarray:
+        counts_c = self.counts[self.config_type]
+        fits = self.scale[:, None] <= counts_c[None, :]
+        mask = (self.T > 0) & fits
+        # a consolidated slot is impossible when the job cannot fit on one server and the data gives
+        # its unconsolidated throughput for that type (placement-sensitive configurations)
+        unc = np.flatnonzero(self.config_unconsolidated)
+        if unc.size:
+            gps_c = self.gpus_per_server[self.config_type]
+            for c_u in unc:
+                t = self.config_type[c_u]
+                c_phys = np.flatnonzero((self.config_type == t) & ~self.config_unconsolidated)
+                if c_phys.size:
+                    cp_ = c_phys[0]
+                    spread_only = (self.scale > gps_c[cp_]) & (self.T[:, c_u] > 0)
+                    mask[spread_only, cp_] = False
+        return mask
+
+    def _build_pairs(self) -> None:
+        prob = self.problem
+        C = len(self.configs)
+        cfg_pos = {c: i for i, c in enumerate(self.configs.labels.tolist())}
+        raw = [(self.jobs.position(c.jobs[0]), self.jobs.position(c.jobs[1]), cfg_pos[c.worker_type],
+                c.throughputs[0], c.throughputs[1]) for c in prob.colocated if c.worker_type in cfg_pos]
+        if not raw:
+            return
+        arr = np.array(raw, dtype=np.float64)
+        a, b, c = arr[:, 0].astype(np.int64), arr[:, 1].astype(np.int64), arr[:, 2].astype(np.int64)
+        ta, tb = arr[:, 3], arr[:, 4]
+        swap = a > b  # canonical order a < b
+        a, b = np.where(swap, b, a), np.where(swap, a, b)
+        ta, tb = np.where(swap, tb, ta), np.where(swap, ta, tb)
+        ok = (ta > 0) & (tb > 0) & (self.scale[a] == self.scale[b]) & (self.scale[a] <= self.counts[self.config_type[c]])
+        ok &= self.single_mask[a, c] & self.single_mask[b, c]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            norm = np.where(ok, ta / self.T[a, c] + tb / self.T[b, c], 0.0)
+        ok &= norm > self.pruning.threshold
+        a, b, c, ta, tb, norm = a[ok], b[ok], c[ok], ta[ok], tb[ok], norm[ok]
+        key = a * len(self.jobs) + b
+        uniq, inv = np.unique(key, return_inverse=True)
+        best = np.zeros(uniq.size)
+        np.maximum.at(best, inv, norm)
+        keep_pairs = np.ones(uniq.size, bool)
+        pa, pb = uniq // len(self.jobs), uniq % len(self.jobs)
+        if self.pruning.top_k is not None:
+            keep_pairs &= _top_k_per_job(pa, pb, best, self.pruning.top_k, len(self.jobs))
+        if self.pruning.max_pairs is not None and keep_pairs.sum() > self.pruning.max_pairs:
+            order = np.argsort(-np.where(keep_pairs, best, -np.inf), kind="stable")
+            keep_pairs[:] = False
+            keep_pairs[order[: self.pruning.max_pairs]] = True
+        new_index = np.full(uniq.size, -1, np.int64)
+        new_index[keep_pairs] = np.arange(int(keep_pairs.sum()))
+        row = new_index[inv]
+        sel = row >= 0
+        p = int(keep_pairs.sum())
+        self.pair_jobs = np.stack([pa[keep_pairs], pb[keep_pairs]], axis=1)
+        self.Tp = np.zeros((p, C, 2))
+        self.Tp[row[sel], c[sel], 0] = ta[sel]
+        self.Tp[row[sel], c[sel], 1] = tb[sel]
+        self.pair_mask = (self.Tp[:, :, 0] > 0) & (self.Tp[:, :, 1] > 0)
+
+    @property
+    def num_pairs(self) -> int:
+        return int(self.pair_jobs.shape[0])
+
+    # ------------------------------------------------------------------ numeric helpers
+    def best_placement_throughput(self, T: np.ndarray | None = None) -> np.ndarray:
+        """``(n × types)``: each job's throughput per physical type at its best allowed placement."""
+        T = self.T if T is None else T
+        allowed = np.where(self.single_mask, T, 0.0)
+        out = np.zeros((len(self.jobs), len(self.worker_types)))
+        np.maximum.at(out.T, self.config_type, allowed.T)
+        return out
+
+    def equal_share_throughput(self, T: np.ndarray | None = None) -> np.ndarray:
+        """``thr(m, X_equal)``, ``X_equal[m,t] = count_t/Σ count`` (best allowed placement per type)."""
+        best = self.best_placement_throughput(T)
+        return best @ (self.counts / self.counts.sum())
+
+    def isolated_allocation(self) -> np.ndarray:
+        """``X_iso`` (n × configs): each of n jobs gets 1/n of every type divided by its scale
+        factor, rows capped at 1; on each type it uses its best allowed placement. Feasible."""
+        n = len(self.jobs)
+        X = np.zeros((n, len(self.configs)))
+        best_cfg = self._best_config_per_type()
+        share = (self.counts[None, :] / n) / self.scale[:, None]  # (n × types)
+        for t in range(len(self.worker_types)):
+            cfg = best_cfg[:, t]
+            ok = cfg >= 0
+            X[np.flatnonzero(ok), cfg[ok]] = share[ok, t]
+        tot = X.sum(axis=1)
+        over = tot > 1
+        X[over] /= tot[over, None]
+        return X
+
+    def _best_config_per_type(self) -> np.ndarray:
+        """``(n × types)`` index of each job's best allowed configuration on each type (-1: none)."""
+        n, nt = len(self.jobs), len(self.worker_types)
+        best = np.full((n, nt), -1, np.int64)
+        bestv = np.zeros((n, nt))
+        for c in range(len(self.configs)):
+            t = self.config_type[c]
+            v = np.where(self.single_mask[:, c], self.T[:, c], 0.0)
+            better = v > bestv[:, t]
+            best[better, t] = c
+            bestv[better, t] = v[better]
+        return best
+
+    def throughput_values(self, X: np.ndarray, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> np.ndarray:
+        """Numeric ``thr(m)`` for an allocation ``X`` of shape (rows × configs)."""
+        M = self.throughput_matrix(T, Tp)
+        return M @ X.ravel()
+
+    # ------------------------------------------------------------------ sparse matrices
+    def throughput_matrix(self, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> sp.csr_matrix:
+        """``(n × rows·configs)`` matrix with ``thr = M @ vec(X)`` (C order)."""
+        if T is None and Tp is None and self._thr_matrix is not None:
+            return self._thr_matrix
+        T_ = self.T if T is None else T
+        Tp_ = self.Tp if Tp is None else Tp
+        n, C = len(self.jobs), len(self.configs)
+        R = len(self.rows)
+        jj, cc = np.nonzero(self.single_mask)
+        rows = [jj]
+        cols = [jj * C + cc]
+        vals = [T_[jj, cc]]
+        if self.num_pairs:
+            kk, kc = np.nonzero(self.pair_mask)
+            for side in (0, 1):
+                rows.append(self.pair_jobs[kk, side])
+                cols.append((n + kk) * C + kc)
+                vals.append(Tp_[kk, kc, side])
+        M = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, R * C))
+        if T is None and Tp is None:
+            self._thr_matrix = M
+        return M
+
+    def membership_matrix(self) -> sp.csr_matrix:
+        """``(n × rows·configs)``: 1 where slot (r, c) belongs to a row containing job m."""
+        n, C = len(self.jobs), len(self.configs)
+        jj, cc = np.nonzero(self.single_mask)
+        rows, cols = [jj], [jj * C + cc]
+        if self.num_pairs:
+            kk, kc = np.nonzero(self.pair_mask)
+            for side in (0, 1):
+                rows.append(self.pair_jobs[kk, side])
+                cols.append((n + kk) * C + kc)
+        r = np.concatenate(rows)
+        return sp.csr_matrix((np.ones(r.size), (r, np.concatenate(cols))), shape=(n, len(self.rows) * C))
+
+    def capacity_matrix(self) -> sp.csr_matrix:
+        """``(types × rows·configs)``: ``sf_r`` where slot (r, c) uses workers of type(c)."""
+        C = len(self.configs)
+        rr, cc = np.nonzero(self.mask)
+        return sp.csr_matrix((self.row_scale[rr], (self.config_type[cc], rr * C + cc)),
+                             shape=(len(self.worker_types), len(self.rows) * C))
+
+    def cost_matrix(self) -> sp.csr_matrix:
+        """``(n × rows·configs)``: $/h of slot (r, c) charged to job m (``price·sf``; pairs split)."""
+        if np.any(np.isnan(self.prices)):
+            missing = [self.worker_types.labels[i] for i in np.flatnonzero(np.isnan(self.prices))]
+            raise InputError(f"cluster.worker_types.{missing[0]}.price_per_hour", None,
+                             "cost-aware policies need a price for every worker type")
+        n, C = len(self.jobs), len(self.configs)
+        price_c = self.prices[self.config_type]
+        jj, cc = np.nonzero(self.single_mask)
+        rows, cols, vals = [jj], [jj * C + cc], [price_c[cc] * self.scale[jj]]
+        if self.num_pairs:
+            kk, kc = np.nonzero(self.pair_mask)
+            for side in (0, 1):
+                rows.append(self.pair_jobs[kk, side])
+                cols.append((n + kk) * C + kc)
+                vals.append(0.5 * price_c[kc] * self.row_scale[n + kk])
+        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
+                             shape=(n, len(self.rows) * C))
+
+    # ------------------------------------------------------------------ model building
+    def add_allocation(self, model: Model, name: str = "X") -> Variable:
+        """Add ``X`` (rows × configs, ``0 ≤ X ≤ 1`` on viable slots) with the per-job time rows
+        and per-type capacity rows."""
+        X = model.add_variables(name, (self.rows, self.configs), 0.0, 1.0, mask=self.mask)
+        model.add_constraints(LinExpr.from_matrix(self.membership_matrix(), X, (self.jobs,)) <= 1.0,
+                              f"{name}_job_time")
+        model.add_constraints(LinExpr.from_matrix(self.capacity_matrix(), X, (self.worker_types,)) <= self.counts,
+                              f"{name}_capacity")
+        return X
+
+    def throughput(self, X: Variable, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> LinExpr:
+        """``thr(m)`` as an expression over ``jobs`` (optionally with other throughput data)."""
+        return LinExpr.from_matrix(self.throughput_matrix(T, Tp), X, (self.jobs,))
+
+    def cost_rate(self, X: Variable) -> LinExpr:
+        """``cost(m) = Σ_c price_c·sf_m·X[m,c]`` ($/h) over ``jobs``."""
+        return LinExpr.from_matrix(self.cost_matrix(), X, (self.jobs,))
+
+    def agnostic_throughputs(self) -> tuple[np.ndarray, np.ndarray]:
+        """Throughput data a heterogeneity-agnostic policy sees: 1 wherever the job can run (pairs:
+        each job's packed/alone ratio, so sharing still reads as a fraction of a whole GPU)."""
+        T1 = np.where(self.single_mask, 1.0, 0.0)
+        Tp1 = self.Tp.copy()
+        if self.num_pairs:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                for side in (0, 1):
+                    alone = self.T[self.pair_jobs[:, side]]
+                    Tp1[:, :, side] = np.where(alone > 0, self.Tp[:, :, side] / alone, 0.0)
+        return T1, Tp1
+
+    # ------------------------------------------------------------------ reading results
+    def split(self, X: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(single rows, pair rows) of a full ``X`` array."""
+        n = len(self.jobs)
+        return X[:n], X[n:]
+
+    def allocation_dict(self, X: np.ndarray) -> dict[str, dict[str, float]]:
+        """``{job: {config: fraction}}`` for every configuration the job can use."""
+        single, _ = self.split(X)
+        cfgs = self.configs.labels.tolist()
+        out: dict[str, dict[str, float]] = {}
+        mask = self.single_mask
+        for i, jid in enumerate(self.jobs.labels.tolist()):
+            row = single[i]
+            m = mask[i]
+            out[jid] = {cfgs[c]: float(row[c]) for c in np.flatnonzero(m)}
+        return out
+
+    def colocated_list(self, X: np.ndarray, tol: float = 1e-9) -> list[dict[str, Any]]:
+        """``[{"jobs": [a, b], "worker_type": c, "fraction": f}]`` for pair slots with ``f > tol``."""
+        _, pairs = self.split(X)
+        if not self.num_pairs:
+            return []
+        kk, kc = np.nonzero((pairs > tol) & self.pair_mask)
+        labels = self.jobs.labels
+        cfgs = self.configs.labels
+        return [{"jobs": [str(labels[self.pair_jobs[k, 0]]), str(labels[self.pair_jobs[k, 1]])],
+                 "worker_type": str(cfgs[c]), "fraction": float(pairs[k, c])} for k, c in zip(kk, kc)]
+
+    def full_from_single(self, X_single: np.ndarray) -> np.ndarray:
+        """Embed an (n × configs) single-job allocation into the (rows × configs) space."""
+        X = np.zeros((len(self.rows), len(self.configs)))
+        X[: len(self.jobs)] = X_single
+        return X
+
+    def check(self, X: np.ndarray, tol: float = 1e-6) -> list[str]:
+        """Violations of the allocation constraints by ``X`` (empty list = feasible)."""
+        problems = []
+        if np.any(X < -tol) or np.any(X > 1 + tol):
+            problems.append("X outside [0, 1]")
+        if np.any(np.abs(X[~self.mask]) > tol):
+            problems.append("X non-zero on a slot that cannot run")
+        t = self.membership_matrix() @ X.ravel()
+        if np.any(t > 1 + tol):
+            problems.append(f"job time > 1 (max {t.max():.6g})")
+        cap = self.capacity_matrix() @ X.ravel()
+        if np.any(cap > self.counts + tol * np.maximum(1, self.counts)):
+            problems.append(f"capacity exceeded: {cap} > {self.counts}")
+        return problems
+
+
+def _top_k_per_job(pa: np.ndarray, pb: np.ndarray, score: np.ndarray, k: int, n: int) -> np.ndarray:
+    """Keep a pair if it is among the ``k`` best-scoring pairs of either of its jobs."""
+    keep = np.zeros(pa.size, bool)
+    for side in (pa, pb):
+        order = np.lexsort((-score, side))
+        s = side[order]
+        first = np.searchsorted(s, s, side="left")
+        rank = np.arange(s.size) - first
+        keep[order[rank < k]] = True
+    return keep

@@ -1,0 +1,253 @@
+"""Policies as objects, a by-name registry, and the standard LP pipeline.
+
+A policy is a class with a ``name``, documented options, and ``solve(problem) -> PolicyResult``.
+Most policies are :class:`LPPolicy` subclasses that only implement :meth:`LPPolicy.build` (add an
+objective and extra rows to a model that already holds ``X`` with its time and capacity rows);
+the pipeline (space → model → compile → solve → extract → fallback) is shared, with per-phase
+timings. Register a policy with the :func:`register_policy` decorator; the runtime (CLI, mechanism,
+simulator, executor, service) looks policies up by name with :func:`get_policy`.
+
+Safe fallback: when the backend does not return an optimum (time limit, numerical error), the
+result keeps that status and carries, in this order of preference, the backend's best point if it
+satisfies every allocation constraint, else the isolated allocation ``X_iso`` (always feasible);
+``message`` says which was used.
+"""
+from __future__ import annotations
+
+import importlib
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, TypeVar
+
+import numpy as np
+
+from .allocation import AllocationSpace, PairPruning
+from .errors import InputError, UnknownNameError
+from .modeling import Model, Variable
+from .problem import Problem
+from .result import PolicyResult, SolveResult, Status, Timings
+from .solver_api import Feature, Solver, SolverOptions, get_solver
+
+__all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
+           "policy_class", "COMMON_OPTIONS"]
+
+
+@dataclass(frozen=True)
+class Option:
+    """A documented policy option (listed by ``GET /v1/policies`` and ``policyopt policies``)."""
+
+    name: str
+    type: type
+    default: Any
+    doc: str
+    choices: tuple[Any, ...] | None = None
+
+    def coerce(self, value: Any, field_: str) -> Any:
+        if value is None:
+            return None
+        try:
+            if self.type is bool and isinstance(value, str):
+                if value.lower() not in ("true", "false", "1", "0", "yes", "no"):
+                    raise ValueError
+                v: Any = value.lower() in ("true", "1", "yes")
+            elif self.type is bool and not isinstance(value, bool):
+                raise ValueError
+            elif self.type in (int, float) and isinstance(value, bool):
+                raise ValueError
+            else:
+                v = self.type(value)
+        except (TypeError, ValueError):
+            raise InputError(field_, value, f"must be of type {self.type.__name__}") from None
+        if isinstance(v, float) and not np.isfinite(v):
+            raise InputError(field_, value, "must be finite")
+        if self.choices is not None and v not in self.choices:
+            raise InputError(field_, value, f"must be one of {', '.join(map(str, self.choices))}")
+        return v
+
+
+COMMON_OPTIONS: tuple[Option, ...] = (
+    Option("space_sharing", bool, False, "add rows for pairs of jobs sharing workers (needs `colocated`)"),
+    Option("pair_threshold", float, 1.0,
+           "keep a pair slot only if its normalized combined throughput exceeds this (1.0 is exact)"),
+    Option("pair_top_k", int, None, "keep at most k best pairs per job (lossy pruning)"),
+    Option("solver", str, None, "backend: highs (default), cvxpy[:SOLVER], pulp[:CBC|HiGHS]"),
+    Option("algorithm", str, "auto", "LP algorithm (HiGHS): auto, simplex, ipm, pdlp",
+           ("auto", "simplex", "ipm", "pdlp")),
+    Option("time_limit", float, None, "seconds per solver call; on expiry the documented fallback is returned"),
+)
+
+
+class Policy(ABC):
+    """Base class of all policies. Subclasses set ``name``, ``doc`` and extra ``options``."""
+
+    name: ClassVar[str] = ""
+    doc: ClassVar[str] = ""
+    options: ClassVar[tuple[Option, ...]] = ()
+    objective_sense: ClassVar[str] = "max"  # how to compare objectives (for tests/benchmarks)
+    pop_combine: ClassVar[str | None] = None  # how POP recombines sub-objectives: sum|min|max|None
+
+    def __init__(self, **options: Any) -> None:
+        specs = {o.name: o for o in self.all_options()}
+        unknown = sorted(set(options) - set(specs))
+        if unknown:
+            raise UnknownNameError(f"options.{unknown[0]}", unknown[0], specs)
+        self.config: dict[str, Any] = {n: o.default for n, o in specs.items()}
+        for k, v in options.items():
+            self.config[k] = specs[k].coerce(v, f"options.{k}")
+
+    @classmethod
+    def all_options(cls) -> tuple[Option, ...]:
+        seen: dict[str, Option] = {o.name: o for o in COMMON_OPTIONS}
+        for o in cls.options:
+            seen[o.name] = o
+        return tuple(seen.values())
+
+    def __getattr__(self, item: str) -> Any:
+        cfg = self.__dict__.get("config")
+        if cfg is not None and item in cfg:
+            return cfg[item]
+        raise AttributeError(item)
+
+    def __repr__(self) -> str:
+        non_default = {k: v for k, v in self.config.items()
+                       if v != {o.name: o.default for o in self.all_options()}.get(k)}
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in non_default.items())})"
+
+    # ------------------------------------------------------------------ helpers for subclasses
+    def solver_options(self) -> SolverOptions:
+        return SolverOptions(algorithm=self.config["algorithm"], time_limit=self.config["time_limit"])
+
+    def get_solver(self, require: Feature | None = Feature.LP) -> Solver:
+        return get_solver(self.config["solver"], require)
+
+    def make_space(self, problem: Problem) -> AllocationSpace:
+        return AllocationSpace(problem, space_sharing=bool(self.config["space_sharing"]),
+                               pruning=PairPruning(self.config["pair_threshold"], self.config["pair_top_k"]))
+
+    @abstractmethod
+    def solve(self, problem: Problem) -> PolicyResult:
+        """Compute an allocation for ``problem``."""
+
+    def result(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
+               solver: str, timings: Timings, message: str = "", **extra: Any) -> PolicyResult:
+        """Package an allocation array (rows × configs) as a :class:`PolicyResult`."""
+        t0 = time.perf_counter()
+        X = np.clip(X, 0.0, 1.0) + 0.0  # + 0.0 turns -0.0 into 0.0
+        X[~space.mask] = 0.0
+        thr = space.throughput_values(X)
+        res = PolicyResult(
+            policy=self.name, solver=solver, status=status, objective=objective,
+            allocation=space.allocation_dict(X), colocated_allocation=space.colocated_list(X),
+            effective_throughputs=dict(zip(space.jobs.labels.tolist(), thr.tolist())),
+            timings=timings, message=message, extra=dict(extra))
+        res.X, res.space = X, space
+        res.timings.extract += time.perf_counter() - t0
+        return res
+
+    def fallback(self, space: AllocationSpace, raw: SolveResult | None, X_var: Variable | None
+                 ) -> tuple[np.ndarray, str]:
+        """The documented safe fallback for a non-optimal solve (see module docstring)."""
+        if raw is not None and raw.x is not None and X_var is not None:
+            X = X_var.value(raw.x)
+            if not space.check(X):
+                return X, f"{raw.status.value}: returning the solver's best feasible point"
+        return space.full_from_single(space.isolated_allocation()), \
+            f"{raw.status.value if raw else 'error'}: returning the isolated allocation (fallback)"
+
+
+class LPPolicy(Policy):
+    """A policy that is one LP/MILP over the allocation space: implement :meth:`build`."""
+
+    @abstractmethod
+    def build(self, model: Model, space: AllocationSpace, X: Variable) -> Variable | None:
+        """Add the objective (and extra rows). May return a variable whose value is the objective
+        in the policy's own terms (e.g. the epigraph ``t``)."""
+
+    def objective_value(self, raw: SolveResult, obj_var: Variable | None) -> float | None:
+        if raw.x is None:
+            return None
+        if obj_var is not None:
+            return float(obj_var.value(raw.x).ravel()[0])
+        return raw.objective
+
+    def solve(self, problem: Problem) -> PolicyResult:
+        timings = Timings()
+        t0 = time.perf_counter()
+        space = self.make_space(problem)
+        model = Model(self.name)
+        X = space.add_allocation(model)
+        obj_var = self.build(model, space, X)
+        t1 = time.perf_counter()
+        sf = model.compile()
+        t2 = time.perf_counter()
+        solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
+        raw = solver.solve(sf, self.solver_options())
+        timings.build, timings.compile, timings.solve = t1 - t0, t2 - t1, raw.timings.solve
+        timings.extract = raw.timings.extract
+        if raw.status is Status.OPTIMAL and raw.x is not None:
+            return self.result(space, X.value(raw.x), raw.status, self.objective_value(raw, obj_var),
+                               raw.solver, timings)
+        Xf, msg = self.fallback(space, raw, X)
+        return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)
+
+
+# ---------------------------------------------------------------------------------------- registry
+_POLICIES: dict[str, type[Policy]] = {}
+P = TypeVar("P", bound=type[Policy])
+
+
+def register_policy(name: str | None = None, *, doc: str | None = None) -> Callable[[P], P]:
+    """Class decorator registering a policy under ``name`` (defaults to ``cls.name``)::
+
+        @register_policy("my_policy", doc="max-min fairness over cost-normalized throughput")
+        class MyPolicy(LPPolicy):
+            def build(self, model, space, X): ...
+    """
+
+    def deco(cls: P) -> P:
+        key = name or cls.name
+        if not key:
+            raise ValueError("a policy needs a name")
+        cls.name = key
+        if doc is not None:
+            cls.doc = doc
+        elif not cls.doc:
+            cls.doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+        _POLICIES[key] = cls
+        return cls
+
+    return deco
+
+
+def _ensure_loaded() -> None:
+    importlib.import_module("policyopt.formulations")
+
+
+def policy_class(name: str) -> type[Policy]:
+    _ensure_loaded()
+    try:
+        return _POLICIES[name]
+    except KeyError:
+        raise UnknownNameError("policy", name, _POLICIES) from None
+
+
+def get_policy(name: str | Policy, **options: Any) -> Policy:
+    """A policy instance by registered name (``options`` validated against its documented options)."""
+    if isinstance(name, Policy):
+        if options:
+            raise InputError("options", options, "options cannot be given with a policy instance")
+        return name
+    return policy_class(name)(**options)
+
+
+def list_policies() -> list[dict[str, Any]]:
+    """Name, doc and options of every registered policy."""
+    _ensure_loaded()
+    out = []
+    for n, cls in _POLICIES.items():
+        out.append({"name": n, "doc": cls.doc, "class": f"{cls.__module__}.{cls.__qualname__}",
+                    "options": [{"name": o.name, "type": o.type.__name__, "default": o.default, "doc": o.doc,
+                                 **({"choices": list(o.choices)} if o.choices else {})}
+                                for o in cls.all_options()]})
+    return out

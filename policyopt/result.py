@@ -1,0 +1,147 @@
+"""Result types shared by every backend and every policy.
+
+:class:`Status` is the documented outcome enum; :class:`SolveResult` is what a backend returns for
+one :class:`~policyopt.standard_form.StandardForm`; :class:`PolicyResult` is what a policy returns
+(the result JSON of the CLI and the HTTP service).
+"""
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Status", "Timings", "SolveResult", "PolicyResult"]
+
+
+class Status(str, enum.Enum):
+    """Outcome of a solve.
+
+    * ``optimal`` — a proven optimum (within the solver's tolerances) was found.
+    * ``infeasible`` — no point satisfies the constraints (also used for "infeasible or
+      unbounded" when a backend cannot tell them apart on a problem whose variables are bounded).
+    * ``unbounded`` — the objective can be improved without limit.
+    * ``time_limit`` — the time limit was hit; ``x`` holds the best feasible point if the backend
+      reported one, else ``None``. Policies then return their documented safe fallback.
+    * ``error`` — the backend failed; ``message`` says why.
+    """
+
+    OPTIMAL = "optimal"
+    INFEASIBLE = "infeasible"
+    UNBOUNDED = "unbounded"
+    TIME_LIMIT = "time_limit"
+    ERROR = "error"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+@dataclass
+class Timings:
+    """Seconds per phase: ``build`` (user model), ``compile`` (standard form), ``solve`` (backend
+    load + run), ``extract`` (mapping the solution back). Iterative policies add up their phases."""
+
+    build: float = 0.0
+    compile: float = 0.0
+    solve: float = 0.0
+    extract: float = 0.0
+
+    @property
+    def total(self) -> float:
+        return self.build + self.compile + self.solve + self.extract
+
+    def add(self, other: "Timings") -> None:
+        self.build += other.build
+        self.compile += other.compile
+        self.solve += other.solve
+        self.extract += other.extract
+
+    def to_dict(self) -> dict[str, float]:
+        return {"build": self.build, "compile": self.compile, "solve": self.solve, "extract": self.extract,
+                "total": self.total}
+
+
+@dataclass
+class SolveResult:
+    """A backend's answer for one standard form (original row scale; duals where available)."""
+
+    status: Status
+    objective: float | None
+    x: np.ndarray | None
+    row_duals: np.ndarray | None = None
+    col_duals: np.ndarray | None = None
+    solver: str = ""
+    options: dict[str, Any] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
+    message: str = ""
+    iterations: int | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OPTIMAL
+
+
+@dataclass
+class PolicyResult:
+    """The result of a policy: the CLI's / service's result JSON (see ``docs/schema.md``).
+
+    ``allocation[job][config]`` = fraction of time job ``job`` spends alone on configuration
+    ``config``; ``colocated_allocation`` lists pairs sharing workers; ``effective_throughputs[job]``
+    = ``thr(m)`` in steps/s under this allocation.
+    """
+
+    policy: str
+    solver: str
+    status: Status
+    objective: float | None
+    allocation: dict[str, dict[str, float]]
+    colocated_allocation: list[dict[str, Any]] = field(default_factory=list)
+    effective_throughputs: dict[str, float] = field(default_factory=dict)
+    timings: Timings = field(default_factory=Timings)
+    message: str = ""
+    extra: dict[str, Any] = field(default_factory=dict)
+    #: the allocation as an array (rows × configs) and the AllocationSpace it indexes (not serialized)
+    X: Any = field(default=None, repr=False, compare=False)
+    space: Any = field(default=None, repr=False, compare=False)
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OPTIMAL
+
+    def to_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "policy": self.policy,
+            "solver": self.solver,
+            "status": self.status.value,
+            "objective": _finite_or_none(self.objective),
+            "allocation": self.allocation,
+            "colocated_allocation": self.colocated_allocation,
+            "effective_throughputs": self.effective_throughputs,
+            "timings": self.timings.to_dict(),
+        }
+        if self.message:
+            out["message"] = self.message
+        out.update(self.extra)
+        return out
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent, default=_json_default)
+
+
+def _finite_or_none(v: float | None) -> float | None:
+    if v is None:
+        return None
+    v = float(v)
+    return v if np.isfinite(v) else None
+
+
+def _json_default(o: Any) -> Any:
+    if isinstance(o, np.generic):
+        return o.item()
+    if isinstance(o, np.ndarray):
+        return o.tolist()
+    if isinstance(o, enum.Enum):
+        return o.value
+    raise TypeError(f"not JSON serializable: {type(o).__name__}")

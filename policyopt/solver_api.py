@@ -1,0 +1,195 @@
+"""Solver protocol, capability flags, options and the ordered solver registry.
+
+A backend (in ``policyopt.solvers``) knows only :class:`~policyopt.standard_form.StandardForm`.
+It declares what it can do as :class:`Feature` flags and registers itself with
+:func:`register_solver`; the registry's insertion order is the preference order, so
+:func:`default_solver` is the first available backend that has every required feature.
+
+A backend's :meth:`Solver.load` returns a :class:`LoadedModel`: the model held by the backend, which
+can be re-solved after in-place updates of costs and bounds (``set_costs``, ``set_col_bounds``,
+``set_row_bounds``). HiGHS applies those in place and warm-starts; backends without
+``Feature.WARM_START`` rebuild from the updated standard form on the next :meth:`LoadedModel.solve`.
+"""
+from __future__ import annotations
+
+import enum
+import importlib
+import importlib.util
+import time
+from abc import ABC, abstractmethod
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, ClassVar
+
+import numpy as np
+
+from .errors import InputError, SolverNotAvailableError, UnknownNameError
+from .result import SolveResult, Status
+from .standard_form import StandardForm
+
+__all__ = ["Feature", "SolverOptions", "Solver", "LoadedModel", "register_solver", "get_solver",
+           "available_solvers", "registered_solvers", "default_solver", "RebuildingModel"]
+
+
+class Feature(enum.Flag):
+    """What a backend can do."""
+
+    LP = enum.auto()
+    MILP = enum.auto()
+    DUALS = enum.auto()
+    WARM_START = enum.auto()  # in-place updates and warm re-solves
+    TIME_LIMIT = enum.auto()
+
+
+@dataclass(frozen=True)
+class SolverOptions:
+    """Backend-independent options.
+
+    ``algorithm``: ``"auto"`` (backend default), ``"simplex"``, ``"ipm"`` (interior point) or
+    ``"pdlp"`` (HiGHS only). ``time_limit`` in seconds. ``extra`` is passed to the backend verbatim
+    (HiGHS option names, cvxpy solve keywords, PuLP solver keywords).
+    """
+
+    algorithm: str = "auto"
+    time_limit: float | None = None
+    mip_rel_gap: float = 1e-9
+    verbose: bool = False
+    threads: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ("auto", "simplex", "ipm", "pdlp"):
+            raise InputError("options.algorithm", self.algorithm, "must be one of auto, simplex, ipm, pdlp")
+        if self.time_limit is not None and not (self.time_limit > 0):
+            raise InputError("options.time_limit", self.time_limit, "must be a positive number of seconds")
+
+    def with_(self, **kw: Any) -> "SolverOptions":
+        return replace(self, **kw)
+
+
+class LoadedModel(ABC):
+    """A standard form loaded into a backend; can be updated in place and re-solved."""
+
+    def __init__(self, sf: StandardForm, options: SolverOptions) -> None:
+        self.sf = sf
+        self.options = options
+
+    @abstractmethod
+    def solve(self) -> SolveResult:
+        """Solve (or re-solve after updates) and return the result in the original row scale."""
+
+    def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
+        self.sf.c[cols] = costs
+
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.sf.col_lower[cols] = lower
+        self.sf.col_upper[cols] = upper
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Bounds of original (unscaled) rows ``rows``."""
+        s = self.sf.row_scale[rows]
+        self.sf.row_lower[rows] = np.asarray(lower, float) * s
+        self.sf.row_upper[rows] = np.asarray(upper, float) * s
+
+    def set_sense(self, sense: str) -> None:
+        self.sf.sense = sense
+
+
+class RebuildingModel(LoadedModel):
+    """For backends without in-place updates: keep a private copy of the standard form, apply
+    updates to it, and hand the whole form to ``solve_fn`` on each solve."""
+
+    def __init__(self, sf: StandardForm, options: SolverOptions,
+                 solve_fn: Callable[[StandardForm, SolverOptions], SolveResult]) -> None:
+        super().__init__(sf.copy(), options)
+        self._solve_fn = solve_fn
+
+    def solve(self) -> SolveResult:
+        return self._solve_fn(self.sf, self.options)
+
+
+class Solver(ABC):
+    """A backend. Subclasses set ``name``, ``features``, ``required_modules`` and implement ``load``."""
+
+    name: ClassVar[str]
+    features: ClassVar[Feature]
+    required_modules: ClassVar[tuple[str, ...]] = ()
+    doc: ClassVar[str] = ""
+
+    @classmethod
+    def is_available(cls) -> bool:
+        """Probe with ``importlib.util.find_spec`` (the backend is not imported)."""
+        return all(importlib.util.find_spec(m) is not None for m in cls.required_modules)
+
+    @abstractmethod
+    def load(self, sf: StandardForm, options: SolverOptions) -> LoadedModel:
+        """Hand the standard form to the backend (the ``solve`` phase's build step)."""
+
+    def solve(self, sf: StandardForm, options: SolverOptions | None = None) -> SolveResult:
+        """Load and solve once."""
+        opts = options or SolverOptions()
+        t0 = time.perf_counter()
+        loaded = self.load(sf, opts)
+        res = loaded.solve()
+        res.timings.solve = time.perf_counter() - t0
+        return res
+
+    def supports(self, feature: Feature) -> bool:
+        return (self.features & feature) == feature
+
+
+_REGISTRY: dict[str, type[Solver]] = {}
+
+
+def register_solver(cls: type[Solver]) -> type[Solver]:
+    """Class decorator: add a backend to the ordered registry (first registered = preferred)."""
+    _REGISTRY[cls.name] = cls
+    return cls
+
+
+def _ensure_loaded() -> None:
+    importlib.import_module("policyopt.solvers")
+
+
+def registered_solvers() -> list[str]:
+    _ensure_loaded()
+    return list(_REGISTRY)
+
+
+def available_solvers(feature: Feature | None = None) -> list[str]:
+    """Installed backends in preference order, optionally only those with ``feature``."""
+    _ensure_loaded()
+    return [n for n, c in _REGISTRY.items()
+            if c.is_available() and (feature is None or (c.features & feature) == feature)]
+
+
+def get_solver(name: str | Solver | None = None, require: Feature | None = None) -> Solver:
+    """A backend instance by name (``highs``, ``cvxpy``, ``cvxpy:CLARABEL``, ``pulp``, ``pulp:HiGHS``);
+    ``None`` gives the preferred available backend with ``require``; an instance is passed through."""
+    if isinstance(name, Solver):
+        return name
+    _ensure_loaded()
+    if name is None:
+        names = available_solvers(require)
+        if not names:
+            raise SolverNotAvailableError(f"no installed solver backend supports {require}")
+        return _REGISTRY[names[0]]()
+    base, _, sub = str(name).partition(":")
+    if base not in _REGISTRY:
+        raise UnknownNameError("solver", name, _REGISTRY)
+    cls = _REGISTRY[base]
+    if not cls.is_available():
+        raise SolverNotAvailableError(
+            f"solver {base!r} is not installed (modules {', '.join(cls.required_modules)}); "
+            f"install it with: pip install 'policyopt[{base}]'; installed: {', '.join(available_solvers()) or 'none'}")
+    inst = cls(sub) if sub else cls()  # type: ignore[call-arg]
+    if require is not None and not inst.supports(require):
+        raise SolverNotAvailableError(f"solver {name!r} does not support {require}")
+    return inst
+
+
+def default_solver(require: Feature | None = None) -> Solver:
+    return get_solver(None, require)
+
+
+def map_status(ok: bool) -> Status:  # small helper for adapters
+    return Status.OPTIMAL if ok else Status.ERROR

@@ -1,0 +1,82 @@
+"""The one compiled form every solver backend accepts.
+
+``sense`` ∈ {"min", "max"} of ``c·x + offset`` subject to
+``row_lower ≤ A x ≤ row_upper`` and ``col_lower ≤ x ≤ col_upper``, ``x_j`` integer where
+``integrality[j] = 1``. ``A`` is CSC (the layout of HiGHS's ``passModel``). Rows may have been scaled
+by ``row_scale`` (a positive factor per row): the scaled row ``i`` is ``row_scale[i]·(original row
+i)``; :meth:`StandardForm.unscale_duals` maps duals of the scaled rows back to the original rows.
+Solvers know only this module — nothing about jobs or policies.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+import scipy.sparse as sp
+
+__all__ = ["StandardForm"]
+
+
+@dataclass
+class StandardForm:
+    sense: str
+    c: np.ndarray
+    offset: float
+    col_lower: np.ndarray
+    col_upper: np.ndarray
+    integrality: np.ndarray
+    A: sp.csc_matrix
+    row_lower: np.ndarray
+    row_upper: np.ndarray
+    row_scale: np.ndarray
+    col_blocks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    row_blocks: dict[str, tuple[int, int]] = field(default_factory=dict)
+    row_scale_applied: bool = False
+
+    @property
+    def num_cols(self) -> int:
+        return int(self.c.size)
+
+    @property
+    def num_rows(self) -> int:
+        return int(self.row_lower.size)
+
+    @property
+    def nnz(self) -> int:
+        return int(self.A.nnz)
+
+    @property
+    def is_mip(self) -> bool:
+        return bool(np.any(self.integrality))
+
+    def copy(self) -> "StandardForm":
+        return replace(self, c=self.c.copy(), col_lower=self.col_lower.copy(), col_upper=self.col_upper.copy(),
+                       integrality=self.integrality.copy(), A=self.A.copy(), row_lower=self.row_lower.copy(),
+                       row_upper=self.row_upper.copy(), row_scale=self.row_scale.copy())
+
+    def row_activity(self, x: np.ndarray) -> np.ndarray:
+        """Activities ``A x`` of the *original* (unscaled) rows."""
+        return (self.A @ x) / self.row_scale
+
+    def unscale_duals(self, duals: np.ndarray) -> np.ndarray:
+        """Duals of the scaled rows → duals of the original rows (``y_orig = y_scaled · s``)."""
+        return duals * self.row_scale
+
+    def original_row_bounds(self) -> tuple[np.ndarray, np.ndarray]:
+        return self.row_lower / self.row_scale, self.row_upper / self.row_scale
+
+    def violation(self, x: np.ndarray) -> float:
+        """Largest violation of any row or column bound at ``x`` (original row scale)."""
+        act = self.row_activity(x)
+        lo, hi = self.original_row_bounds()
+        v = 0.0
+        if act.size:
+            v = max(v, float(np.max(np.maximum(lo - act, 0.0), initial=0.0)),
+                    float(np.max(np.maximum(act - hi, 0.0), initial=0.0)))
+        if x.size:
+            v = max(v, float(np.max(np.maximum(self.col_lower - x, 0.0))),
+                    float(np.max(np.maximum(x - self.col_upper, 0.0))))
+        return v
+
+    def objective_value(self, x: np.ndarray) -> float:
+        return float(self.c @ x + self.offset)

@@ -1,0 +1,150 @@
+"""HiGHS through highspy: the whole model in one array ``passModel`` call; in-place updates.
+
+Every ``HighsStatus`` returned is checked: ``kError`` becomes :class:`SolverError` naming the call
+(and the option, for ``setOptionValue``). Duals follow HiGHS: ``row_duals[i]`` is the sensitivity
+of the optimal objective to row ``i``'s active bound (original row scale).
+"""
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import numpy as np
+
+from policyopt.errors import SolverError
+from policyopt.result import SolveResult, Status, Timings
+from policyopt.solver_api import Feature, LoadedModel, Solver, SolverOptions, register_solver
+from policyopt.standard_form import StandardForm
+
+_ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp"}
+
+
+def _check(status: Any, call: str) -> None:
+    import highspy
+
+    if status == highspy.HighsStatus.kError:
+        raise SolverError(f"HiGHS {call} returned kError")
+
+
+class HighsModel(LoadedModel):
+    """A model held by a ``highspy.Highs`` object; updates go straight to HiGHS (warm re-solves)."""
+
+    def __init__(self, sf: StandardForm, options: SolverOptions) -> None:
+        import highspy
+
+        super().__init__(sf, options)
+        self._hs = highspy
+        h = highspy.Highs()
+        self.h = h
+        self._set("output_flag", bool(options.verbose))
+        self._set("solver", _ALGORITHMS[options.algorithm])
+        if options.time_limit is not None:
+            self._set("time_limit", float(options.time_limit))
+        if options.threads is not None:
+            self._set("threads", int(options.threads))
+        self._set("mip_rel_gap", float(options.mip_rel_gap))
+        for k, v in options.extra.items():
+            self._set(k, v)
+        inf = highspy.kHighsInf
+        A = sf.A
+        lo = np.where(np.isfinite(sf.col_lower), sf.col_lower, -inf)
+        hi = np.where(np.isfinite(sf.col_upper), sf.col_upper, inf)
+        rlo = np.where(np.isfinite(sf.row_lower), sf.row_lower, -inf)
+        rhi = np.where(np.isfinite(sf.row_upper), sf.row_upper, inf)
+        sense = highspy.ObjSense.kMaximize if sf.sense == "max" else highspy.ObjSense.kMinimize
+        args = (sf.num_cols, sf.num_rows, int(A.nnz), int(highspy.MatrixFormat.kColwise), int(sense),
+                float(sf.offset), np.ascontiguousarray(sf.c, np.float64), lo, hi, rlo, rhi,
+                A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), np.ascontiguousarray(A.data, np.float64),
+                sf.integrality.astype(np.int32))  # integrality must have num_col entries
+        _check(h.passModel(*args), "passModel")
+
+    def _set(self, option: str, value: Any) -> None:
+        status = self.h.setOptionValue(option, value)
+        if status == self._hs.HighsStatus.kError:
+            raise SolverError(f"HiGHS setOptionValue({option!r}, {value!r}) returned kError "
+                              "(unknown option or invalid value)")
+
+    # ------------------------------------------------------------------ in-place updates
+    def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
+        super().set_costs(cols, costs)
+        cols = np.asarray(cols, np.int32)
+        _check(self.h.changeColsCost(cols.size, cols, np.asarray(costs, np.float64)), "changeColsCost")
+
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        super().set_col_bounds(cols, lower, upper)
+        inf = self._hs.kHighsInf
+        cols = np.asarray(cols, np.int32)
+        lo = np.broadcast_to(np.asarray(lower, np.float64), cols.shape)
+        hi = np.broadcast_to(np.asarray(upper, np.float64), cols.shape)
+        _check(self.h.changeColsBounds(cols.size, cols, np.where(np.isfinite(lo), lo, -inf),
+                                       np.where(np.isfinite(hi), hi, inf)), "changeColsBounds")
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        rows = np.asarray(rows, np.int64)
+        lo = np.broadcast_to(np.asarray(lower, np.float64), rows.shape)
+        hi = np.broadcast_to(np.asarray(upper, np.float64), rows.shape)
+        super().set_row_bounds(rows, lo, hi)
+        inf = self._hs.kHighsInf
+        slo, shi = self.sf.row_lower[rows], self.sf.row_upper[rows]
+        _check(self.h.changeRowsBounds(rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
+                                       np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
+
+    def set_sense(self, sense: str) -> None:
+        super().set_sense(sense)
+        hs = self._hs
+        _check(self.h.changeObjectiveSense(hs.ObjSense.kMaximize if sense == "max" else hs.ObjSense.kMinimize),
+               "changeObjectiveSense")
+
+    # ------------------------------------------------------------------ solve
+    def solve(self) -> SolveResult:
+        hs = self._hs
+        t0 = time.perf_counter()
+        run_status = self.h.run()
+        t1 = time.perf_counter()
+        ms = self.h.getModelStatus()
+        info = self.h.getInfo()
+        S = hs.HighsModelStatus
+        status_map = {S.kOptimal: Status.OPTIMAL, S.kInfeasible: Status.INFEASIBLE,
+                      S.kUnbounded: Status.UNBOUNDED, S.kUnboundedOrInfeasible: Status.INFEASIBLE,
+                      S.kTimeLimit: Status.TIME_LIMIT, S.kIterationLimit: Status.TIME_LIMIT,
+                      S.kModelEmpty: Status.OPTIMAL}
+        status = status_map.get(ms, Status.ERROR)
+        if run_status == hs.HighsStatus.kError and status is Status.OPTIMAL:
+            status = Status.ERROR
+        opts = {"algorithm": self.options.algorithm, "highs_solver": _ALGORITHMS[self.options.algorithm],
+                "time_limit": self.options.time_limit, **self.options.extra}
+        res = SolveResult(status=status, objective=None, x=None, solver="highs", options=opts,
+                          message=self.h.modelStatusToString(ms),
+                          iterations=int(getattr(info, "simplex_iteration_count", 0) or 0)
+                          + int(getattr(info, "ipm_iteration_count", 0) or 0))
+        sol = self.h.getSolution()
+        has_primal = bool(sol.value_valid) and int(info.primal_solution_status) == 2  # feasible
+        if status is Status.OPTIMAL or (status is Status.TIME_LIMIT and has_primal):
+            if self.sf.num_cols:
+                res.x = np.asarray(sol.col_value, dtype=np.float64)
+            else:
+                res.x = np.zeros(0)
+            res.objective = float(info.objective_function_value) if self.sf.num_cols else float(self.sf.offset)
+            if sol.dual_valid and not self.sf.is_mip:
+                res.row_duals = self.sf.unscale_duals(np.asarray(sol.row_dual, dtype=np.float64))
+                res.col_duals = np.asarray(sol.col_dual, dtype=np.float64)
+        res.timings = Timings(solve=t1 - t0, extract=time.perf_counter() - t1)
+        return res
+
+
+@register_solver
+class HighsSolver(Solver):
+    """HiGHS (default). ``algorithm``: simplex, ipm (interior point + crossover), pdlp, or auto."""
+
+    name = "highs"
+    features = Feature.LP | Feature.MILP | Feature.DUALS | Feature.WARM_START | Feature.TIME_LIMIT
+    required_modules = ("highspy",)
+    doc = "HiGHS via highspy: one array passModel call, in-place updates, warm re-solves"
+
+    def __init__(self, algorithm: str | None = None) -> None:
+        self.algorithm = algorithm or None
+
+    def load(self, sf: StandardForm, options: SolverOptions) -> HighsModel:
+        if self.algorithm and options.algorithm == "auto":
+            options = options.with_(algorithm=self.algorithm)
+        return HighsModel(sf, options)
