@@ -32,10 +32,9 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
-import scipy.sparse as sp
 
 from .errors import InputError
-from .modeling import IndexSet, LinExpr, Model, Variable
+from .modeling import IndexSet, LinExpr, Model, Triplets, Variable
 from .problem import Problem, physical_type
 
 __all__ = ["PairPruning", "AllocationSpace"]
@@ -75,18 +74,12 @@ class AllocationSpace:
         cfg_names = self.configs.labels.tolist()
         self.config_type = np.array([self.worker_types.position(physical_type(c)) for c in cfg_names], np.int64)
         self.config_unconsolidated = np.array([c != physical_type(c) for c in cfg_names], bool)
-        jobs = problem.jobs
-        self.scale = np.array([j.scale_factor for j in jobs], dtype=np.float64)
-        self.weights = np.array([j.weight for j in jobs], dtype=np.float64)
-        self.steps = np.array([j.steps_remaining for j in jobs], dtype=np.float64)
-        self.time_since_start = np.array([j.time_since_start for j in jobs], dtype=np.float64)
-        cpos = {c: i for i, c in enumerate(cfg_names)}
-        # single-job throughputs, vectorized from a flat (job, config, value) list
-        trip = [(i, cpos[c], t) for i, j in enumerate(jobs) for c, t in j.throughputs.items() if c in cpos]
-        T = np.zeros((n, C))
-        if trip:
-            ti, tc, tv = map(np.asarray, zip(*trip))
-            T[ti.astype(np.int64), tc.astype(np.int64)] = tv
+        arr = problem.arrays
+        self.scale = arr.scale
+        self.weights = arr.weights
+        self.steps = arr.steps
+        self.time_since_start = arr.time_since_start
+        T = arr.T
         self.T = T
         self.single_mask = self._single_mask()
         # pairs
@@ -100,7 +93,7 @@ class AllocationSpace:
         self.rows = IndexSet("rows", self.jobs.labels.tolist() + pair_labels)
         self.row_scale = np.concatenate([self.scale, self.scale[self.pair_jobs[:, 0]]]) if p else self.scale.copy()
         self.mask = np.vstack([self.single_mask, self.pair_mask]) if p else self.single_mask
-        self._thr_matrix: sp.csr_matrix | None = None
+        self._thr_matrix: Triplets | None = None
 
     # ------------------------------------------------------------------ masks and pairs
     def _single_mask(self) -> np.ndarray:
@@ -217,7 +210,7 @@ class AllocationSpace:
         return M @ X.ravel()
 
     # ------------------------------------------------------------------ sparse matrices
-    def throughput_matrix(self, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> sp.csr_matrix:
+    def throughput_matrix(self, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> Triplets:
         """``(n × rows·configs)`` matrix with ``thr = M @ vec(X)`` (C order)."""
         if T is None and Tp is None and self._thr_matrix is not None:
             return self._thr_matrix
@@ -235,12 +228,12 @@ class AllocationSpace:
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
                 vals.append(Tp_[kk, kc, side])
-        M = sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))), shape=(n, R * C))
+        M = Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, R * C))
         if T is None and Tp is None:
             self._thr_matrix = M
         return M
 
-    def membership_matrix(self) -> sp.csr_matrix:
+    def membership_matrix(self) -> Triplets:
         """``(n × rows·configs)``: 1 where slot (r, c) belongs to a row containing job m."""
         n, C = len(self.jobs), len(self.configs)
         jj, cc = np.nonzero(self.single_mask)
@@ -251,16 +244,16 @@ class AllocationSpace:
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
         r = np.concatenate(rows)
-        return sp.csr_matrix((np.ones(r.size), (r, np.concatenate(cols))), shape=(n, len(self.rows) * C))
+        return Triplets(r, np.concatenate(cols), np.ones(r.size), (n, len(self.rows) * C))
 
-    def capacity_matrix(self) -> sp.csr_matrix:
+    def capacity_matrix(self) -> Triplets:
         """``(types × rows·configs)``: ``sf_r`` where slot (r, c) uses workers of type(c)."""
         C = len(self.configs)
         rr, cc = np.nonzero(self.mask)
-        return sp.csr_matrix((self.row_scale[rr], (self.config_type[cc], rr * C + cc)),
-                             shape=(len(self.worker_types), len(self.rows) * C))
+        return Triplets(self.config_type[cc], rr * C + cc, self.row_scale[rr],
+                        (len(self.worker_types), len(self.rows) * C))
 
-    def cost_matrix(self) -> sp.csr_matrix:
+    def cost_matrix(self) -> Triplets:
         """``(n × rows·configs)``: $/h of slot (r, c) charged to job m (``price·sf``; pairs split)."""
         if np.any(np.isnan(self.prices)):
             missing = [self.worker_types.labels[i] for i in np.flatnonzero(np.isnan(self.prices))]
@@ -276,8 +269,7 @@ class AllocationSpace:
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
                 vals.append(0.5 * price_c[kc] * self.row_scale[n + kk])
-        return sp.csr_matrix((np.concatenate(vals), (np.concatenate(rows), np.concatenate(cols))),
-                             shape=(n, len(self.rows) * C))
+        return Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, len(self.rows) * C))
 
     # ------------------------------------------------------------------ model building
     def add_allocation(self, model: Model, name: str = "X") -> Variable:

@@ -29,7 +29,7 @@ import scipy.sparse as sp
 from .errors import AlignmentError, ModelingError, UnknownNameError
 from .standard_form import StandardForm
 
-__all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "ConstraintBlock"]
+__all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "ConstraintBlock", "Triplets"]
 
 ArrayLike = Union[float, int, np.ndarray, Sequence[float]]
 
@@ -81,6 +81,27 @@ def _shape(dims: tuple[IndexSet, ...]) -> tuple[int, ...]:
     return tuple(len(d) for d in dims)
 
 
+@dataclass(frozen=True)
+class Triplets:
+    """A sparse matrix as ``(rows, cols, vals)`` arrays plus its shape (duplicates are summed)."""
+
+    rows: np.ndarray
+    cols: np.ndarray
+    vals: np.ndarray
+    shape: tuple[int, int]
+
+    @classmethod
+    def from_matrix(cls, matrix: "sp.spmatrix | np.ndarray") -> "Triplets":
+        m = sp.coo_matrix(matrix)
+        return cls(m.row.astype(np.int64), m.col.astype(np.int64), m.data.astype(np.float64), m.shape)
+
+    def tocsr(self) -> sp.csr_matrix:
+        return sp.csr_matrix((self.vals, (self.rows, self.cols)), shape=self.shape)
+
+    def __matmul__(self, x: np.ndarray) -> np.ndarray:
+        return np.bincount(self.rows, weights=self.vals * x[self.cols], minlength=self.shape[0])
+
+
 class LinExpr:
     """A linear expression over dims (array of affine functions), stored as a triplet block."""
 
@@ -92,22 +113,27 @@ class LinExpr:
         self.rows = np.asarray(rows, dtype=np.int64)
         self.cols = np.asarray(cols, dtype=np.int64)
         self.coefs = np.asarray(coefs, dtype=np.float64)
-        self.const = np.broadcast_to(np.asarray(const, dtype=np.float64), _shape(self.dims)).copy()
+        c = np.asarray(const, dtype=np.float64)
+        shape = _shape(self.dims)
+        self.const = c if c.shape == shape else np.broadcast_to(c, shape).copy()
 
     # ------------------------------------------------------------------ construction
     @classmethod
-    def from_matrix(cls, matrix: sp.spmatrix | np.ndarray, var: "Variable", dims: tuple[IndexSet, ...],
-                    const: ArrayLike = 0.0) -> "LinExpr":
+    def from_matrix(cls, matrix: "sp.spmatrix | np.ndarray | Triplets", var: "Variable",
+                    dims: tuple[IndexSet, ...], const: ArrayLike = 0.0) -> "LinExpr":
         """``expr = M @ vec(var) + const``: ``M`` has one row per element of ``dims`` and one column
-        per element of ``var`` (C order). Masked variable slots are dropped with their coefficients."""
-        m = sp.coo_matrix(matrix)
+        per element of ``var`` (C order); a scipy/dense matrix or :class:`Triplets`. Masked variable
+        slots are dropped with their coefficients."""
+        m = matrix if isinstance(matrix, Triplets) else Triplets.from_matrix(matrix)
         n = int(np.prod(_shape(dims))) if dims else 1
         if m.shape != (n, var.cols.size):
             raise ModelingError(f"matrix shape {m.shape} does not match ({n}, {var.cols.size}) for "
                                 f"dims {[d.name for d in dims]} x variable {var.name!r}")
-        cols = var.cols.ravel()[m.col]
-        keep = (cols >= 0) & (m.data != 0)
-        return cls(dims, m.row[keep], cols[keep], m.data[keep], const)
+        cols = var.cols.ravel()[m.cols]
+        keep = (cols >= 0) & (m.vals != 0)
+        if keep.all():
+            return cls(dims, m.rows, cols, m.vals, const)
+        return cls(dims, m.rows[keep], cols[keep], m.vals[keep], const)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -166,7 +192,9 @@ class LinExpr:
     __radd__ = __add__
 
     def __sub__(self, other: Any) -> "LinExpr":
-        return self + (-other)
+        if isinstance(other, (LinExpr, Variable)):
+            return self + (-other)
+        return self + (-np.asarray(other, dtype=np.float64))
 
     def __rsub__(self, other: Any) -> "LinExpr":
         return (-self) + other
@@ -239,8 +267,7 @@ class LinExpr:
     # ------------------------------------------------------------------ evaluation
     def evaluate(self, x: np.ndarray) -> np.ndarray:
         """Value of every element at the column vector ``x``."""
-        out = np.zeros(self.size)
-        np.add.at(out, self.rows, self.coefs * x[self.cols])
+        out = np.bincount(self.rows, weights=self.coefs * x[self.cols], minlength=self.size)
         return out.reshape(self.shape) + self.const
 
 
@@ -301,7 +328,7 @@ class Variable:
         return self.expr() - other
 
     def __rsub__(self, other: Any) -> LinExpr:
-        return other - self.expr()
+        return (-self.expr()) + other
 
     def __le__(self, rhs: ArrayLike) -> Constraint:  # type: ignore[override]
         return self.expr() <= rhs
@@ -483,15 +510,13 @@ class Model:
         A.sum_duplicates()
         scale = np.ones(self.num_rows)
         if scale_rows and self.num_rows:
-            absmax = np.zeros(self.num_rows)
-            np.maximum.at(absmax, A.indices, np.abs(A.data))
+            absmax = abs(A).max(axis=1).toarray().ravel() if A.nnz else np.zeros(self.num_rows)
             nz = absmax > 0
             scale[nz] = np.exp2(-np.round(np.log2(absmax[nz])))
             A = sp.csc_matrix((A.data * scale[A.indices], A.indices, A.indptr), shape=A.shape)
             rlo = rlo * scale
             rhi = rhi * scale
-        c = np.zeros(n)
-        np.add.at(c, self.objective.cols, self.objective.coefs)
+        c = np.bincount(self.objective.cols, weights=self.objective.coefs, minlength=n).astype(np.float64)
         sf = StandardForm(
             sense=self.sense, c=c, offset=float(self.objective.const), col_lower=lower, col_upper=upper,
             integrality=integrality, A=A, row_lower=rlo, row_upper=rhi, row_scale=scale,

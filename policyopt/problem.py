@@ -225,6 +225,18 @@ class Entity:
 
 
 @dataclass(frozen=True)
+class ProblemArrays:
+    """Columnar view of a problem's jobs (built once, with the problem): ``T[job, config]`` etc."""
+
+    configs: list[str]
+    T: "np.ndarray"
+    scale: "np.ndarray"
+    weights: "np.ndarray"
+    steps: "np.ndarray"
+    time_since_start: "np.ndarray"
+
+
+@dataclass(frozen=True)
 class Problem:
     """Cluster + jobs (+ colocated throughputs, entities): the input of every policy."""
 
@@ -232,6 +244,7 @@ class Problem:
     jobs: tuple[Job, ...]
     colocated: tuple[Colocation, ...] = ()
     entities: Mapping[str, Entity] = field(default_factory=dict)
+    _arrays: ProblemArrays | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         jobs = tuple(self.jobs)
@@ -273,6 +286,30 @@ class Problem:
                 raise InputError(f"colocated[{'|'.join(c.jobs)}@{c.worker_type}]", list(c.jobs),
                                  "duplicate colocation entry")
             pairs_seen.add(key)
+        object.__setattr__(self, "_arrays", self._build_arrays())
+
+    def _build_arrays(self) -> ProblemArrays:
+        import numpy as np
+
+        names = self.cluster.names
+        extra = sorted({c for j in self.jobs for c in j.throughputs if c not in names})
+        configs = names + [c for c in extra if physical_type(c) in names]
+        n = len(self.jobs)
+        T = np.zeros((n, len(configs)))
+        for k, c in enumerate(configs):
+            T[:, k] = np.fromiter((j.throughputs.get(c, 0.0) for j in self.jobs), float, n)
+
+        def col(attr: str) -> "np.ndarray":
+            return np.fromiter((getattr(j, attr) for j in self.jobs), float, n)
+
+        return ProblemArrays(configs, T, col("scale_factor"), col("weight"), col("steps_remaining"),
+                             col("time_since_start"))
+
+    @property
+    def arrays(self) -> ProblemArrays:
+        """The columnar view (``T`` is jobs × :attr:`configurations`)."""
+        assert self._arrays is not None
+        return self._arrays
 
     # ----------------------------------------------------------------------------- accessors
     @property
@@ -288,9 +325,7 @@ class Problem:
     @property
     def configurations(self) -> list[str]:
         """Configuration names in column order: physical types, then placement variants used by jobs."""
-        names = self.cluster.names
-        extra = sorted({c for j in self.jobs for c in j.throughputs if c not in names})
-        return names + [c for c in extra if physical_type(c) in names]
+        return list(self.arrays.configs)
 
     def with_jobs(self, jobs: Iterable[Job], colocated: Iterable[Colocation] | None = None,
                   cluster: Cluster | None = None) -> "Problem":

@@ -66,9 +66,10 @@ class StandardForm:
         return self.row_lower / self.row_scale, self.row_upper / self.row_scale
 
     def violation(self, x: np.ndarray) -> float:
-        """Largest violation of any row or column bound at ``x`` (original row scale)."""
-        act = self.row_activity(x)
-        lo, hi = self.original_row_bounds()
+        """Largest violation of any row or column bound at ``x``, rows measured in the scaled form
+        (each row's largest coefficient ≈ 1, so the number is relative to the row's magnitude)."""
+        act = self.A @ x
+        lo, hi = self.row_lower, self.row_upper
         v = 0.0
         if act.size:
             v = max(v, float(np.max(np.maximum(lo - act, 0.0), initial=0.0)),

@@ -23,7 +23,7 @@ def _solve_cvxpy(sf: StandardForm, options: SolverOptions, sub: str | None) -> S
     t0 = time.perf_counter()
     n = sf.num_cols
     int_idx = np.flatnonzero(sf.integrality)
-    x = cp.Variable(n, integer=[(int(i),) for i in int_idx]) if int_idx.size else cp.Variable(n)
+    x = cp.Variable(n)
     A = sf.A.tocsr()
     fin_lo = np.flatnonzero(np.isfinite(sf.row_lower))
     fin_hi = np.flatnonzero(np.isfinite(sf.row_upper))
@@ -38,6 +38,8 @@ def _solve_cvxpy(sf: StandardForm, options: SolverOptions, sub: str | None) -> S
         cons.append(x[cl] >= sf.col_lower[cl])
     if cu.size:
         cons.append(x[cu] <= sf.col_upper[cu])
+    if int_idx.size:  # integer columns tied to an integer variable
+        cons.append(x[int_idx] == cp.Variable(int_idx.size, integer=True))
     obj_expr = sf.c @ x + sf.offset
     prob = cp.Problem(cp.Maximize(obj_expr) if sf.sense == "max" else cp.Minimize(obj_expr), cons)
     solver = sub or ("HIGHS" if int_idx.size else "CLARABEL")

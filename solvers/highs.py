@@ -100,8 +100,14 @@ class HighsModel(LoadedModel):
         hs = self._hs
         t0 = time.perf_counter()
         run_status = self.h.run()
-        t1 = time.perf_counter()
         ms = self.h.getModelStatus()
+        if ms == hs.HighsModelStatus.kUnboundedOrInfeasible:
+            # presolve could not tell which; one re-run without presolve decides
+            self._set("presolve", "off")
+            run_status = self.h.run()
+            ms = self.h.getModelStatus()
+            self._set("presolve", "choose")
+        t1 = time.perf_counter()
         info = self.h.getInfo()
         S = hs.HighsModelStatus
         status_map = {S.kOptimal: Status.OPTIMAL, S.kInfeasible: Status.INFEASIBLE,

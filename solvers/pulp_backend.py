@@ -23,8 +23,11 @@ def _solve_pulp(sf: StandardForm, options: SolverOptions, sub: str | None) -> So
     prob = pulp.LpProblem("policyopt", sense)
     lo = [None if not np.isfinite(v) else float(v) for v in sf.col_lower]
     hi = [None if not np.isfinite(v) else float(v) for v in sf.col_upper]
-    xs = [pulp.LpVariable(f"x{j}", lo[j], hi[j], pulp.LpInteger if sf.integrality[j] else pulp.LpContinuous)
-          for j in range(sf.num_cols)]
+    cat = [pulp.LpInteger if sf.integrality[j] else pulp.LpContinuous for j in range(sf.num_cols)]
+    if hasattr(prob, "add_variable"):
+        xs = [prob.add_variable(f"x{j}", lo[j], hi[j], cat=cat[j]) for j in range(sf.num_cols)]
+    else:  # PuLP < 3.3
+        xs = [pulp.LpVariable(f"x{j}", lo[j], hi[j], cat[j]) for j in range(sf.num_cols)]
     prob += pulp.LpAffineExpression([(xs[j], float(sf.c[j])) for j in np.flatnonzero(sf.c)]) + float(sf.offset)
     A = sf.A.tocsr()
     ge_names: dict[int, str] = {}
@@ -43,7 +46,7 @@ def _solve_pulp(sf: StandardForm, options: SolverOptions, sub: str | None) -> So
         if np.isfinite(ru):
             prob += (expr <= float(ru)), f"l{i}"
             le_names[i] = f"l{i}"
-    name = sub or "PULP_CBC_CMD"
+    name = sub or ("COIN_CMD" if _coin_cmd_available() else "PULP_CBC_CMD")
     kw = dict(options.extra)
     kw.setdefault("msg", bool(options.verbose))
     if options.time_limit is not None:
@@ -67,17 +70,28 @@ def _solve_pulp(sf: StandardForm, options: SolverOptions, sub: str | None) -> So
         res.x = np.array([v.varValue if v.varValue is not None else 0.0 for v in xs], dtype=np.float64)
         res.objective = float(sf.c @ res.x + sf.offset)
         if not sf.is_mip:
-            cons = prob.constraints
+            get = getattr(prob, "get_constraint_by_name", None) or prob.constraints.__getitem__
             y = np.zeros(sf.num_rows)
-            for i, nm in ge_names.items():
-                pi = cons[nm].pi
-                y[i] += pi if pi is not None else 0.0
-            for i, nm in le_names.items():
-                pi = cons[nm].pi
-                y[i] += pi if pi is not None else 0.0
+            for names in (ge_names, le_names):
+                for i, nm in names.items():
+                    pi = get(nm).pi
+                    y[i] += pi if pi is not None else 0.0
+            # PuLP's HiGHS interface solves max problems as min(-c) and reports those duals; CBC
+            # reports them for the max problem itself. Map both to HiGHS's convention.
+            if name.lower() == "highs" and sf.sense == "max":
+                y = -y
             res.row_duals = sf.unscale_duals(y)
     res.timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     return res
+
+
+def _coin_cmd_available() -> bool:
+    import pulp
+
+    try:
+        return bool(pulp.getSolver("COIN_CMD", msg=False).available())
+    except Exception:  # noqa: BLE001 - probing only
+        return False
 
 
 @register_solver

@@ -1,0 +1,271 @@
+"""Process entry point that runs one lease of one zoo job (what the executor spawns per round).
+
+    python -m policyopt.jobs.worker --job-type resnet-bs32 --job-id j0 --checkpoint-dir ckpt/j0 \
+        --steps-total 300 --lease-seconds 10 --threads 1 --progress-file out/j0.json \
+        [--device cpu|cuda:0] [--keep-workers --lease-file L.json --renewal-wait 5] \
+        [--dp 2 --ga 2 --gc] [--cpu-affinity 0,1]
+
+Resume from the newest valid checkpoint → train until the lease ends or ``--steps-total`` steps are
+done → checkpoint → write the progress JSON (``steps_done``, ``steps_per_s``,
+``steady_steps_per_s``, ``initial_loss``, ``final_loss``, ``status``, ...). The lease deadline is
+``--lease-seconds`` after training starts (after imports and resume); an executor that needs an
+absolute deadline writes a lease file (``{"deadline": unix_time, "steps_limit": null,
+"keep_workers": false, "lease_id": 1}``) and passes ``--lease-file``; rewriting it with a new
+``lease_id`` renews the lease of a running worker. SIGTERM stops at the next step boundary and
+checkpoints. Exit status: 0 = lease ended / job completed / stopped, 1 = failed (the progress file
+says why), 2 = bad arguments.
+
+With ``--dp N`` this process is rank 0 and starts ranks 1..N-1 as child processes (same
+arguments plus ``--rank``/``--master-port``); only rank 0 writes checkpoints and progress.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import resource
+import signal
+import subprocess
+import sys
+import threading
+import time
+import traceback
+from pathlib import Path
+from typing import Any, Sequence
+
+from policyopt.errors import InputError, PolicyOptError
+
+__all__ = ["build_parser", "main", "run_worker"]
+
+
+def _cores(text: str) -> list[int]:
+    try:
+        cores = sorted({int(x) for x in text.split(",") if x.strip()})
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--cpu-affinity must be comma-separated core ids, got {text!r}") from None
+    if not cores or min(cores) < 0:
+        raise argparse.ArgumentTypeError(f"--cpu-affinity needs non-negative core ids, got {text!r}")
+    return cores
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m policyopt.jobs.worker", description=__doc__.split("\n\n")[0])
+    p.add_argument("--job-type", required=True, help="a name from policyopt.jobs.JOB_TYPES")
+    p.add_argument("--job-id", required=True)
+    p.add_argument("--checkpoint-dir", required=True, type=Path)
+    p.add_argument("--progress-file", type=Path, default=None, help="progress JSON (rank 0)")
+    p.add_argument("--steps-total", type=int, default=None, help="job step budget (default: the job type's)")
+    p.add_argument("--lease-seconds", type=float, default=None, help="lease length from the start of training")
+    p.add_argument("--lease-steps", type=int, default=None, help="at most this many steps in this lease")
+    p.add_argument("--lease-file", type=Path, default=None, help="JSON lease (absolute deadline), polled for renewals")
+    p.add_argument("--keep-workers", action="store_true", help="at lease end wait for a renewal instead of exiting")
+    p.add_argument("--renewal-wait", type=float, default=0.0, help="seconds to wait for a renewal (--keep-workers)")
+    p.add_argument("--checkpoint-interval", type=float, default=None, help="also checkpoint every S seconds")
+    p.add_argument("--threads", type=int, default=1, help="torch intra-op threads per process")
+    p.add_argument("--device", default="cpu", help="cpu or cuda[:i]")
+    p.add_argument("--cpu-affinity", type=_cores, default=None, help="pin to these cores, e.g. 0,1")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--dp", type=int, default=1, help="data-parallel processes")
+    p.add_argument("--ga", type=int, default=1, help="gradient-accumulation micro-steps")
+    p.add_argument("--gc", action="store_true", help="gradient checkpointing")
+    p.add_argument("--loss-log", type=Path, default=None, help="append 'step loss' lines (rank 0)")
+    p.add_argument("--warmup-steps", type=int, default=2, help="steps excluded from steady_steps_per_s")
+    p.add_argument("--no-checkpoint", action="store_true", help="neither resume nor save (profiling)")
+    p.add_argument("--measure-forward", action="store_true", help="time forward passes (fwd_time_s)")
+    p.add_argument("--measure-allreduce", action="store_true", help="measure all-reduce bandwidth (dp > 1)")
+    p.add_argument("--sync-dir", type=Path, default=None, help="start training when --sync-count processes are ready")
+    p.add_argument("--sync-count", type=int, default=1)
+    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--master-port", type=int, default=0, help=argparse.SUPPRESS)
+    return p
+
+
+def _validate(args: argparse.Namespace) -> None:
+    checks = [
+        ("threads", args.threads, args.threads >= 1, "must be >= 1"),
+        ("dp", args.dp, args.dp >= 1, "must be >= 1"),
+        ("ga", args.ga, args.ga >= 1, "must be >= 1"),
+        ("steps_total", args.steps_total, args.steps_total is None or args.steps_total >= 0, "must be >= 0"),
+        ("lease_seconds", args.lease_seconds, args.lease_seconds is None or args.lease_seconds >= 0, "must be >= 0"),
+        ("lease_steps", args.lease_steps, args.lease_steps is None or args.lease_steps >= 0, "must be >= 0"),
+        ("sync_count", args.sync_count, args.sync_count >= 1, "must be >= 1"),
+        ("device", args.device, args.device == "cpu" or args.device.startswith("cuda"), "must be cpu or cuda[:i]"),
+    ]
+    for field, value, ok, problem in checks:
+        if not ok:
+            raise InputError(field, value, problem)
+    if args.keep_workers and args.lease_file is None and args.renewal_wait > 0:
+        raise InputError("renewal_wait", args.renewal_wait, "renewals arrive through --lease-file; give one")
+
+
+def _wait_for_peers(sync_dir: Path, count: int, timeout_s: float = 300.0) -> None:
+    """File barrier: announce readiness, then wait until ``count`` processes have."""
+    sync_dir.mkdir(parents=True, exist_ok=True)
+    (sync_dir / f"ready-{os.getpid()}").touch()
+    t0 = time.time()
+    while sum(1 for p in sync_dir.iterdir() if p.name.startswith("ready-")) < count:
+        if time.time() - t0 > timeout_s:
+            raise PolicyOptError(f"sync barrier {sync_dir}: fewer than {count} processes ready after {timeout_s:.0f}s")
+        time.sleep(0.002)
+
+
+def _allreduce_bandwidth(ctx: Any, torch: Any, elements: int = 1 << 20, repeats: int = 5) -> float:
+    """Bus bandwidth of an all-reduce in bytes/s: ``2(n-1)/n · bytes / seconds`` (ring algorithm volume)."""
+    import torch.distributed as dist
+
+    tensor = torch.ones(elements, dtype=torch.float32, device=ctx.device)
+    dist.all_reduce(tensor)
+    dist.barrier()
+    t0 = time.perf_counter()
+    for _ in range(repeats):
+        dist.all_reduce(tensor)
+    if ctx.device.type == "cuda":
+        torch.cuda.synchronize(ctx.device)
+    seconds = (time.perf_counter() - t0) / repeats
+    return 2 * (ctx.world - 1) / ctx.world * elements * 4 / seconds
+
+
+def _spawn_peers(argv: Sequence[str], dp: int, port: int) -> list[subprocess.Popen[bytes]]:
+    return [subprocess.Popen([sys.executable, "-m", "policyopt.jobs.worker", *argv,
+                              "--rank", str(r), "--master-port", str(port)])
+            for r in range(1, dp)]
+
+
+def run_worker(args: argparse.Namespace, argv: Sequence[str]) -> int:
+    """Run one lease; returns the process exit status (see the module docstring)."""
+    _validate(args)
+    if args.cpu_affinity is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, args.cpu_affinity)
+    import torch
+
+    torch.set_num_threads(args.threads)
+    try:
+        torch.set_num_interop_threads(1)
+    except RuntimeError:
+        pass
+    from .api import Lease, TrainingSession, write_json_atomic
+    from .plans import ExecutionPlan, enable_gc, free_port, init_distributed, train_step, wrap_model
+    from .zoo import get_job_type
+
+    spec = get_job_type(args.job_type)
+    plan = ExecutionPlan(args.dp, args.ga, args.gc)
+    plan.micro_batch(spec.batch_size)
+    primary = args.rank == 0
+    device = torch.device(args.device)
+    if device.type == "cuda":
+        if not torch.cuda.is_available():
+            raise InputError("device", args.device, "CUDA is not available on this machine")
+        torch.cuda.set_device(device)
+        if args.dp > 1 and device.index is not None and torch.cuda.device_count() < args.dp:
+            raise InputError("dp", args.dp, f"NCCL needs one GPU per rank; {torch.cuda.device_count()} visible")
+        device = torch.device("cuda", (device.index or 0) + args.rank)
+
+    peers: list[subprocess.Popen[bytes]] = []
+    port = args.master_port
+    if plan.dp > 1 and primary:
+        port = free_port()
+        peers = _spawn_peers(argv, plan.dp, port)
+    watchdog_stop = threading.Event()
+    session: TrainingSession | None = None
+    metadata: dict[str, Any] = {
+        "job_type": spec.name, "plan": plan.label(), "dp": plan.dp, "ga": plan.ga, "gc": plan.gc,
+        "threads": args.threads, "device": str(device), "global_batch": spec.batch_size,
+        "micro_batch": plan.micro_batch(spec.batch_size), "cpu_affinity": args.cpu_affinity,
+    }
+
+    def watch_peers() -> None:  # a dead peer would block rank 0 in a collective: fail fast instead
+        while not watchdog_stop.wait(0.2):
+            for rank, proc in enumerate(peers, start=1):
+                code = proc.poll()
+                if code not in (None, 0):
+                    if args.progress_file is not None:
+                        record = session.progress() if session is not None else {"job_id": args.job_id, **metadata}
+                        record.update(status="failed", error=f"data-parallel rank {rank} exited with status {code}")
+                        write_json_atomic(args.progress_file, record)
+                    for other in peers:
+                        if other.poll() is None:
+                            other.kill()
+                    os._exit(1)
+
+    if peers:
+        threading.Thread(target=watch_peers, daemon=True).start()
+    try:
+        ctx = init_distributed(args.rank, plan.dp, port, device)
+        torch.manual_seed(args.seed)
+        job = spec.build(args.seed, device)
+        enable_gc(job.model, plan.gc)
+        model = wrap_model(job.model, ctx)
+        if args.measure_allreduce and ctx.active:
+            metadata["allreduce_bytes_per_s"] = _allreduce_bandwidth(ctx, torch)
+        if args.sync_dir is not None:
+            _wait_for_peers(args.sync_dir, args.sync_count)
+        if args.lease_file is not None and args.lease_file.exists() and primary:
+            lease = Lease.read(args.lease_file)
+        elif primary and (args.lease_seconds is not None or args.lease_steps is not None):
+            lease = Lease.for_seconds(args.lease_seconds, args.lease_steps, args.keep_workers) \
+                if args.lease_seconds is not None else Lease(None, args.lease_steps, args.keep_workers)
+        else:
+            lease = Lease()
+        session = TrainingSession(
+            args.job_id, args.checkpoint_dir, model, job.optimizer, lease=lease,
+            steps_total=args.steps_total if args.steps_total is not None else spec.default_steps,
+            lease_file=args.lease_file if primary else None, renewal_wait_s=args.renewal_wait,
+            checkpoint_interval_s=args.checkpoint_interval, progress_file=args.progress_file if primary else None,
+            warmup_steps=args.warmup_steps, resume=not args.no_checkpoint, save=not args.no_checkpoint,
+            is_primary=primary, agree=ctx.agree if ctx.active else None, metadata=metadata)
+        signal.signal(signal.SIGTERM, lambda *_: session.request_stop() if session else None)
+        forward_total, forward_steps = 0.0, 0
+        loss_log = open(args.loss_log, "a", buffering=1) if args.loss_log is not None and primary else None
+        with session as s:
+            for batch in s.wrap(job.stream):
+                loss, forward_s = train_step(job, model, batch, plan, ctx, args.measure_forward)
+                s.report(loss)
+                if loss_log is not None:
+                    loss_log.write(f"{s.step + 1} {loss!r}\n")
+                if args.measure_forward and s.step - s.session_start_step > args.warmup_steps:
+                    forward_total += forward_s
+                    forward_steps += 1
+                    metadata["fwd_time_s"] = forward_total / forward_steps
+            metadata["max_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+            if device.type == "cuda":
+                metadata["max_memory_allocated"] = int(torch.cuda.max_memory_allocated(device))
+        if loss_log is not None:
+            loss_log.close()
+        status = 0
+    except Exception as exc:
+        if args.progress_file is not None and primary and (session is None or session.status != "failed"):
+            record = session.progress() if session is not None else {"job_id": args.job_id, **metadata}
+            record.update(status="failed", error=f"{type(exc).__name__}: {exc}")
+            write_json_atomic(args.progress_file, record)
+        traceback.print_exc()
+        status = 1
+    finally:
+        watchdog_stop.set()
+        for proc in peers:
+            code = proc.wait()
+            if code != 0:
+                status = 1
+        if plan.dp > 1:
+            import torch.distributed as dist
+
+            if dist.is_initialized():
+                dist.destroy_process_group()
+    if primary and session is not None and status == 0:
+        rec = session.progress()
+        print(f"{args.job_id}: {rec['status']} at step {rec['steps_done']}/{rec['steps_total']} "
+              f"({rec['steps_this_session']} steps, {rec['steps_per_s'] or 0:.2f} steps/s, "
+              f"loss {rec['initial_loss']} -> {rec['final_loss']})", flush=True)
+    return status
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser().parse_args(argv)
+    try:
+        return run_worker(args, [a for a in argv])
+    except InputError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

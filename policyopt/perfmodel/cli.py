@@ -1,0 +1,79 @@
+"""``policyopt perf-model fit|predict`` sub-commands.
+
+    policyopt perf-model fit --samples SAMPLES.csv --output PARAMS.json [--starts 8] [--seed 0]
+    policyopt perf-model predict --params PARAMS.json --configs CONFIGS.csv --output PRED.csv
+
+Bad input raises :class:`~policyopt.errors.InputError`; the top-level CLI prints it on one line.
+``python -m policyopt.perfmodel.cli ...`` runs the same commands stand-alone.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+from typing import Sequence
+
+from policyopt.errors import PolicyOptError
+
+from .fit import fit_all
+from .io import read_configs, read_samples, write_predictions
+from .model import iter_time_from_terms, compute_terms, param_matrix
+from .params import load_params, save_params
+
+__all__ = ["add_subparser", "cmd_fit", "cmd_predict", "main"]
+
+
+def cmd_fit(args: argparse.Namespace) -> int:
+    """Fit one parameter set per model of SAMPLES.csv and write PARAMS.json."""
+    samples = read_samples(args.samples)
+    fits = fit_all(samples, n_starts=args.starts, seed=args.seed)
+    save_params(args.output, {m: f.params for m, f in fits.items()},
+                {m: f.info() for m, f in fits.items()})
+    for name, fit in fits.items():
+        print(f"{name}: {fit.n_samples} samples ({fit.n_offload} offload), "
+              f"RMSLE {fit.rmsle:.4f}, {fit.seconds:.2f} s")
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """Predict ``pred_iter_time`` for every row of CONFIGS.csv and write PRED.csv."""
+    params = load_params(args.params)
+    raw, clean = read_configs(args.configs)
+    pred = iter_time_from_terms(compute_terms(clean), param_matrix(clean["model"], params))
+    write_predictions(raw, pred, args.output)
+    print(f"wrote {len(raw)} predictions to {args.output}")
+    return 0
+
+
+def add_subparser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParser]") -> None:
+    """Register ``perf-model`` with ``fit`` and ``predict`` on an argparse sub-parser group."""
+    parser = subparsers.add_parser(
+        "perf-model", help="fit / apply the execution-plan performance model",
+        description="Execution-plan performance model (docs/perf-model.md).")
+    sub = parser.add_subparsers(dest="perf_model_command", required=True)
+    fit = sub.add_parser("fit", help="fit the seven parameters per model from SAMPLES.csv")
+    fit.add_argument("--samples", required=True, help="SAMPLES.csv (configuration + iter_time)")
+    fit.add_argument("--output", required=True, help="PARAMS.json to write")
+    fit.add_argument("--starts", type=int, default=8, help="least-squares starts (default 8)")
+    fit.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    fit.set_defaults(func=cmd_fit)
+    pred = sub.add_parser("predict", help="predict iteration times for CONFIGS.csv")
+    pred.add_argument("--params", required=True, help="PARAMS.json from `fit`")
+    pred.add_argument("--configs", required=True, help="CONFIGS.csv")
+    pred.add_argument("--output", required=True, help="PRED.csv to write")
+    pred.set_defaults(func=cmd_predict)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Stand-alone entry point: ``python -m policyopt.perfmodel.cli perf-model fit ...``."""
+    parser = argparse.ArgumentParser(prog="policyopt")
+    add_subparser(parser.add_subparsers(dest="command", required=True))
+    args = parser.parse_args(argv)
+    try:
+        return int(args.func(args))
+    except PolicyOptError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,261 @@
+r"""Fitting the seven parameters per model: bounded RMSLE least squares from several starts.
+
+For the n samples of one model (observed iteration times y_i) the fit solves::
+
+    min_k  RMSLE(k) = sqrt( (1/n) Σ_i (log T_iter(row_i; k) − log y_i)² )    s.t.  lo <= k <= hi
+
+with :func:`scipy.optimize.least_squares` (``trf``, bounded) on the unit box
+z = (k − lo)/(hi − lo), from several starts (the best final cost wins). The log ratio (not
+``log1p``) is used so that the loss is a relative error at every time scale (ms CPU runs and
+minute-long 30B iterations alike).
+
+Bounds (``lo``, ``hi``): k_bwd ∈ [0.5, 10]; k_sync, k_off, k_swap ∈ [1, 50] (1 = no overlap,
+sum; large = full overlap, max); k_opt, k_opt_off, k_const ∈ [0, U] where U is twice the largest
+value that would let that term alone explain an observed iteration time
+(e.g. U_opt = 2·max_i y_i / (P/x)_i over non-offload samples); a parameter no sample depends on
+gets U = 1 and is reported as fitted but has no effect on those rows.
+
+At least 7 samples (one per parameter), 3 of them with ``zero = offload``, are required per
+model. :class:`OnlineRefitter` refits a model when the relative error of new observations exceeds a
+threshold.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from policyopt.errors import InputError
+
+from .model import Terms, compute_terms, iter_time_from_terms
+from .params import PARAM_NAMES, PerfParams
+from .table import validate_table
+
+__all__ = ["MIN_SAMPLES", "MIN_OFFLOAD", "FitResult", "parameter_bounds", "fit_model", "fit_all",
+           "RefitEvent", "OnlineRefitter"]
+
+MIN_SAMPLES = len(PARAM_NAMES)
+MIN_OFFLOAD = 3
+_FIXED_LO = {"k_bwd": 0.5, "k_sync": 1.0, "k_off": 1.0, "k_swap": 1.0}
+_FIXED_HI = {"k_bwd": 10.0, "k_sync": 50.0, "k_off": 50.0, "k_swap": 50.0}
+#: A central start in natural units for the dimensionless parameters; scale parameters start
+#: at 5% of their upper bound.
+_CENTRAL = {"k_bwd": 2.0, "k_sync": 2.0, "k_off": 2.0, "k_swap": 2.0}
+_SCALE_PARAMS = ("k_opt", "k_opt_off", "k_const")
+
+
+@dataclass(frozen=True)
+class FitResult:
+    """Outcome of fitting one model."""
+
+    model: str
+    params: PerfParams
+    rmsle: float
+    n_samples: int
+    n_offload: int
+    lower: np.ndarray
+    upper: np.ndarray
+    start_rmsle: tuple[float, ...]  # final RMSLE reached from each start
+    seconds: float
+
+    def info(self) -> dict[str, Any]:
+        """JSON-ready diagnostics (stored under ``fit`` in PARAMS.json)."""
+        return {
+            "rmsle": self.rmsle, "n_samples": self.n_samples, "n_offload": self.n_offload,
+            "n_starts": len(self.start_rmsle), "start_rmsle": list(self.start_rmsle),
+            "lower": dict(zip(PARAM_NAMES, self.lower.tolist())),
+            "upper": dict(zip(PARAM_NAMES, self.upper.tolist())), "seconds": self.seconds,
+        }
+
+
+def parameter_bounds(terms: Terms, observed: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(lo, hi) arrays in :data:`PARAM_NAMES` order for samples ``terms`` with times ``observed``."""
+
+    def cap(units: np.ndarray) -> float:
+        used = units > 0
+        return float(2.0 * np.max(observed[used] / units[used])) if used.any() else 1.0
+
+    hi_scale = {"k_opt": cap(terms.opt_units), "k_opt_off": cap(terms.off_units),
+                "k_const": float(2.0 * np.max(observed))}
+    lo = np.array([_FIXED_LO.get(n, 0.0) for n in PARAM_NAMES])
+    hi = np.array([_FIXED_HI.get(n, hi_scale.get(n)) for n in PARAM_NAMES], dtype=float)
+    return lo, hi
+
+
+def _starts(lo: np.ndarray, hi: np.ndarray, n_starts: int, rng: np.random.Generator
+            ) -> np.ndarray:
+    """n_starts points in the box: one central, the rest random (log-uniform for scale params)."""
+    central = np.array([_CENTRAL.get(n, 0.05 * h) for n, h in zip(PARAM_NAMES, hi)])
+    rand = lo + rng.random((max(n_starts - 1, 0), lo.size)) * (hi - lo)
+    scale_idx = [PARAM_NAMES.index(n) for n in _SCALE_PARAMS]
+    rand[:, scale_idx] = hi[scale_idx] * 10.0 ** rng.uniform(-4.0, 0.0, (rand.shape[0], 3))
+    return np.vstack([central, rand])[:n_starts]
+
+
+def _check_samples(clean: pd.DataFrame, model: str) -> int:
+    """Raise unless ``clean`` has enough samples; returns the offload sample count."""
+    n = len(clean)
+    n_off = int((clean["zero"] == "offload").sum())
+    if n < MIN_SAMPLES:
+        raise InputError(f"samples(model={model})", n,
+                         f"need at least {MIN_SAMPLES} samples (one per fitted parameter)")
+    if n_off < MIN_OFFLOAD:
+        raise InputError(f"samples(model={model}).zero", n_off,
+                         f"need at least {MIN_OFFLOAD} samples with zero = offload")
+    return n_off
+
+
+def fit_model(samples: pd.DataFrame, *, model: str | None = None, n_starts: int = 8,
+              seed: int = 0, starts: np.ndarray | None = None, table: str = "samples"
+              ) -> FitResult:
+    """Fit the seven parameters of one model by bounded RMSLE least squares.
+
+    ``samples`` is a sample table (all rows of one model, or pass ``model`` to select its rows).
+    ``starts`` (shape (k, 7), natural units, inside the bounds) replaces the generated starts;
+    otherwise ``n_starts`` starts are drawn with ``numpy.random.default_rng(seed)``.
+    """
+    clean = validate_table(samples, table, require_iter_time=True)
+    names = clean["model"].unique()
+    if model is None:
+        if names.size != 1:
+            raise InputError(f"{table}.model", sorted(names.tolist()),
+                             "several models: pass model= or use fit_all")
+        model = str(names[0])
+    else:
+        clean = clean[clean["model"] == model].reset_index(drop=True)
+        if clean.empty:
+            raise InputError(f"{table}.model", model, "no samples of this model")
+    n_off = _check_samples(clean, model)
+    if not isinstance(n_starts, int) or n_starts < 1:
+        raise InputError("n_starts", n_starts, "must be an integer >= 1")
+
+    terms = compute_terms(clean)
+    observed = clean["iter_time"].to_numpy(dtype=float)
+    log_obs = np.log(observed)
+    lo, hi = parameter_bounds(terms, observed)
+    if starts is None:
+        x0s = _starts(lo, hi, n_starts, np.random.default_rng(seed))
+    else:
+        x0s = np.atleast_2d(np.asarray(starts, dtype=float))
+        if x0s.shape[1] != len(PARAM_NAMES):
+            raise InputError("starts", x0s.shape, f"need shape (k, {len(PARAM_NAMES)})")
+        bad = np.argwhere(~np.isfinite(x0s) | (x0s < lo) | (x0s > hi))
+        if bad.size:
+            i, j = (int(v) for v in bad[0])
+            raise InputError(f"starts[{i}].{PARAM_NAMES[j]}", float(x0s[i, j]),
+                             f"outside the bounds [{lo[j]:.6g}, {hi[j]:.6g}]")
+    width = hi - lo
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        pred = iter_time_from_terms(terms, lo + z * width)
+        # Guard only: in-bounds parameters give pred > 0; a non-finite trial point must not
+        # poison the trust-region step.
+        return np.nan_to_num(np.log(np.maximum(pred, 1e-300)) - log_obs,
+                             nan=1e3, posinf=1e3, neginf=-1e3)
+
+    began = time.perf_counter()
+    best_z, best_cost, finals = None, np.inf, []
+    for x0 in x0s:
+        sol = least_squares(residuals, (x0 - lo) / width, bounds=(0.0, 1.0), method="trf",
+                            x_scale=1.0, max_nfev=2000)
+        cost = float(np.sqrt(np.mean(sol.fun ** 2)))
+        finals.append(cost)
+        if cost < best_cost:
+            best_z, best_cost = np.clip(sol.x, 0.0, 1.0), cost
+    assert best_z is not None
+    k = np.clip(lo + best_z * width, lo, hi)
+    return FitResult(model=model, params=PerfParams.from_array(k), rmsle=best_cost,
+                     n_samples=len(clean), n_offload=n_off, lower=lo, upper=hi,
+                     start_rmsle=tuple(finals), seconds=time.perf_counter() - began)
+
+
+def fit_all(samples: pd.DataFrame, *, n_starts: int = 8, seed: int = 0,
+            table: str = "samples") -> dict[str, FitResult]:
+    """One :class:`FitResult` per distinct ``model`` of ``samples``."""
+    clean = validate_table(samples, table, require_iter_time=True)
+    return {str(name): fit_model(clean, model=str(name), n_starts=n_starts, seed=seed,
+                                 table=table)
+            for name in pd.unique(clean["model"])}
+
+
+@dataclass(frozen=True)
+class RefitEvent:
+    """What :meth:`OnlineRefitter.observe` did for one model."""
+
+    model: str
+    error: float        # max |pred/observed − 1| over the new rows (inf: no fit yet)
+    refitted: bool
+    rmsle: float | None  # training RMSLE after the refit (None: not refitted / not fittable)
+
+
+@dataclass
+class OnlineRefitter:
+    """Keeps all samples and refits a model when new runs are mispredicted.
+
+    ``observe(runs)`` appends ``runs`` to the samples; for each model in ``runs`` it computes the
+    relative error max_i |T̂_i / y_i − 1| of the *current* parameters on the new rows and refits
+    on all samples of that model (warm start from the current parameters plus ``n_starts − 1``
+    random starts) if the error exceeds ``threshold``. Models not yet fitted are fitted as soon
+    as they have enough samples.
+    """
+
+    samples: pd.DataFrame
+    threshold: float = 0.10
+    n_starts: int = 8
+    seed: int = 0
+    fits: dict[str, FitResult] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if not (isinstance(self.threshold, (int, float)) and self.threshold > 0):
+            raise InputError("threshold", self.threshold, "must be > 0")
+        self.samples = validate_table(self.samples, "samples", require_iter_time=True)
+        if not self.fits:
+            self.fits = fit_all(self.samples, n_starts=self.n_starts, seed=self.seed)
+
+    @property
+    def params(self) -> dict[str, PerfParams]:
+        """Current parameters per model."""
+        return {name: fit.params for name, fit in self.fits.items()}
+
+    def observe(self, runs: pd.DataFrame) -> list[RefitEvent]:
+        """Add observed runs; refit the models whose error on them exceeds the threshold."""
+        new = validate_table(runs, "runs", require_iter_time=True)
+        self.samples = pd.concat([self.samples, new], ignore_index=True)
+        terms = compute_terms(new)
+        events: list[RefitEvent] = []
+        for name in pd.unique(new["model"]):
+            rows = np.flatnonzero(new["model"].to_numpy() == name)
+            fit = self.fits.get(str(name))
+            if fit is None:
+                error = float("inf")
+            else:
+                pred = iter_time_from_terms(terms.take(rows), fit.params.as_array())
+                error = float(np.max(np.abs(pred / new["iter_time"].to_numpy()[rows] - 1.0)))
+            if error <= self.threshold:
+                events.append(RefitEvent(str(name), error, False, None))
+                continue
+            mine = self.samples[self.samples["model"] == name].reset_index(drop=True)
+            try:
+                _check_samples(mine, str(name))
+            except InputError:
+                events.append(RefitEvent(str(name), error, False, None))
+                continue
+            refit = self._refit(mine, fit)
+            self.fits[str(name)] = refit
+            events.append(RefitEvent(str(name), error, True, refit.rmsle))
+        return events
+
+    def _refit(self, mine: pd.DataFrame, previous: FitResult | None) -> FitResult:
+        """Fit ``mine``; warm-start from ``previous`` (clipped to the new bounds) if given."""
+        if previous is None:
+            return fit_model(mine, n_starts=self.n_starts, seed=self.seed)
+        lo, hi = parameter_bounds(compute_terms(mine), mine["iter_time"].to_numpy(dtype=float))
+        rng = np.random.default_rng(self.seed)
+        # The previous optimum is a start, not input: projecting it into the new box is intended.
+        warm = np.clip(previous.params.as_array(), lo, hi)
+        starts = np.vstack([warm, _starts(lo, hi, self.n_starts, rng)[: self.n_starts - 1]])
+        return fit_model(mine, starts=starts)

@@ -1,0 +1,169 @@
+r"""The iteration-time formula (Rubick), vectorized over a table of configurations.
+
+Notation per row: P params, l layers, h hidden, s seq_len, b global_batch, F fwd_time_1gpu,
+β bytes_per_param, d/t/p dp/tp/pp, m micro_batches, a ga_steps, gc ∈ {0,1}, c cpus,
+B = bw_intra if nodes = 1 else bw_inter, B_pcie = bw_pcie.
+
+Forward time of one GA step (batch b/a) on one GPU::
+
+    T_fwd = F / (a·d·t) · (m + p − 1) / (m·p)
+
+i.e. the issue's ``T_fwd = t_p·g_p/p·(m+p−1)`` with ``t_p·g_p = F/(a·d·t·m)`` the time of one
+micro-batch through the whole (TP-sharded) model, ``/p`` its time on one stage, and ``m+p−1``
+the stage-slots of a GPipe/1F1B forward sweep. For p = m = 1 this is the DP/TP scaling F/(a·d·t);
+the a steps together take a·T_fwd.
+
+Backward and communication (V in elements, times β bytes, over B)::
+
+    T_bwd = k_bwd·T_fwd + gc·T_fwd                 (GC recomputes one forward)
+    T_dp  = 2P(d−1)/(d·t·p)·β / B
+    T_tp  = 8(t−1)·b·s·h·l/(d·t)·β / B
+    T_pp  = 2p·b·s·h/(d·t)·β / B   if p > 1, else 0 (no pipeline, no stage boundary traffic)
+    T_cc  = a·T_fwd + (a−1)·T_bwd + f_{k_sync}(T_bwd, T_dp) + T_tp + T_pp
+
+(with a = 1 this is the issue's ``T_fwd + f(T_bwd, T_dp) + T_tp + T_pp``; only the last GA step's
+backward overlaps the gradient sync). Optimizer::
+
+    zero = none:    T_oo = T_opt = k_opt·P/(t·p)          (x = t·p; plain DP: x = 1)
+    zero = dp:      T_oo = T_opt = k_opt·P/(d·t·p)        (x = d for ZeRO-2 with t = p = 1)
+    zero = offload: T_opt = k_opt_off·P/(d·t·p·c),  T_off = P·β/(d·t·p·B_pcie),
+                    T_oo  = f_{k_off}(T_dp, T_off) + f_{k_swap}(T_opt, T_off)
+    T_iter = T_cc + T_oo + k_const,   f_k(x, y) = (x^k + y^k)^(1/k)
+
+With t = p = 1 (the plan space in which ZeRO is enumerated) the offload terms are exactly the
+issue's ``k_opt_off·P/(d·c)`` and ``P/(d·B_pcie)``; c is the ``cpus`` column.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Mapping
+
+import numpy as np
+import pandas as pd
+
+from policyopt.errors import UnknownNameError
+
+from .params import PARAM_NAMES, PerfParams
+from .table import validate_table
+
+__all__ = ["Terms", "compute_terms", "overlap", "iter_time_from_terms", "param_matrix",
+           "predict_iter_time", "breakdown"]
+
+
+@dataclass(frozen=True)
+class Terms:
+    """Parameter-independent quantities of each row (all float arrays of length n)."""
+
+    t_fwd: np.ndarray      # forward time of one GA step, s
+    ga: np.ndarray         # a
+    gc: np.ndarray         # 0/1
+    t_dp: np.ndarray       # data-parallel gradient sync, s
+    t_tp: np.ndarray       # tensor-parallel activation all-reduces, s
+    t_pp: np.ndarray       # pipeline stage-boundary traffic, s
+    opt_units: np.ndarray  # P/x on GPU (0 for offload rows)
+    off_units: np.ndarray  # P/(d·t·p·c) on CPU (0 for non-offload rows)
+    t_off: np.ndarray      # GPU<->CPU swap time, s (0 for non-offload rows)
+    offload: np.ndarray    # bool
+
+    def __len__(self) -> int:
+        return int(self.t_fwd.size)
+
+    def take(self, index: np.ndarray) -> "Terms":
+        """The rows ``index`` only."""
+        return Terms(**{k: v[index] for k, v in self.__dict__.items()})
+
+
+def compute_terms(table: pd.DataFrame) -> Terms:
+    """Per-row terms of the formula for a *validated* table (see :func:`validate_table`)."""
+    col = {c: table[c].to_numpy(dtype=float) for c in (
+        "params", "layers", "hidden", "seq_len", "global_batch", "fwd_time_1gpu",
+        "bytes_per_param", "dp", "tp", "pp", "micro_batches", "ga_steps", "gc", "cpus",
+        "nodes", "bw_intra", "bw_inter", "bw_pcie")}
+    P, beta = col["params"], col["bytes_per_param"]
+    d, t, p, m, a = col["dp"], col["tp"], col["pp"], col["micro_batches"], col["ga_steps"]
+    b, s, h, l = col["global_batch"], col["seq_len"], col["hidden"], col["layers"]
+    bw = np.where(col["nodes"] == 1, col["bw_intra"], col["bw_inter"])
+    zero = table["zero"].to_numpy()
+    offload = zero == "offload"
+    shard = d * t * p
+
+    t_fwd = col["fwd_time_1gpu"] / (a * d * t) * (m + p - 1) / (m * p)
+    t_dp = 2.0 * P * (d - 1) / shard * beta / bw
+    t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw
+    t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw, 0.0)
+    x = np.where(zero == "dp", shard, t * p)
+    opt_units = np.where(offload, 0.0, P / x)
+    off_units = np.where(offload, P / (shard * col["cpus"]), 0.0)
+    t_off = np.where(offload, P * beta / (shard * col["bw_pcie"]), 0.0)
+    return Terms(t_fwd=t_fwd, ga=a, gc=col["gc"], t_dp=t_dp, t_tp=t_tp, t_pp=t_pp,
+                 opt_units=opt_units, off_units=off_units, t_off=t_off, offload=offload)
+
+
+def overlap(x: np.ndarray, y: np.ndarray, k: np.ndarray | float) -> np.ndarray:
+    """f_k(x, y) = (x^k + y^k)^(1/k), computed as M·((x/M)^k + (y/M)^k)^(1/k), M = max(x, y).
+
+    The scaled form cannot overflow for large k; f_k(0, 0) = 0.
+    """
+    x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    big = np.maximum(x, y)
+    safe = np.where(big > 0, big, 1.0)
+    inner = (x / safe) ** k + (y / safe) ** k
+    return np.where(big > 0, safe * inner ** (1.0 / np.asarray(k, dtype=float)), 0.0)
+
+
+def iter_time_from_terms(terms: Terms, k: np.ndarray) -> np.ndarray:
+    """T_iter for every row; ``k`` has shape (7,) (one set) or (n, 7) (one set per row)."""
+    k = np.asarray(k, dtype=float)
+    k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const = np.moveaxis(k, -1, 0)
+    t_bwd = (k_bwd + terms.gc) * terms.t_fwd
+    t_cc = (terms.ga * terms.t_fwd + (terms.ga - 1.0) * t_bwd
+            + overlap(t_bwd, terms.t_dp, k_sync) + terms.t_tp + terms.t_pp)
+    t_opt = k_opt * terms.opt_units + k_opt_off * terms.off_units
+    t_oo = np.where(terms.offload,
+                    overlap(terms.t_dp, terms.t_off, k_off) + overlap(t_opt, terms.t_off, k_swap),
+                    t_opt)
+    return t_cc + t_oo + k_const
+
+
+def param_matrix(models: pd.Series, params: PerfParams | Mapping[str, PerfParams],
+                 table: str = "configs") -> np.ndarray:
+    """(n, 7) array: the parameter set of each row's ``model`` (or one set for all rows)."""
+    if isinstance(params, PerfParams):
+        return np.broadcast_to(params.as_array(), (len(models), len(PARAM_NAMES)))
+    names = models.astype(str).to_numpy()
+    known = np.array(list(params), dtype=object)
+    missing = np.flatnonzero(~np.isin(names, known))
+    if missing.size:
+        i = int(missing[0])
+        raise UnknownNameError(f"{table}[{i}].model", names[i], params.keys())
+    lookup = np.stack([params[n].as_array() for n in known])  # one row per model
+    return lookup[pd.Index(known).get_indexer(names)]
+
+
+def predict_iter_time(configs: pd.DataFrame, params: PerfParams | Mapping[str, PerfParams],
+                      *, table: str = "configs") -> np.ndarray:
+    """Predicted T_iter (s) of every row of ``configs`` (validated first).
+
+    ``params`` is one :class:`PerfParams` for all rows or a mapping model name -> params.
+    """
+    clean = validate_table(configs, table)
+    return iter_time_from_terms(compute_terms(clean), param_matrix(clean["model"], params, table))
+
+
+def breakdown(configs: pd.DataFrame, params: PerfParams | Mapping[str, PerfParams]
+              ) -> pd.DataFrame:
+    """Every intermediate term of the formula per row (seconds), for inspection and docs."""
+    clean = validate_table(configs)
+    terms = compute_terms(clean)
+    k = param_matrix(clean["model"], params)
+    k_bwd, k_sync, k_opt, k_opt_off, _, _, k_const = k.T
+    t_bwd = (k_bwd + terms.gc) * terms.t_fwd
+    t_opt = k_opt * terms.opt_units + k_opt_off * terms.off_units
+    t_iter = iter_time_from_terms(terms, k)
+    t_cc = (terms.ga * terms.t_fwd + (terms.ga - 1.0) * t_bwd
+            + overlap(t_bwd, terms.t_dp, k_sync) + terms.t_tp + terms.t_pp)
+    return pd.DataFrame({
+        "t_fwd": terms.t_fwd, "t_bwd": t_bwd, "t_dp": terms.t_dp, "t_tp": terms.t_tp,
+        "t_pp": terms.t_pp, "t_cc": t_cc, "t_opt": t_opt, "t_off": terms.t_off,
+        "t_oo": t_iter - t_cc - k_const, "k_const": k_const, "iter_time": t_iter,
+    })
