@@ -1,0 +1,4 @@
+"""Trace-driven simulation: traces, the round simulator, metrics and experiments."""
+from .traces import GENERATORS, TraceJob, gavel_trace, load_trace, save_trace, shockwave_trace
+
+__all__ = ["GENERATORS", "TraceJob", "gavel_trace", "load_trace", "save_trace", "shockwave_trace"]
