@@ -11,9 +11,9 @@ Priority (higher runs first)::
     p[k, c] = X[k, c] * T / e[k, c]  if e > 0   # = X / realized fraction
             = +inf                   otherwise  # never run (or still owed) -> first
 
-Entries with ``X = 0`` never run. Ties are broken by the owed time ``D - r`` (largest
-first), then by ``X`` (largest first), then by lease renewal (the combination ran on this type
-last round), then by index. Each round walks all ``(k, c)`` entries in that order once and
+Entries with ``X = 0`` never run. Ties are broken by the carried deficit ``D`` (largest
+first, as in Gavel), then by ``X`` (largest first), then by lease renewal (the combination
+ran on this type last round), then by index. Each round walks all ``(k, c)`` entries in that order once and
 takes an entry when every job of ``k`` is still idle this round and type ``c`` still has
 ``scale_factor_k`` free workers (all workers or none; a job runs in at most one combination per
 round; a pair shares the workers of one type).
@@ -233,7 +233,6 @@ class RoundMechanism:
         nc = len(self.worker_types)
         x = arr.x * st.active[:, None]
         prio = self.priorities()
-        owed = st.deficit - st.received
         eligible = x > 0
         if not self.work_conserving:
             L, T = self.round_length, st.elapsed
@@ -251,7 +250,7 @@ class RoundMechanism:
         order = flat[np.lexsort((
             -renew.ravel()[flat].astype(np.int8),
             -x.ravel()[flat],
-            -owed.ravel()[flat],
+            -st.deficit.ravel()[flat],
             -prio.ravel()[flat],
         ))]
         ks, cs = np.divmod(order, nc)
