@@ -21,6 +21,7 @@ __all__ = ["main", "build_parser", "SUBCOMMAND_MODULES"]
 SUBCOMMAND_MODULES: list[str] = [
     "policyopt.cli",
     "policyopt.mechanism.cli",
+    "policyopt.bench.cli",
 ]
 
 
