@@ -22,6 +22,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "policyopt.cli",
     "policyopt.mechanism.cli",
     "policyopt.bench.cli",
+    "policyopt.perfmodel.cli",
 ]
 
 

@@ -16,7 +16,7 @@ from policyopt.errors import PolicyOptError
 
 from .fit import fit_all
 from .io import read_configs, read_samples, write_predictions
-from .model import iter_time_from_terms, compute_terms, param_matrix
+from .model import compute_terms, iter_time_from_terms, param_matrix
 from .params import load_params, save_params
 
 __all__ = ["add_subparser", "cmd_fit", "cmd_predict", "main"]

@@ -52,7 +52,7 @@ def log_sensitivities(configs: pd.DataFrame, prior: PerfParams, rel_step: float 
 
 def design_samples(configs: pd.DataFrame, prior: PerfParams, *, n: int = len(PARAM_NAMES),
                    n_offload: int = 3, criterion: str = "i-optimal", noise: float = 0.03,
-                   prior_sd: float = 1.0) -> np.ndarray:
+                   prior_sd: float = 3.0) -> np.ndarray:
     """Row positions of ``configs`` to profile (n rows, ``n_offload`` of them with offload).
 
     ``noise`` is σ_n (relative measurement noise), ``prior_sd`` σ_p (of each log k).

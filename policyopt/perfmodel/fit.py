@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -200,18 +200,25 @@ class OnlineRefitter:
     relative error max_i |T̂_i / y_i − 1| of the *current* parameters on the new rows and refits
     on all samples of that model (warm start from the current parameters plus ``n_starts − 1``
     random starts) if the error exceeds ``threshold``. Models not yet fitted are fitted as soon
-    as they have enough samples.
+    as they have enough samples. ``window`` = None refits on every sample of the model (the
+    behaviour is stationary, new runs only add information); an integer refits on the
+    ``window`` most recent samples only (the job's behaviour drifted, e.g. under contention).
     """
 
     samples: pd.DataFrame
     threshold: float = 0.10
     n_starts: int = 8
     seed: int = 0
+    window: int | None = None
     fits: dict[str, FitResult] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if not (isinstance(self.threshold, (int, float)) and self.threshold > 0):
             raise InputError("threshold", self.threshold, "must be > 0")
+        if self.window is not None and (isinstance(self.window, bool)
+                                        or not isinstance(self.window, int)
+                                        or self.window < MIN_SAMPLES):
+            raise InputError("window", self.window, f"must be None or an integer >= {MIN_SAMPLES}")
         self.samples = validate_table(self.samples, "samples", require_iter_time=True)
         if not self.fits:
             self.fits = fit_all(self.samples, n_starts=self.n_starts, seed=self.seed)
@@ -239,6 +246,8 @@ class OnlineRefitter:
                 events.append(RefitEvent(str(name), error, False, None))
                 continue
             mine = self.samples[self.samples["model"] == name].reset_index(drop=True)
+            if self.window is not None:
+                mine = mine.iloc[-self.window:].reset_index(drop=True)
             try:
                 _check_samples(mine, str(name))
             except InputError:

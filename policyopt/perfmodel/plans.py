@@ -19,8 +19,11 @@ field (``plan.dp``, ``model.layers``, ...) and the value; nothing is silently co
 from __future__ import annotations
 
 import math
+import numbers
 from dataclasses import asdict, dataclass
 from typing import Any
+
+import numpy as np
 
 from policyopt.errors import InputError, UnknownNameError
 
@@ -32,7 +35,7 @@ ZERO_MODES: tuple[str, ...] = ("none", "dp", "offload")
 
 def _positive_number(field: str, value: Any) -> float:
     """Return ``value`` as a float if it is a finite number > 0, else raise InputError."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise InputError(field, value, "must be a number")
     if not math.isfinite(value) or value <= 0:
         raise InputError(field, value, "must be a finite number > 0")
@@ -40,12 +43,24 @@ def _positive_number(field: str, value: Any) -> float:
 
 
 def _positive_int(field: str, value: Any) -> int:
-    """Return ``value`` if it is an integer >= 1, else raise InputError."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """Return ``value`` as an int if it is an integer (Python or numpy) >= 1, else raise."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
         raise InputError(field, value, "must be an integer")
     if value < 1:
         raise InputError(field, value, "must be an integer >= 1")
-    return value
+    return int(value)
+
+
+def _set_ints(obj: object, prefix: str, names: tuple[str, ...]) -> None:
+    """Validate integer fields of a frozen dataclass and store them as Python ints."""
+    for name in names:
+        object.__setattr__(obj, name, _positive_int(f"{prefix}.{name}", getattr(obj, name)))
+
+
+def _set_floats(obj: object, prefix: str, names: tuple[str, ...]) -> None:
+    """Validate positive number fields of a frozen dataclass and store them as floats."""
+    for name in names:
+        object.__setattr__(obj, name, _positive_number(f"{prefix}.{name}", getattr(obj, name)))
 
 
 @dataclass(frozen=True)
@@ -69,11 +84,8 @@ class ModelSpec:
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise InputError("model.name", self.name, "must be a non-empty string")
-        _positive_number("model.params", self.params)
-        for name in ("layers", "hidden", "seq_len", "global_batch"):
-            _positive_int(f"model.{name}", getattr(self, name))
-        _positive_number("model.fwd_time_1gpu", self.fwd_time_1gpu)
-        _positive_number("model.bytes_per_param", self.bytes_per_param)
+        _set_floats(self, "model", ("params", "fwd_time_1gpu", "bytes_per_param"))
+        _set_ints(self, "model", ("layers", "hidden", "seq_len", "global_batch"))
 
     def to_row(self) -> dict[str, Any]:
         """The spec as CSV columns (``name`` becomes ``model``)."""
@@ -100,10 +112,10 @@ class Plan:
     zero: str = "none"
 
     def __post_init__(self) -> None:
-        for name in ("dp", "tp", "pp", "micro_batches", "ga_steps"):
-            _positive_int(f"plan.{name}", getattr(self, name))
-        if not isinstance(self.gc, bool):
+        _set_ints(self, "plan", ("dp", "tp", "pp", "micro_batches", "ga_steps"))
+        if not isinstance(self.gc, (bool, np.bool_)):
             raise InputError("plan.gc", self.gc, "must be a bool")
+        object.__setattr__(self, "gc", bool(self.gc))
         if self.zero not in ZERO_MODES:
             raise UnknownNameError("plan.zero", self.zero, ZERO_MODES)
         if self.pp == 1 and self.micro_batches != 1:
@@ -150,13 +162,12 @@ class Resources:
     host_mem_bytes: float
 
     def __post_init__(self) -> None:
-        for name in ("gpus", "cpus", "nodes"):
-            _positive_int(f"resources.{name}", getattr(self, name))
+        _set_ints(self, "resources", ("gpus", "cpus", "nodes"))
         if self.nodes > self.gpus:
             raise InputError("resources.nodes", self.nodes,
                              f"more nodes than GPUs ({self.gpus})")
-        for name in ("bw_intra", "bw_inter", "bw_pcie", "gpu_mem_bytes", "host_mem_bytes"):
-            _positive_number(f"resources.{name}", getattr(self, name))
+        _set_floats(self, "resources",
+                    ("bw_intra", "bw_inter", "bw_pcie", "gpu_mem_bytes", "host_mem_bytes"))
 
     def to_row(self) -> dict[str, Any]:
         """The communication-relevant fields as CSV columns (memory capacities are not columns)."""
@@ -181,10 +192,9 @@ class ClusterSpec:
     host_mem_per_node: float
 
     def __post_init__(self) -> None:
-        for name in ("gpus_per_node", "cpus_per_node"):
-            _positive_int(f"cluster.{name}", getattr(self, name))
-        for name in ("bw_intra", "bw_inter", "bw_pcie", "gpu_mem_bytes", "host_mem_per_node"):
-            _positive_number(f"cluster.{name}", getattr(self, name))
+        _set_ints(self, "cluster", ("gpus_per_node", "cpus_per_node"))
+        _set_floats(self, "cluster",
+                    ("bw_intra", "bw_inter", "bw_pcie", "gpu_mem_bytes", "host_mem_per_node"))
 
     def nodes_for(self, gpus: int) -> int:
         """Nodes touched by ``gpus`` GPUs under consolidated placement."""
