@@ -30,7 +30,7 @@ from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
 
 __all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
-           "policy_class", "COMMON_OPTIONS"]
+           "policy_class", "COMMON_OPTIONS", "register_space"]
 
 
 @dataclass(frozen=True)
@@ -122,8 +122,14 @@ class Policy(ABC):
         return get_solver(self.config["solver"], require)
 
     def make_space(self, problem: Problem) -> AllocationSpace:
-        return AllocationSpace(problem, space_sharing=bool(self.config["space_sharing"]),
-                               pruning=PairPruning(self.config["pair_threshold"], self.config["pair_top_k"]))
+        """The allocation space for ``problem``: the first registered space factory whose predicate
+        accepts the problem (e.g. execution-plan configurations), else :class:`AllocationSpace`."""
+        kwargs = dict(space_sharing=bool(self.config["space_sharing"]),
+                      pruning=PairPruning(self.config["pair_threshold"], self.config["pair_top_k"]))
+        for accepts, factory in _SPACE_FACTORIES:
+            if accepts(problem):
+                return factory(problem, **kwargs)
+        return AllocationSpace(problem, **kwargs)
 
     @abstractmethod
     def solve(self, problem: Problem) -> PolicyResult:
@@ -192,7 +198,17 @@ class LPPolicy(Policy):
         return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)
 
 
-# ---------------------------------------------------------------------------------------- registry
+# ---------------------------------------------------------------------------------------- registries
+_SPACE_FACTORIES: list[tuple[Callable[[Problem], bool], Callable[..., AllocationSpace]]] = []
+
+
+def register_space(accepts: Callable[[Problem], bool], factory: Callable[..., AllocationSpace]) -> None:
+    """Register an allocation-space factory (an :class:`AllocationSpace` subclass, called as
+    ``factory(problem, space_sharing=..., pruning=...)``) for problems where ``accepts(problem)``;
+    earlier registrations win. Every policy then works over that space unchanged."""
+    _SPACE_FACTORIES.append((accepts, factory))
+
+
 _POLICIES: dict[str, type[Policy]] = {}
 P = TypeVar("P", bound=type[Policy])
 
