@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "policyopt.mechanism.cli",
     "policyopt.bench.cli",
     "policyopt.perfmodel.cli",
+    "policyopt.service.cli",
 ]
 
 

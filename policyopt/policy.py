@@ -57,8 +57,8 @@ class Option:
                 raise ValueError
             else:
                 v = self.type(value)
-        except (TypeError, ValueError):
-            raise InputError(field_, value, f"must be of type {self.type.__name__}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise InputError(field_, value, f"must be of type {self.type.__name__} (and finite)") from None
         if isinstance(v, float) and not np.isfinite(v):
             raise InputError(field_, value, "must be finite")
         if self.choices is not None and v not in self.choices:

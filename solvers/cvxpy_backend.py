@@ -93,6 +93,13 @@ class CvxpySolver(Solver):
     doc = "cvxpy (Clarabel by default for LPs, HiGHS for MILPs; cvxpy:SOLVER to choose)"
 
     def __init__(self, sub: str | None = None) -> None:
+        if sub:
+            import cvxpy as cp
+
+            from policyopt.errors import UnknownNameError
+
+            if sub.upper() not in cp.installed_solvers():
+                raise UnknownNameError("solver", f"cvxpy:{sub}", [f"cvxpy:{k}" for k in cp.installed_solvers()])
         self.sub = sub.upper() if sub else None
 
     def load(self, sf: StandardForm, options: SolverOptions) -> LoadedModel:

@@ -104,6 +104,14 @@ class PulpSolver(Solver):
     doc = "PuLP (CBC by default; pulp:HiGHS for PuLP's HiGHS interface); scalar, slow to build"
 
     def __init__(self, sub: str | None = None) -> None:
+        if sub:
+            import pulp
+
+            from policyopt.errors import UnknownNameError
+
+            known = pulp.listSolvers(onlyAvailable=True)
+            if sub not in known:
+                raise UnknownNameError("solver", f"pulp:{sub}", [f"pulp:{k}" for k in known])
         self.sub = sub
 
     def load(self, sf: StandardForm, options: SolverOptions) -> LoadedModel:

@@ -1,0 +1,21 @@
+"""Server-wide limits of the HTTP service (no web-framework imports: the CLI reads the defaults)."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+__all__ = ["Limits", "DEFAULT_MAX_BODY_BYTES"]
+
+#: request bodies larger than this are refused with 413 (``--max-body-bytes``)
+DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class Limits:
+    """``default_time_limit`` (s) applies when a request gives no ``time_limit``; a larger
+    ``time_limit`` than ``max_time_limit`` is refused; sessions hold at most
+    ``max_jobs_per_session`` jobs and ``max_workers_per_session`` workers."""
+
+    default_time_limit: float | None = 30.0
+    max_time_limit: float | None = 60.0
+    max_jobs_per_session: int = 100_000
+    max_workers_per_session: int = 100_000

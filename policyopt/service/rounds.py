@@ -1,0 +1,287 @@
+"""Adapter between the service's persisted session state and the round machinery.
+
+Everything the service needs from :mod:`policyopt.mechanism` and :mod:`policyopt.placement` goes
+through this one module, so a change in their API touches only this file:
+
+* :func:`mechanism_to_state` / :func:`mechanism_from_state` — a :class:`RoundMechanism` as a JSON
+  object and back, exactly (time received ``r[k, c]``, carried deficits ``D[k, c]``, the mask of
+  active combinations, wall time ``T`` since the reset, last round's worker type per job). The
+  allocation arrays are rebuilt with :func:`build_allocation_arrays` from the same ordered
+  allocation, so row ``k`` means the same combination before and after.
+* :func:`with_worker_counts` — the same mechanism state over a cluster with other worker counts
+  (workers registered or failed), ready for ``set_allocation``, which carries the deficits.
+* :func:`fold_configurations` — the policy's ``{job: {config: x}}`` with ``<type>_unconsolidated``
+  configurations summed into their physical type: ``X'[m, t] = Σ_{c: phys(c)=t} X[m, c]``
+  (placement decides later whether a job is spread).
+* :func:`live_layout` — a :class:`ClusterLayout` over the live workers (servers may have different
+  sizes after failures), with the map GPU index ↔ worker id.
+* :func:`place_round` — mechanism selection → placer → migration minimizer (a
+  :class:`RoundPipeline` with the ``mechanism`` priority policy), with last round's placement given
+  in worker ids and the result returned in worker ids.
+
+The mechanism has no public (de)serialization yet; :func:`mechanism_from_state` restores its
+private ``_state`` / ``_last_type`` and checks that they have the shapes it expects.
+"""
+from __future__ import annotations
+
+import base64
+from dataclasses import dataclass
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from policyopt.errors import InputError
+from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
+from policyopt.mechanism.recompute import RecomputeClock, RecomputeEvent
+from policyopt.placement import ClusterLayout, Placement, RoundPipeline
+from policyopt.placement.stages import MIGRATION_MINIMIZERS, PLACERS
+from policyopt.problem import physical_type
+
+__all__ = [
+    "mechanism_to_state",
+    "mechanism_from_state",
+    "with_worker_counts",
+    "fold_configurations",
+    "LiveLayout",
+    "live_layout",
+    "RoundPlan",
+    "place_round",
+    "clock_to_state",
+    "clock_from_state",
+    "assignment_to_state",
+    "assignment_from_state",
+    "check_stage_names",
+]
+
+
+# ------------------------------------------------------------------------------------ mechanism
+def _cap_to_json(cap: float) -> float | None:
+    return None if not np.isfinite(cap) else float(cap)
+
+
+def _pack(a: np.ndarray) -> dict[str, Any]:
+    """A float64/bool array as base64 of its bytes (exact, and fast to encode and decode)."""
+    arr = np.ascontiguousarray(a)
+    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode()}
+
+
+def _unpack(d: Mapping[str, Any]) -> np.ndarray:
+    return np.frombuffer(base64.b64decode(d["data"]), dtype=np.dtype(d["dtype"])).reshape(d["shape"]).copy()
+
+
+def mechanism_to_state(mech: RoundMechanism) -> dict[str, Any]:
+    """A JSON-serializable snapshot of ``mech`` (an allocation must be installed)."""
+    st = mech._state  # noqa: SLF001 - see the module docstring
+    if st is None:
+        raise InputError("mechanism", None, "no allocation installed")
+    arr = st.arrays
+    return {
+        "worker_counts": mech.worker_counts,
+        "round_length": mech.round_length,
+        "deficit_cap": _cap_to_json(mech.deficit_cap),
+        "work_conserving": mech.work_conserving,
+        "scale_factors": {j: int(s) for j, s in mech._scale_factors.items()},  # noqa: SLF001
+        "num_resets": mech.num_resets,
+        "last_type": {j: arr.worker_types[c] for j, c in mech._last_type.items()},  # noqa: SLF001
+        "job_ids": list(arr.job_ids),
+        "pairs": [list(c) for c in arr.combos[arr.num_singles:]],
+        "x": _pack(arr.x),
+        "received": _pack(st.received),
+        "deficit": _pack(st.deficit),
+        "active": _pack(st.active.astype(bool)),
+        "elapsed": st.elapsed,
+    }
+
+
+def _new_mechanism(state: Mapping[str, Any], counts: Mapping[str, int]) -> RoundMechanism:
+    cap = state["deficit_cap"]
+    return RoundMechanism(counts, round_length=float(state["round_length"]),
+                          deficit_cap=float("inf") if cap is None else float(cap),
+                          work_conserving=bool(state["work_conserving"]),
+                          scale_factors=state["scale_factors"])
+
+
+def mechanism_from_state(state: Mapping[str, Any]) -> RoundMechanism:
+    """Inverse of :func:`mechanism_to_state`: ``priorities()`` and ``schedule_round()`` of the
+    result equal those of the mechanism that was saved."""
+    mech = _new_mechanism(state, state["worker_counts"])
+    types = list(mech.worker_types)
+    x = _unpack(state["x"])
+    n = len(state["job_ids"])
+    allocation = {j: dict(zip(types, row)) for j, row in zip(state["job_ids"], x[:n].tolist())}
+    colocated = [{"jobs": pair, "worker_type": t, "fraction": f}
+                 for pair, row in zip(state["pairs"], x[n:].tolist()) for t, f in zip(types, row)]
+    mech.set_allocation(allocation, colocated)
+    st = mech._state  # noqa: SLF001
+    combos = tuple((j,) for j in state["job_ids"]) + tuple(tuple(p) for p in state["pairs"])
+    if st.arrays.combos != combos or not np.array_equal(st.arrays.x, x):
+        raise RuntimeError("the mechanism's allocation arrays did not rebuild identically")
+    st.received, st.deficit = _unpack(state["received"]), _unpack(state["deficit"])
+    st.active = _unpack(state["active"])
+    st.elapsed = float(state["elapsed"])
+    index = {t: i for i, t in enumerate(mech.worker_types)}
+    mech._last_type = {j: index[t] for j, t in state["last_type"].items()}  # noqa: SLF001
+    mech.num_resets = int(state["num_resets"])
+    return mech
+
+
+def with_worker_counts(mech: RoundMechanism, counts: Mapping[str, int]) -> RoundMechanism:
+    """A mechanism over ``counts`` (same worker types) that carries ``mech``'s state into the next
+    ``set_allocation`` (deficits are carried there, as after any reset)."""
+    if tuple(counts) != mech.worker_types:
+        raise InputError("worker_counts", dict(counts), f"worker types must stay {list(mech.worker_types)}")
+    state = mechanism_to_state(mech)
+    new = _new_mechanism(state, counts)
+    new._state = mech._state  # noqa: SLF001
+    new._last_type = dict(mech._last_type)  # noqa: SLF001
+    new.num_resets = mech.num_resets
+    return new
+
+
+def fold_configurations(allocation: Mapping[str, Mapping[str, float]],
+                        colocated: Sequence[Mapping[str, Any]]
+                        ) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """Sum placement variants into their physical worker type (module docstring)."""
+    alloc: dict[str, dict[str, float]] = {}
+    for job, per in allocation.items():
+        row: dict[str, float] = {}
+        for cfg, x in per.items():
+            t = physical_type(cfg)
+            row[t] = row.get(t, 0.0) + float(x)
+        alloc[job] = row
+    merged: dict[tuple[str, str, str], float] = {}
+    for e in colocated:
+        a, b = e["jobs"]
+        key = (str(a), str(b), physical_type(str(e["worker_type"])))
+        merged[key] = merged.get(key, 0.0) + float(e["fraction"])
+    coloc = [{"jobs": [a, b], "worker_type": t, "fraction": f} for (a, b, t), f in merged.items()]
+    return alloc, coloc
+
+
+# ------------------------------------------------------------------------------------ clock
+def clock_to_state(clock: RecomputeClock) -> dict[str, Any]:
+    """A :class:`RecomputeClock` as JSON."""
+    return {"min_interval": clock.min_interval, "last_recompute": clock.last_recompute,
+            "pending": [[e.time, e.kind, e.subject] for e in clock.pending]}
+
+
+def clock_from_state(state: Mapping[str, Any]) -> RecomputeClock:
+    """Inverse of :func:`clock_to_state`."""
+    return RecomputeClock(float(state["min_interval"]), state["last_recompute"],
+                          [RecomputeEvent(float(t), str(k), str(s)) for t, k, s in state["pending"]])
+
+
+# ------------------------------------------------------------------------------------ assignments
+def assignment_to_state(a: RoundAssignment) -> dict[str, Any]:
+    """A :class:`RoundAssignment` as JSON."""
+    return {"combinations": [[list(c.jobs), c.worker_type, c.num_gpus, c.renewed] for c in a.combinations],
+            "pending": list(a.pending)}
+
+
+def assignment_from_state(state: Mapping[str, Any]) -> RoundAssignment:
+    """Inverse of :func:`assignment_to_state`."""
+    return RoundAssignment(tuple(Combination(tuple(j), t, int(g), bool(r)) for j, t, g, r in state["combinations"]),
+                           tuple(state["pending"]))
+
+
+# ------------------------------------------------------------------------------------ layout
+@dataclass(frozen=True, eq=False)
+class LiveLayout(ClusterLayout):
+    """A layout whose servers of one type may differ in size (some GPUs failed); worker counts are
+    the number of GPUs per type, ``count_t = #{g : gpu_type[g] = t}``."""
+
+    def worker_counts(self) -> dict[str, int]:
+        counts = np.bincount(self.gpu_type, minlength=len(self.worker_types))
+        return {t: int(n) for t, n in zip(self.worker_types, counts.tolist())}
+
+
+def live_layout(worker_types: Sequence[str], workers: Sequence[tuple[str, str, str]]
+                ) -> tuple[LiveLayout, list[str]]:
+    """Layout over ``workers`` = ``(worker_id, worker_type, server)`` in registration order.
+
+    GPUs are numbered type by type (in ``worker_types`` order), server by server (servers in
+    order of their first registered worker), workers in registration order. Returns the layout
+    and ``worker_of[g]``, the worker id of GPU ``g``.
+    """
+    types = list(worker_types)
+    t_index = {t: i for i, t in enumerate(types)}
+    server_key: dict[tuple[int, str], int] = {}
+    rows: list[tuple[int, int, int, str]] = []  # (type, server order, seq, worker id)
+    for seq, (wid, wt, server) in enumerate(workers):
+        ti = t_index[wt]
+        sk = server_key.setdefault((ti, server), len(server_key))
+        rows.append((ti, sk, seq, wid))
+    rows.sort()
+    worker_of = [r[3] for r in rows]
+    gpu_type = np.fromiter((r[0] for r in rows), dtype=np.int64, count=len(rows))
+    srv_raw = np.fromiter((r[1] for r in rows), dtype=np.int64, count=len(rows))
+    # global server index = rank of (type, server order) among used servers, in GPU order
+    change = np.ones(len(rows), dtype=bool)
+    if len(rows) > 1:
+        change[1:] = (srv_raw[1:] != srv_raw[:-1]) | (gpu_type[1:] != gpu_type[:-1])
+    gpu_server = np.cumsum(change) - 1 if len(rows) else np.zeros(0, dtype=np.int64)
+    first_gpu = np.flatnonzero(change).astype(np.int64)
+    server_size = np.diff(np.append(first_gpu, len(rows))).astype(np.int64)
+    server_type = gpu_type[first_gpu] if first_gpu.size else np.zeros(0, dtype=np.int64)
+    n_servers = np.bincount(server_type, minlength=len(types))
+    max_size = np.zeros(len(types), dtype=np.int64)
+    if server_size.size:
+        np.maximum.at(max_size, server_type, server_size)
+    arrays = [gpu_type, gpu_server.astype(np.int64), server_type, server_size, first_gpu]
+    for a in arrays:
+        a.setflags(write=False)
+    layout = LiveLayout(tuple(types), tuple(int(n) for n in n_servers),
+                        tuple(int(max(m, 1)) for m in max_size), *arrays)
+    return layout, worker_of
+
+
+# ------------------------------------------------------------------------------------ placement
+def check_stage_names(placer: str, migration: str) -> None:
+    """Raise :class:`UnknownNameError` unless both stages are registered."""
+    PLACERS.create(placer)
+    MIGRATION_MINIMIZERS.create(migration)
+
+
+@dataclass(frozen=True)
+class RoundPlan:
+    """One placed round: combinations with worker ids, and bookkeeping for the next round."""
+
+    selection: RoundAssignment
+    #: one entry per combination: jobs, worker type, worker ids, spread, renewed
+    placements: list[dict[str, Any]]
+    #: job -> worker ids it runs on
+    assignment: dict[str, list[str]]
+    pairs: list[list[str]]
+    timings: dict[str, float]
+
+
+def _previous_placement(layout: ClusterLayout, worker_of: Sequence[str],
+                        previous: Mapping[str, Sequence[str]], pairs: Sequence[Sequence[str]]) -> Placement | None:
+    """Last round's placement in this layout's GPU ids; jobs on a worker that left are dropped."""
+    gpu_of = {w: g for g, w in enumerate(worker_of)}
+    gpus = {j: [gpu_of[w] for w in ws] for j, ws in previous.items() if ws and all(w in gpu_of for w in ws)}
+    if not gpus:
+        return None
+    kept = [p for p in pairs if p[0] in gpus and p[1] in gpus]
+    return Placement.build(layout, gpus, kept)
+
+
+def place_round(mech: RoundMechanism, layout: ClusterLayout, worker_of: Sequence[str],
+                previous: Mapping[str, Sequence[str]], previous_pairs: Sequence[Sequence[str]],
+                placer: str = "consolidate", migration: str = "matching") -> RoundPlan:
+    """Mechanism selection → placement → migration minimization for one round (see module doc)."""
+    pipeline = RoundPipeline.from_names(layout, "mechanism", placer=placer, packer="none", migration=migration,
+                                        options={"policy": {"mechanism": mech}})
+    pipeline.last_placement = _previous_placement(layout, worker_of, previous, previous_pairs)
+    result = pipeline.run_round([])
+    pl = result.placement
+    assignment = {j: [worker_of[g] for g in gs] for j, gs in pl.gpus.items()}
+    renewed = {j: c.renewed for c in result.selection.combinations for j in c.jobs}
+    placements = []
+    for comb in result.assignment.combinations:
+        first = comb.jobs[0]
+        placements.append({"jobs": list(comb.jobs), "worker_type": comb.worker_type,
+                           "workers": assignment[first], "spread": first in pl.spread,
+                           "renewed": bool(renewed.get(first, False))})
+    return RoundPlan(result.selection, placements, assignment, [list(p) for p in sorted(pl.pairs)],
+                     dict(result.timings))
