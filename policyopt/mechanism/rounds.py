@@ -133,6 +133,20 @@ class RoundMechanism:
         self._last_type: dict[str, int] = {}  # job -> type index it ran on last round
         self.num_resets = 0
 
+    # ------------------------------------------------------------------ persistence
+    def to_state(self) -> dict[str, Any]:
+        """A JSON-serializable snapshot (see :mod:`policyopt.mechanism.state`)."""
+        from policyopt.mechanism.state import mechanism_to_state
+
+        return mechanism_to_state(self)
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any]) -> "RoundMechanism":
+        """Inverse of :meth:`to_state`: the restored mechanism schedules exactly like the saved one."""
+        from policyopt.mechanism.state import mechanism_from_state
+
+        return mechanism_from_state(state)
+
     # ------------------------------------------------------------------ allocation
     def set_allocation(
         self,

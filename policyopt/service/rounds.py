@@ -19,12 +19,10 @@ through this one module, so a change in their API touches only this file:
   :class:`RoundPipeline` with the ``mechanism`` priority policy), with last round's placement given
   in worker ids and the result returned in worker ids.
 
-The mechanism has no public (de)serialization yet; :func:`mechanism_from_state` restores its
-private ``_state`` / ``_last_type`` and checks that they have the shapes it expects.
+The mechanism's (de)serialization lives in :mod:`policyopt.mechanism.state`.
 """
 from __future__ import annotations
 
-import base64
 from dataclasses import dataclass
 from typing import Any, Mapping, Sequence
 
@@ -33,6 +31,7 @@ import numpy as np
 from policyopt.errors import InputError
 from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock, RecomputeEvent
+from policyopt.mechanism.state import mechanism_from_state, mechanism_to_state, with_worker_counts
 from policyopt.placement import ClusterLayout, Placement, RoundPipeline
 from policyopt.placement.stages import MIGRATION_MINIMIZERS, PLACERS
 from policyopt.problem import physical_type
@@ -55,89 +54,6 @@ __all__ = [
 
 
 # ------------------------------------------------------------------------------------ mechanism
-def _cap_to_json(cap: float) -> float | None:
-    return None if not np.isfinite(cap) else float(cap)
-
-
-def _pack(a: np.ndarray) -> dict[str, Any]:
-    """A float64/bool array as base64 of its bytes (exact, and fast to encode and decode)."""
-    arr = np.ascontiguousarray(a)
-    return {"dtype": arr.dtype.str, "shape": list(arr.shape), "data": base64.b64encode(arr.tobytes()).decode()}
-
-
-def _unpack(d: Mapping[str, Any]) -> np.ndarray:
-    return np.frombuffer(base64.b64decode(d["data"]), dtype=np.dtype(d["dtype"])).reshape(d["shape"]).copy()
-
-
-def mechanism_to_state(mech: RoundMechanism) -> dict[str, Any]:
-    """A JSON-serializable snapshot of ``mech`` (an allocation must be installed)."""
-    st = mech._state  # noqa: SLF001 - see the module docstring
-    if st is None:
-        raise InputError("mechanism", None, "no allocation installed")
-    arr = st.arrays
-    return {
-        "worker_counts": mech.worker_counts,
-        "round_length": mech.round_length,
-        "deficit_cap": _cap_to_json(mech.deficit_cap),
-        "work_conserving": mech.work_conserving,
-        "scale_factors": {j: int(s) for j, s in mech._scale_factors.items()},  # noqa: SLF001
-        "num_resets": mech.num_resets,
-        "last_type": {j: arr.worker_types[c] for j, c in mech._last_type.items()},  # noqa: SLF001
-        "job_ids": list(arr.job_ids),
-        "pairs": [list(c) for c in arr.combos[arr.num_singles:]],
-        "x": _pack(arr.x),
-        "received": _pack(st.received),
-        "deficit": _pack(st.deficit),
-        "active": _pack(st.active.astype(bool)),
-        "elapsed": st.elapsed,
-    }
-
-
-def _new_mechanism(state: Mapping[str, Any], counts: Mapping[str, int]) -> RoundMechanism:
-    cap = state["deficit_cap"]
-    return RoundMechanism(counts, round_length=float(state["round_length"]),
-                          deficit_cap=float("inf") if cap is None else float(cap),
-                          work_conserving=bool(state["work_conserving"]),
-                          scale_factors=state["scale_factors"])
-
-
-def mechanism_from_state(state: Mapping[str, Any]) -> RoundMechanism:
-    """Inverse of :func:`mechanism_to_state`: ``priorities()`` and ``schedule_round()`` of the
-    result equal those of the mechanism that was saved."""
-    mech = _new_mechanism(state, state["worker_counts"])
-    types = list(mech.worker_types)
-    x = _unpack(state["x"])
-    n = len(state["job_ids"])
-    allocation = {j: dict(zip(types, row)) for j, row in zip(state["job_ids"], x[:n].tolist())}
-    colocated = [{"jobs": pair, "worker_type": t, "fraction": f}
-                 for pair, row in zip(state["pairs"], x[n:].tolist()) for t, f in zip(types, row)]
-    mech.set_allocation(allocation, colocated)
-    st = mech._state  # noqa: SLF001
-    combos = tuple((j,) for j in state["job_ids"]) + tuple(tuple(p) for p in state["pairs"])
-    if st.arrays.combos != combos or not np.array_equal(st.arrays.x, x):
-        raise RuntimeError("the mechanism's allocation arrays did not rebuild identically")
-    st.received, st.deficit = _unpack(state["received"]), _unpack(state["deficit"])
-    st.active = _unpack(state["active"])
-    st.elapsed = float(state["elapsed"])
-    index = {t: i for i, t in enumerate(mech.worker_types)}
-    mech._last_type = {j: index[t] for j, t in state["last_type"].items()}  # noqa: SLF001
-    mech.num_resets = int(state["num_resets"])
-    return mech
-
-
-def with_worker_counts(mech: RoundMechanism, counts: Mapping[str, int]) -> RoundMechanism:
-    """A mechanism over ``counts`` (same worker types) that carries ``mech``'s state into the next
-    ``set_allocation`` (deficits are carried there, as after any reset)."""
-    if tuple(counts) != mech.worker_types:
-        raise InputError("worker_counts", dict(counts), f"worker types must stay {list(mech.worker_types)}")
-    state = mechanism_to_state(mech)
-    new = _new_mechanism(state, counts)
-    new._state = mech._state  # noqa: SLF001
-    new._last_type = dict(mech._last_type)  # noqa: SLF001
-    new.num_resets = mech.num_resets
-    return new
-
-
 def fold_configurations(allocation: Mapping[str, Mapping[str, float]],
                         colocated: Sequence[Mapping[str, Any]]
                         ) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
