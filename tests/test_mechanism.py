@@ -298,7 +298,7 @@ def test_state_round_trip_schedules_identically() -> None:
     """to_state/from_state: the restored mechanism picks the same rounds as the original."""
     from policyopt.mechanism import RoundMechanism
 
-    alloc = {"a": {"v100": 0.5, "k80": 0.5}, "b": {"v100": 0.5}, "c": {"k80": 1.0}, "d": {"v100": 0.25}}
+    alloc = {"a": {"v100": 0.5, "k80": 0.5}, "b": {"v100": 0.5}, "c": {"k80": 0.5}, "d": {"v100": 0.25}}
     m = RoundMechanism({"v100": 2, "k80": 1}, round_length=60.0, scale_factors=dict.fromkeys(alloc, 1))
     m.set_allocation(alloc)
     for _ in range(3):
