@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "policyopt.bench.cli",
     "policyopt.perfmodel.cli",
     "policyopt.service.cli",
+    "policyopt.jobs.cli",
 ]
 
 

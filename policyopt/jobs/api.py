@@ -221,6 +221,7 @@ class TrainingSession:
         self._consumed = 0
         self._pending_data: dict[str, Any] | None = None
         self._data_source: Any = None
+        self._iterator: Iterator[Any] | None = None
         self._saved_step: int | None = None
         self._entered = False
         # losses: first LOSS_WINDOW of the job, last LOSS_WINDOW, count, first and last raw values
@@ -246,7 +247,7 @@ class TrainingSession:
         self.status = "running"
         if self.resume_enabled:
             t0 = time.perf_counter()
-            loaded = self.store.load_latest(fallback=self.on_corrupt == "fallback")
+            loaded = self.store.load_latest(fallback=self.on_corrupt == "fallback", quarantine=self.is_primary)
             if loaded is not None:
                 self._apply(loaded)
             self.resume_seconds = time.perf_counter() - t0
@@ -276,8 +277,11 @@ class TrainingSession:
         """Yield batches from ``iterable`` until the job must stop (see the module docstring)."""
         if not self._entered:
             raise InputError("session", self.job_id, "use 'with TrainingSession(...) as s:' before s.wrap()")
-        iterator = self._restore_data(iterable)
-        self._data_source = iterable
+        if iterable is self._data_source and self._iterator is not None:
+            iterator = self._iterator  # wrap() again after a renewal: continue where the loop stopped
+        else:
+            iterator = self._restore_data(iterable)
+        self._data_source, self._iterator = iterable, iterator
         while True:
             reason = self._check_stop()
             if reason is not None:
@@ -440,6 +444,9 @@ class TrainingSession:
             return None
         if self.lease.keep_workers and self.renewal_wait_s > 0:
             t0 = time.perf_counter()
+            self.status = "waiting"  # visible in the progress file while the executor decides
+            self._maybe_write_progress(force=True)
+            self.status = "running"
             while time.perf_counter() - t0 < self.renewal_wait_s and not self._stop_requested.is_set():
                 time.sleep(0.01)
                 self._poll_lease()

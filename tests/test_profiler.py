@@ -1,0 +1,83 @@
+"""Profiler: worker-type naming, plan labels, and a tiny real profile through the CLI."""
+from __future__ import annotations
+
+import csv
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from policyopt.errors import InputError, UnknownNameError
+from policyopt.jobs.profiler import EXTRA_COLUMNS, PLAN_COLUMNS, cuda_worker_type_name, parse_plan
+
+
+@pytest.mark.parametrize("name,expected", [("NVIDIA H100 80GB HBM3", "h100"), ("Tesla V100-SXM2-16GB", "v100"),
+                                           ("NVIDIA A10G", "a10g"), ("NVIDIA H200", "h200"),
+                                           ("Tesla K80", "k80"), ("NVIDIA GeForce RTX 4090", "rtx4090")])
+def test_cuda_worker_type_names(name: str, expected: str) -> None:
+    assert cuda_worker_type_name(name) == expected
+
+
+def test_plan_labels() -> None:
+    assert parse_plan("dp2-ga4-gc1") == (2, 4, True)
+    for bad in ("dp0-ga1-gc0", "dp2-ga1", "tp2-ga1-gc0"):
+        with pytest.raises(InputError, match="plans"):
+            parse_plan(bad)
+
+
+def _tiny_profile(tmp_path: Path, plans: list[str]) -> tuple[dict, list[dict], list[dict]]:
+    from policyopt.jobs.cli import main
+
+    out = tmp_path / "prof"
+    assert main(["profile", "--output", str(out), "--job-types", "recommendation-bs128", "--worker-types", "cpu1",
+                 "--seconds-per-run", "0.5", "--repeats", "2", "--warmup-steps", "2", "--pairs", "--plans", *plans]) == 0
+    table = json.loads((out / "throughputs.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())
+    with open(out / "plan_samples.csv") as handle:
+        reader = csv.DictReader(handle)
+        assert reader.fieldnames == PLAN_COLUMNS + EXTRA_COLUMNS
+        rows = list(reader)
+    return table, runs, rows
+
+
+def test_tiny_profile_writes_a_valid_table_and_samples(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    from policyopt.jobs.profiler import profile
+
+    with pytest.raises(UnknownNameError, match="job_type"):
+        profile(tmp_path, job_types=["nope-bs1"])
+    with pytest.raises(UnknownNameError, match="worker_types"):
+        profile(tmp_path, job_types=["lstm-bs10"], worker_types=["tpu9"])
+    with pytest.raises(InputError, match="seconds_per_run"):
+        profile(tmp_path, seconds_per_run=0)
+
+    table, runs, rows = _tiny_profile(tmp_path, plans=[])
+    assert table["worker_types"]["cpu1"] == {"count": 1, "device": "cpu", "threads": 1,
+                                             "cores": [sorted(os.sched_getaffinity(0))[0]]}
+    entry = table["job_types"]["recommendation-bs128"]
+    alone, noise = entry["throughputs"]["cpu1"], entry["throughputs_std"]["cpu1"]
+    assert alone > 1 and 0 <= noise < alone
+    (pair,) = table["colocated"]
+    assert pair["job_types"] == ["recommendation-bs128"] * 2 and pair["worker_type"] == "cpu1"
+    assert all(0 < t < alone for t in pair["throughputs"])  # two processes share one core
+    assert len(runs) == 2 + 4 and all(r["steady_steps_per_s"] > 0 for r in runs)
+    (base,) = rows
+    assert (base["dp"], base["ga_steps"], base["gc"]) == ("1", "1", "0")
+    assert float(base["iter_time"]) == pytest.approx(sum(1 / r["steady_steps_per_s"] for r in runs[:2]) / 2)
+    assert 0 < float(base["fwd_time_1gpu"]) < float(base["iter_time"])
+    assert base["gpus"] == "0" and base["cpus"] == "1" and int(base["params"]) > 1000
+
+
+@pytest.mark.slow
+def test_profile_samples_data_parallel_plans(tmp_path: Path) -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable cores")
+    _, runs, rows = _tiny_profile(tmp_path, plans=["dp2-ga2-gc1"])
+    assert len(runs) == 2 + 4 + 2
+    assert [(r["dp"], r["ga_steps"], r["gc"], r["cpus"]) for r in rows] == [("1", "1", "0", "1"), ("2", "2", "1", "2")]
+    assert float(rows[1]["bw_intra"]) > 0 and float(rows[1]["iter_time"]) > 0
+    assert rows[1]["fwd_time_1gpu"] == rows[0]["fwd_time_1gpu"]  # the same one-device base
