@@ -15,7 +15,7 @@ from .errors import (AlignmentError, InfeasibleError, InputError, ModelingError,
                      SolverNotAvailableError, UnknownNameError)
 from .modeling import Constraint, IndexSet, LinExpr, Model, Variable
 from .policy import LPPolicy, Option, Policy, get_policy, list_policies, register_policy
-from .problem import Cluster, Colocation, Entity, Job, Problem, WorkerType
+from .problem import Cluster, Colocation, Entity, Job, Problem, TypeColocation, WorkerType
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solve import solve
 from .solver_api import Feature, SolverOptions, available_solvers, get_solver, register_solver
@@ -29,7 +29,7 @@ __all__ = [
     "SolverNotAvailableError", "UnknownNameError",
     "Constraint", "IndexSet", "LinExpr", "Model", "Variable",
     "LPPolicy", "Option", "Policy", "get_policy", "list_policies", "register_policy",
-    "Cluster", "Colocation", "Entity", "Job", "Problem", "WorkerType",
+    "Cluster", "Colocation", "Entity", "Job", "Problem", "TypeColocation", "WorkerType",
     "PolicyResult", "SolveResult", "Status", "Timings",
     "solve", "Feature", "SolverOptions", "available_solvers", "get_solver", "register_solver", "StandardForm",
 ]

@@ -115,8 +115,17 @@ class Policy(ABC):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in non_default.items())})"
 
     # ------------------------------------------------------------------ helpers for subclasses
-    def solver_options(self) -> SolverOptions:
-        return SolverOptions(algorithm=self.config["algorithm"], time_limit=self.config["time_limit"])
+    #: with ``algorithm="auto"``, LPs with at least this many non-zeros are solved by interior point:
+    #: on these degenerate max-min LPs HiGHS's default (dual simplex) was several times slower
+    #: (benchmarks/core_overhead.py, benchmarks/policies_bench.py)
+    IPM_NNZ_THRESHOLD: ClassVar[int] = 200_000
+
+    def solver_options(self, sf: Any | None = None) -> SolverOptions:
+        """Options for the backend; ``auto`` picks interior point for large LPs (see threshold)."""
+        algorithm = self.config["algorithm"]
+        if algorithm == "auto" and sf is not None and not sf.is_mip and sf.nnz >= self.IPM_NNZ_THRESHOLD:
+            algorithm = "ipm"
+        return SolverOptions(algorithm=algorithm, time_limit=self.config["time_limit"])
 
     def get_solver(self, require: Feature | None = Feature.LP) -> Solver:
         return get_solver(self.config["solver"], require)
@@ -188,7 +197,7 @@ class LPPolicy(Policy):
         sf = model.compile()
         t2 = time.perf_counter()
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
-        raw = solver.solve(sf, self.solver_options())
+        raw = solver.solve(sf, self.solver_options(sf))
         timings.build, timings.compile, timings.solve = t1 - t0, t2 - t1, raw.timings.solve
         timings.extract = raw.timings.extract
         if raw.status is Status.OPTIMAL and raw.x is not None:
@@ -228,8 +237,9 @@ def register_policy(name: str | None = None, *, doc: str | None = None) -> Calla
         cls.name = key
         if doc is not None:
             cls.doc = doc
-        elif not cls.doc:
-            cls.doc = (cls.__doc__ or "").strip().split("\n\n")[0]
+        elif "doc" not in cls.__dict__ or not cls.__dict__["doc"]:
+            # the class's own docstring, not one inherited from a parent policy
+            cls.doc = (cls.__dict__.get("__doc__") or "").strip().split("\n\n")[0]
         _POLICIES[key] = cls
         return cls
 

@@ -28,6 +28,7 @@ __all__ = [
     "Cluster",
     "Job",
     "Colocation",
+    "TypeColocation",
     "Entity",
     "Problem",
     "physical_type",
@@ -41,6 +42,10 @@ def physical_type(config: str) -> str:
     if config.endswith(UNCONSOLIDATED_SUFFIX):
         return config[: -len(UNCONSOLIDATED_SUFFIX)]
     return config
+
+
+_MIN_MAGNITUDE = 1e-9
+_MAX_MAGNITUDE = 1e15
 
 
 def _check_number(field_: str, value: Any, *, minimum: float | None = 0.0, strict: bool = False,
@@ -62,6 +67,9 @@ def _check_number(field_: str, value: Any, *, minimum: float | None = 0.0, stric
             raise InputError(field_, value, "must be a number") from None
     if isinstance(value, float) and not math.isfinite(value):
         raise InputError(field_, value, "must be finite (NaN and infinity are not allowed)")
+    if value != 0 and not (_MIN_MAGNITUDE <= abs(value) <= _MAX_MAGNITUDE):
+        raise InputError(field_, value, f"magnitude must be 0 or within [{_MIN_MAGNITUDE:g}, {_MAX_MAGNITUDE:g}] "
+                                        "(values this small or large break the numerics)")
     if integer and (not float(value).is_integer()):
         raise InputError(field_, value, "must be an integer")
     if minimum is not None:
@@ -153,6 +161,9 @@ class Job:
     ``throughputs[config]``: steps/s of the whole job holding ``scale_factor`` workers of that
     configuration (a worker type, or ``<type>_unconsolidated``); missing or 0 = cannot run there.
     ``arrival`` orders jobs for FIFO-style policies (defaults to the order in the problem).
+    ``job_type`` (optional) names the job's kind (e.g. ``"ResNet-50 (batch size 64)#1"``): a problem's
+    ``colocated_types`` table gives space-sharing throughputs per pair of job *types*, which
+    scales to thousands of jobs without one entry per pair of jobs.
     """
 
     id: str
@@ -165,6 +176,7 @@ class Job:
     slo_seconds: float | None = None
     arrival: float | None = None
     priority: bool = False  # high priority / deadline-bound: never packed with another job
+    job_type: str | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -187,6 +199,8 @@ class Job:
         object.__setattr__(self, "arrival", None if arr is None else float(arr))
         if self.entity is not None and not isinstance(self.entity, str):
             raise InputError(f"{f}.entity", self.entity, "must be a string or null")
+        if self.job_type is not None and (not isinstance(self.job_type, str) or not self.job_type):
+            raise InputError(f"{f}.job_type", self.job_type, "must be a non-empty string or null")
 
 
 @dataclass(frozen=True)
@@ -206,6 +220,36 @@ class Colocation:
         if len(thr) != 2:
             raise InputError(f"{f}.throughputs", list(self.throughputs), "must hold two throughputs")
         object.__setattr__(self, "jobs", jobs)
+        object.__setattr__(self, "throughputs", thr)
+
+
+@dataclass(frozen=True)
+class TypeColocation:
+    """Space sharing at the level of job *types*: any job of type ``job_types[0]`` paired with any
+    job of type ``job_types[1]`` on ``worker_type`` runs at ``throughputs`` (in that order).
+
+    Equivalent to one :class:`Colocation` per pair of such jobs, but stored once per pair of types;
+    :class:`~policyopt.allocation.AllocationSpace` expands it vectorized (with pruning). The two
+    types may be equal (two jobs of the same kind sharing). An explicit :class:`Colocation` for a
+    pair of jobs takes precedence over the table.
+    """
+
+    job_types: tuple[str, str]
+    worker_type: str
+    throughputs: tuple[float, float]
+
+    def __post_init__(self) -> None:
+        types = tuple(self.job_types) if isinstance(self.job_types, (list, tuple)) else (self.job_types,)
+        f = f"colocated_types[{'|'.join(map(str, types))}@{self.worker_type}]"
+        if len(types) != 2 or not all(isinstance(t, str) and t for t in types):
+            raise InputError(f"{f}.job_types", list(types), "must name exactly two job types (strings)")
+        if not isinstance(self.worker_type, str) or not self.worker_type:
+            raise InputError(f"{f}.worker_type", self.worker_type, "must be a worker type name")
+        raw = tuple(self.throughputs) if isinstance(self.throughputs, (list, tuple)) else (self.throughputs,)
+        if len(raw) != 2:
+            raise InputError(f"{f}.throughputs", list(raw), "must hold two throughputs")
+        thr = tuple(float(_check_number(f"{f}.throughputs[{i}]", v)) for i, v in enumerate(raw))
+        object.__setattr__(self, "job_types", types)
         object.__setattr__(self, "throughputs", thr)
 
 
@@ -238,18 +282,24 @@ class ProblemArrays:
 
 @dataclass(frozen=True)
 class Problem:
-    """Cluster + jobs (+ colocated throughputs, entities): the input of every policy."""
+    """Cluster + jobs (+ colocated throughputs, entities): the input of every policy.
+
+    ``colocated`` lists pairs of jobs; ``colocated_types`` lists pairs of job types (see
+    :class:`TypeColocation`), used for jobs that carry a ``job_type``.
+    """
 
     cluster: Cluster
     jobs: tuple[Job, ...]
     colocated: tuple[Colocation, ...] = ()
     entities: Mapping[str, Entity] = field(default_factory=dict)
+    colocated_types: tuple[TypeColocation, ...] = ()
     _arrays: ProblemArrays | None = field(default=None, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         jobs = tuple(self.jobs)
         object.__setattr__(self, "jobs", jobs)
         object.__setattr__(self, "colocated", tuple(self.colocated))
+        object.__setattr__(self, "colocated_types", tuple(self.colocated_types))
         object.__setattr__(self, "entities", dict(self.entities))
         ids = [j.id for j in jobs]
         seen: set[str] = set()
@@ -286,6 +336,15 @@ class Problem:
                 raise InputError(f"colocated[{'|'.join(c.jobs)}@{c.worker_type}]", list(c.jobs),
                                  "duplicate colocation entry")
             pairs_seen.add(key)
+        types_seen: set[tuple[str, str, str]] = set()
+        for tc in self.colocated_types:
+            f = f"colocated_types[{'|'.join(tc.job_types)}@{tc.worker_type}]"
+            if physical_type(tc.worker_type) not in known:
+                raise UnknownNameError(f"{f}.worker_type", tc.worker_type, known)
+            tkey = (min(tc.job_types), max(tc.job_types), tc.worker_type)
+            if tkey in types_seen:
+                raise InputError(f, list(tc.job_types), "duplicate type colocation entry")
+            types_seen.add(tkey)
         object.__setattr__(self, "_arrays", self._build_arrays())
 
     def _build_arrays(self) -> ProblemArrays:
@@ -334,7 +393,7 @@ class Problem:
         ids = {j.id for j in jobs}
         if colocated is None:
             colocated = [c for c in self.colocated if c.jobs[0] in ids and c.jobs[1] in ids]
-        return Problem(cluster or self.cluster, jobs, tuple(colocated), self.entities)
+        return Problem(cluster or self.cluster, jobs, tuple(colocated), self.entities, self.colocated_types)
 
     # ----------------------------------------------------------------------------- interchange JSON
     @classmethod
@@ -361,7 +420,7 @@ class Problem:
         if not isinstance(raw_jobs, Sequence) or isinstance(raw_jobs, (str, bytes)):
             raise InputError("jobs", raw_jobs, "must be a list of job objects")
         job_keys = {"id", "throughputs", "scale_factor", "weight", "steps_remaining", "time_since_start",
-                    "entity", "slo_seconds", "arrival", "priority"}
+                    "entity", "slo_seconds", "arrival", "priority", "job_type"}
         jobs = []
         for i, rj in enumerate(raw_jobs):
             if not isinstance(rj, Mapping):
@@ -392,6 +451,24 @@ class Problem:
                 raise InputError(f"colocated[{i}].throughputs", rc["throughputs"], "must list two throughputs")
             colocs.append(Colocation(tuple(str(x) for x in rc["jobs"]), str(rc["worker_type"]),
                                      tuple(rc["throughputs"])))
+        type_colocs = []
+        raw_types = data.get("colocated_types") or []
+        if not isinstance(raw_types, Sequence) or isinstance(raw_types, (str, bytes)):
+            raise InputError("colocated_types", raw_types, "must be a list of objects")
+        for i, rc in enumerate(raw_types):
+            if not isinstance(rc, Mapping):
+                raise InputError(f"colocated_types[{i}]", rc, "must be an object")
+            _reject_unknown_keys(f"colocated_types[{i}]", rc, {"job_types", "worker_type", "throughputs"})
+            for key in ("job_types", "worker_type", "throughputs"):
+                if key not in rc:
+                    raise InputError(f"colocated_types[{i}].{key}", None, "is required")
+            jt = rc["job_types"]
+            if not isinstance(jt, Sequence) or isinstance(jt, str) or len(jt) != 2:
+                raise InputError(f"colocated_types[{i}].job_types", jt, "must list exactly two job types")
+            thr = rc["throughputs"]
+            if not isinstance(thr, Sequence) or isinstance(thr, str) or len(thr) != 2:
+                raise InputError(f"colocated_types[{i}].throughputs", thr, "must list two throughputs")
+            type_colocs.append(TypeColocation(tuple(str(x) for x in jt), str(rc["worker_type"]), tuple(thr)))
         ents = {}
         raw_ents = data.get("entities") or {}
         if not isinstance(raw_ents, Mapping):
@@ -401,7 +478,7 @@ class Problem:
                 raise InputError(f"entities.{name}", spec, "must be an object")
             _reject_unknown_keys(f"entities.{name}", spec, {"weight", "policy"})
             ents[str(name)] = Entity(str(name), spec.get("weight", 1.0), spec.get("policy", "fairness"))
-        return cls(cluster, tuple(jobs), tuple(colocs), ents)
+        return cls(cluster, tuple(jobs), tuple(colocs), ents, tuple(type_colocs))
 
     def to_dict(self) -> dict[str, Any]:
         """The interchange JSON object (round-trips through :meth:`from_dict`)."""
@@ -423,11 +500,16 @@ class Problem:
                 d["arrival"] = j.arrival
             if j.priority:
                 d["priority"] = True
+            if j.job_type is not None:
+                d["job_type"] = j.job_type
             jobs.append(d)
         out: dict[str, Any] = {"cluster": {"worker_types": wts}, "jobs": jobs}
         if self.colocated:
             out["colocated"] = [{"jobs": list(c.jobs), "worker_type": c.worker_type,
                                  "throughputs": list(c.throughputs)} for c in self.colocated]
+        if self.colocated_types:
+            out["colocated_types"] = [{"job_types": list(c.job_types), "worker_type": c.worker_type,
+                                       "throughputs": list(c.throughputs)} for c in self.colocated_types]
         if self.entities:
             out["entities"] = {n: {"weight": e.weight, "policy": e.policy} for n, e in self.entities.items()}
         return out
@@ -490,7 +572,7 @@ class Problem:
                                  "throughputs": {c[len("throughput_"):]: r[c] for c in thr_cols
                                                  if _nan_to_none(r[c]) is not None}}
             for k in ("scale_factor", "weight", "steps_remaining", "time_since_start", "entity",
-                      "slo_seconds", "arrival", "priority"):
+                      "slo_seconds", "arrival", "priority", "job_type"):
                 if k in r and _nan_to_none(r[k]) is not None:
                     d[k] = r[k].item() if hasattr(r[k], "item") else r[k]
             job_list.append(d)
@@ -511,6 +593,8 @@ class Problem:
             r: dict[str, Any] = {"id": j.id, "scale_factor": j.scale_factor, "weight": j.weight,
                                  "steps_remaining": j.steps_remaining, "time_since_start": j.time_since_start,
                                  "entity": j.entity, "slo_seconds": j.slo_seconds}
+            if j.job_type is not None:
+                r["job_type"] = j.job_type
             r.update({f"throughput_{c}": t for c, t in j.throughputs.items()})
             rows.append(r)
         return pd.DataFrame(rows)

@@ -93,6 +93,10 @@ class LoadedModel(ABC):
     def set_sense(self, sense: str) -> None:
         self.sf.sense = sense
 
+    def set_algorithm(self, algorithm: str) -> None:
+        """Switch the LP algorithm for the next solve (e.g. interior point cold, simplex warm)."""
+        self.options = self.options.with_(algorithm=algorithm)
+
 
 class RebuildingModel(LoadedModel):
     """For backends without in-place updates: keep a private copy of the standard form, apply

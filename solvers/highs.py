@@ -89,6 +89,10 @@ class HighsModel(LoadedModel):
         _check(self.h.changeRowsBounds(rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
                                        np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
 
+    def set_algorithm(self, algorithm: str) -> None:
+        super().set_algorithm(algorithm)
+        self._set("solver", _ALGORITHMS[self.options.algorithm])
+
     def set_sense(self, sense: str) -> None:
         super().set_sense(sense)
         hs = self._hs

@@ -131,3 +131,26 @@ def test_cli_round_trip(tmp_path) -> None:
         if solver == "highs":
             ref = res["objective"]
         assert res["objective"] == pytest.approx(ref, rel=1e-6)
+
+
+def test_extreme_magnitudes_rejected() -> None:
+    for field, val in (("throughputs", {"v100": 1e-320, "k80": 1.0}), ("weight", 1e-300),
+                       ("steps_remaining", 10 ** 400)):
+        d = base()
+        d["jobs"][0][field] = val
+        with pytest.raises(InputError, match="magnitude"):
+            Problem.from_dict(d)
+
+
+def test_bad_options_and_sub_solvers() -> None:
+    import policyopt
+
+    p = Problem.from_dict(base())
+    with pytest.raises(InputError, match="time_limit"):
+        policyopt.solve(p, "max_min_fairness", time_limit=10 ** 400)
+    with pytest.raises(InputError, match="pair_top_k"):
+        policyopt.solve(p, "max_min_fairness", pair_top_k=float("inf"))
+    with pytest.raises(UnknownNameError, match="pulp:NOPE"):
+        policyopt.solve(p, "max_min_fairness", solver="pulp:NOPE")
+    with pytest.raises(UnknownNameError, match="cvxpy:NOPE"):
+        policyopt.solve(p, "max_min_fairness", solver="cvxpy:NOPE")

@@ -81,6 +81,9 @@ def test_agnostic_baseline_never_beats_aware_on_aware_objective() -> None:
 
 
 # ------------------------------------------------------------------------------- properties
+_coloc_thr = st.one_of(st.just(0.0), st.floats(0.01, 80.0))
+
+
 @st.composite
 def problems(draw):
     n_types = draw(st.integers(1, 3))
@@ -104,7 +107,7 @@ def problems(draw):
                 if draw(st.booleans()):
                     t = draw(st.sampled_from(types))
                     coloc.append({"jobs": [f"j{a}", f"j{b}"], "worker_type": t,
-                                  "throughputs": [draw(st.floats(0.0, 80.0)), draw(st.floats(0.0, 80.0))]})
+                                  "throughputs": [draw(_coloc_thr), draw(_coloc_thr)]})
     return Problem.from_dict({"cluster": {"worker_types": {t: {"count": c} for t, c in counts.items()}},
                               "jobs": jobs, "colocated": coloc})
 

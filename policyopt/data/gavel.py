@@ -20,7 +20,7 @@ from typing import Iterable, Sequence
 import numpy as np
 
 from ..errors import InputError
-from ..problem import Cluster, Colocation, Job, Problem, physical_type
+from ..problem import Cluster, Colocation, Job, Problem, TypeColocation, physical_type
 
 __all__ = ["GavelThroughputs", "find_gavel_dir", "load_gavel"]
 
@@ -65,25 +65,40 @@ class GavelThroughputs:
     def types_with_scale(self, scale_factor: int) -> np.ndarray:
         return np.array([i for i, (_, s) in enumerate(self.job_types) if s == scale_factor], np.int64)
 
+    def type_label(self, t: int) -> str:
+        """The ``job_type`` label of job type ``t``: ``"<model>#<scale factor>"`` (as in ``policyopt.sim``)."""
+        model, sf = self.job_types[t]
+        return f"{model}#{sf}"
+
     def problem(self, job_types: Sequence[int], cluster: Cluster | dict[str, int], *,
                 steps: Sequence[float] | None = None, weights: Sequence[float] | None = None,
                 time_since_start: Sequence[float] | None = None, ids: Sequence[str] | None = None,
-                colocated: bool = False, consolidation: bool = True) -> Problem:
+                colocated: bool | str = False, consolidation: bool = True,
+                arrivals: Sequence[float] | None = None) -> Problem:
         """A :class:`Problem` with one job per entry of ``job_types`` (indices into ``job_types``).
 
-        ``colocated=True`` adds a colocation entry for every pair of jobs with equal scale factors
-        that the data measured with non-zero throughputs (O(n²): use for small problems).
+        ``colocated``: ``False`` (no space-sharing data); ``"types"`` — every job gets its
+        ``job_type`` label (:meth:`type_label`) and the problem a ``colocated_types`` table with one
+        entry per pair of job types present and configuration the data measured with non-zero
+        throughputs (size independent of the number of jobs; expanded vectorized, with pruning, by
+        :class:`~policyopt.allocation.AllocationSpace`); ``True`` — one explicit
+        :class:`~policyopt.problem.Colocation` per pair of jobs (O(n²) entries: small problems only;
+        the pairs are found with numpy, the entries are Python objects).
         ``consolidation=True`` also gives multi-GPU jobs their ``<type>_unconsolidated`` throughput.
         """
         if isinstance(cluster, dict):
             cluster = Cluster.from_counts(cluster)
+        if colocated not in (False, True, "types"):
+            raise InputError("colocated", colocated, "must be False, True or 'types'")
         names = cluster.names
-        n = len(job_types)
+        jt = np.asarray(job_types, dtype=np.int64)
+        n = jt.size
         ids = list(ids) if ids is not None else [str(i) for i in range(n)]
         cfg_keep = [i for i, c in enumerate(self.configs)
                     if physical_type(c) in names and (consolidation or physical_type(c) == c)]
+        by_type = colocated == "types"
         jobs = []
-        for k, t in enumerate(job_types):
+        for k, t in enumerate(jt.tolist()):
             sf = self.job_types[t][1]
             thr = {self.configs[c]: float(self.alone[t, c]) for c in cfg_keep
                    if self.alone[t, c] > 0 and (sf > 1 or physical_type(self.configs[c]) == self.configs[c])}
@@ -92,17 +107,30 @@ class GavelThroughputs:
             jobs.append(Job(ids[k], thr, scale_factor=sf,
                             weight=1.0 if weights is None else float(weights[k]),
                             steps_remaining=1000.0 if steps is None else float(steps[k]),
-                            time_since_start=0.0 if time_since_start is None else float(time_since_start[k])))
+                            time_since_start=0.0 if time_since_start is None else float(time_since_start[k]),
+                            arrival=None if arrivals is None else float(arrivals[k]),
+                            job_type=self.type_label(t) if by_type else None))
         colocs: list[Colocation] = []
-        if colocated:
-            jt = np.asarray(job_types)
-            for a in range(n):
-                for b in range(a + 1, n):
-                    for c in cfg_keep:
-                        ta, tb = self.paired[jt[a], jt[b], c]
-                        if ta > 0 and tb > 0:
-                            colocs.append(Colocation((ids[a], ids[b]), self.configs[c], (float(ta), float(tb))))
-        return Problem(cluster, tuple(jobs), tuple(colocs))
+        type_colocs: list[TypeColocation] = []
+        cfg = np.asarray(cfg_keep, np.int64)
+        if by_type:
+            present = np.unique(jt)
+            sub = self.paired[np.ix_(present, present, cfg)]  # (p, p, configs, 2)
+            ia, ib, ic = np.nonzero((sub[..., 0] > 0) & (sub[..., 1] > 0))
+            keep = ia <= ib  # the file is symmetric; one entry per unordered pair of types
+            for x, y, c in zip(ia[keep], ib[keep], ic[keep]):
+                ta, tb = sub[x, y, c]
+                type_colocs.append(TypeColocation((self.type_label(int(present[x])), self.type_label(int(present[y]))),
+                                                  self.configs[int(cfg[c])], (float(ta), float(tb))))
+        elif colocated:
+            a, b = np.triu_indices(n, k=1)
+            for c in cfg_keep:
+                pt = self.paired[jt[a], jt[b], c]
+                nz = np.flatnonzero((pt[:, 0] > 0) & (pt[:, 1] > 0))
+                for i in nz.tolist():
+                    colocs.append(Colocation((ids[a[i]], ids[b[i]]), self.configs[c],
+                                             (float(pt[i, 0]), float(pt[i, 1]))))
+        return Problem(cluster, tuple(jobs), tuple(colocs), colocated_types=tuple(type_colocs))
 
 
 def _parse_key(key: str) -> tuple[str, int]:

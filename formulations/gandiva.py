@@ -1,0 +1,98 @@
+"""Gandiva baseline (as Gavel reimplemented it): random packing, equal time shares.
+
+If the jobs' total demand ``Σ_m sf_m`` fits the cluster, or no pairs are available, every job is its
+own combination. Otherwise (with ``space_sharing=True``) jobs are paired at random within each
+scale factor (a seeded random perfect matching of each scale-factor group); a pair is kept only if
+it is a viable pair row of the allocation space — colocated throughputs given and non-zero and a
+normalized combined throughput ``T_a^pair/T_a + T_b^pair/T_b`` above ``pair_threshold`` (≥ 1, so
+packing never loses throughput; Gandiva drops pairs whose normalized sum falls below 1) — and
+otherwise both jobs stay alone. Then the ``K`` combinations split the cluster equally: combination
+``r`` gets ``count_t/(K·sf_r)`` of type ``t`` on its best placement there (for a pair: the
+configuration with the largest normalized combined throughput), rows scaled down to sum to at most
+1. Capacity holds by construction. Stateless: each call draws a fresh pairing from ``seed``
+(Gavel's version keeps pairs across rounds). Objective ``None``.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from policyopt.allocation import AllocationSpace
+from policyopt.policy import Option, Policy, register_policy
+from policyopt.problem import Problem
+from policyopt.result import PolicyResult, Status, Timings
+
+
+def random_pairs(space: AllocationSpace, rng: np.random.Generator) -> np.ndarray:
+    """Indices of pair rows (into ``space.pair_jobs``) chosen by a random matching per scale factor."""
+    n = len(space.jobs)
+    if not space.num_pairs:
+        return np.zeros(0, np.int64)
+    key_of_pair = space.pair_jobs[:, 0] * n + space.pair_jobs[:, 1]
+    order = np.argsort(key_of_pair)
+    chosen = []
+    for sf in np.unique(space.scale):
+        members = rng.permutation(np.flatnonzero(space.scale == sf))
+        m = members.size // 2 * 2
+        a, b = members[0:m:2], members[1:m:2]
+        keys = np.minimum(a, b) * n + np.maximum(a, b)
+        pos = np.searchsorted(key_of_pair[order], keys)
+        pos = np.minimum(pos, order.size - 1)
+        hit = key_of_pair[order[pos]] == keys
+        chosen.append(order[pos[hit]])
+    return np.concatenate(chosen) if chosen else np.zeros(0, np.int64)
+
+
+@register_policy("gandiva")
+class Gandiva(Policy):
+    """Gandiva baseline: random pairing (kept if normalized sum ≥ 1) when oversubscribed, equal time shares."""
+
+    options = (Option("seed", int, 0, "seed of the random pairing"),)
+
+    def solve(self, problem: Problem) -> PolicyResult:
+        timings = Timings()
+        t0 = time.perf_counter()
+        space = self.make_space(problem)
+        n, C = len(space.jobs), len(space.configs)
+        pairs = np.zeros(0, np.int64)
+        if space.scale.sum() > space.counts.sum() and space.num_pairs:
+            pairs = random_pairs(space, np.random.default_rng(self.config["seed"]))
+        paired_jobs = space.pair_jobs[pairs].ravel()
+        singles = np.setdiff1d(np.arange(n), paired_jobs)
+        rows = np.concatenate([singles, n + pairs])
+        K = rows.size
+        X = np.zeros((len(space.rows), C))
+        best = _best_config_per_type(space, rows)  # (K × types), -1 where the row cannot run there
+        share = (space.counts[None, :] / K) / space.row_scale[rows][:, None]
+        for t in range(len(space.worker_types)):
+            ok = best[:, t] >= 0
+            X[rows[ok], best[ok, t]] = share[ok, t]
+        tot = X.sum(axis=1)
+        over = tot > 1
+        X[over] /= tot[over, None]
+        timings.build = time.perf_counter() - t0
+        return self.result(space, X, Status.OPTIMAL, None, "none", timings, pairs_used=int(pairs.size))
+
+
+def _best_config_per_type(space: AllocationSpace, rows: np.ndarray) -> np.ndarray:
+    """For each row, per physical type, the allowed configuration with the best (normalized) throughput."""
+    n = len(space.jobs)
+    nt = len(space.worker_types)
+    score = np.zeros((rows.size, len(space.configs)))
+    single = rows < n
+    score[single] = np.where(space.single_mask[rows[single]], space.T[rows[single]], 0.0)
+    k = rows[~single] - n
+    if k.size:
+        a, b = space.pair_jobs[k, 0], space.pair_jobs[k, 1]
+        with np.errstate(divide="ignore", invalid="ignore"):
+            norm = np.where(space.pair_mask[k], space.Tp[k, :, 0] / space.T[a] + space.Tp[k, :, 1] / space.T[b], 0.0)
+        score[~single] = np.nan_to_num(norm)
+    best = np.full((rows.size, nt), -1, np.int64)
+    best_v = np.zeros((rows.size, nt))
+    for c in range(len(space.configs)):
+        t = space.config_type[c]
+        better = score[:, c] > best_v[:, t]
+        best[better, t] = c
+        best_v[better, t] = score[better, c]
+    return best

@@ -1,0 +1,30 @@
+"""Maximum total throughput (Gavel's throughput-maximizing baseline).
+
+.. math::  \\max_X \\sum_m thr(m)        (default)
+.. math::  \\max_X \\sum_m \\frac{thr(m)}{thr(m, X_{equal})}   (``normalize=True``)
+
+subject to the allocation constraints (job time ≤ 1, capacity per type, space-sharing pair rows).
+Raw steps/s of different models are not commensurable (a fast model's steps dominate the sum);
+``normalize=True`` counts every job in units of its equal-share throughput instead. One LP; the
+reported objective is the optimal sum.
+"""
+from __future__ import annotations
+
+from policyopt.allocation import AllocationSpace
+from policyopt.modeling import Model, Variable
+from policyopt.policy import LPPolicy, Option, register_policy
+
+
+@register_policy("max_sum_throughput")
+class MaxSumThroughput(LPPolicy):
+    """Maximum total throughput: max Σ_m thr(m) (optionally normalized by thr(m, X_equal))."""
+
+    options = (Option("normalize", bool, False,
+                      "divide each job's throughput by its equal-share throughput thr(m, X_equal)"),)
+
+    def build(self, model: Model, space: AllocationSpace, X: Variable) -> Variable | None:
+        thr = space.throughput(X)
+        if self.config["normalize"]:
+            thr = thr / space.equal_share_throughput()
+        model.maximize(thr.sum())
+        return None
