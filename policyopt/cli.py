@@ -20,6 +20,7 @@ __all__ = ["main", "build_parser", "SUBCOMMAND_MODULES"]
 #: modules that add sub-commands, in the order they appear in ``--help``
 SUBCOMMAND_MODULES: list[str] = [
     "policyopt.cli",
+    "policyopt.sim.cli",
     "policyopt.mechanism.cli",
     "policyopt.bench.cli",
     "policyopt.perfmodel.cli",

@@ -33,7 +33,7 @@ from ..data.gavel import GavelThroughputs
 from ..errors import InputError
 
 __all__ = ["TraceJob", "gavel_trace", "shockwave_trace", "load_trace", "save_trace", "job_type_name",
-           "parse_job_type", "GENERATORS"]
+           "parse_job_type", "assign_entities", "GENERATORS"]
 
 SCALE_FACTORS = (1, 2, 4, 8)
 
@@ -221,3 +221,22 @@ def load_trace(path: str | Path, table: GavelThroughputs | None = None) -> list[
                              (r.get("entity") or None), None, str(prio).lower() in ("true", "1")))
     jobs.sort(key=lambda j: (j.arrival, j.id))
     return jobs
+
+
+def assign_entities(jobs: Sequence[TraceJob], entities: Sequence[str], *, seed: int = 0,
+                    probabilities: Sequence[float] | None = None) -> list[TraceJob]:
+    """A copy of ``jobs`` with each job's ``entity`` drawn (seeded) from ``entities`` — uniformly, or
+    with ``probabilities`` (for the hierarchical-policy experiments)."""
+    from dataclasses import replace
+
+    names = list(entities)
+    if not names:
+        raise InputError("entities", names, "at least one entity is required")
+    p = None
+    if probabilities is not None:
+        p = np.asarray(probabilities, float)
+        if p.shape != (len(names),) or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
+            raise InputError("probabilities", list(probabilities), "one non-negative probability per entity, summing to 1")
+    rng = np.random.default_rng(np.random.SeedSequence([int(seed), 11]))
+    draw = rng.choice(len(names), size=len(jobs), p=p)
+    return [replace(j, entity=names[int(k)]) for j, k in zip(jobs, draw)]

@@ -1,0 +1,119 @@
+"""Matplotlib figures of simulations (Agg backend: files only, no display).
+
+* :func:`jct_cdf_figure` — CDF of JCT (steady-state window) for one or more runs;
+* :func:`utilization_figure` — GPU utilization per round over simulated time;
+* :func:`jct_vs_load_figure` — average JCT against the input job rate, one line per policy, with
+  the spread over seeds.
+"""
+from __future__ import annotations
+
+import textwrap
+from pathlib import Path
+from typing import Any, Mapping
+
+import numpy as np
+
+__all__ = ["jct_cdf_figure", "utilization_figure", "jct_vs_load_figure", "bar_figure"]
+
+
+def _plt() -> Any:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
+def jct_cdf_figure(runs: Mapping[str, Any], path: str | Path, window_only: bool = True) -> Path:
+    """CDF of JCT in hours; ``runs`` maps a label to a :class:`~policyopt.sim.SimResult`."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for label, res in runs.items():
+        df = res.jobs[res.jobs["in_window"]] if window_only else res.jobs
+        x = np.sort(df["jct"].to_numpy(float)) / 3600.0
+        x = x[np.isfinite(x)]
+        if x.size:
+            ax.plot(x, np.arange(1, x.size + 1) / x.size, label=label)
+    ax.set_xscale("log")
+    ax.set_xlabel("JCT (hours)")
+    ax.set_ylabel("fraction of jobs")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
+    """GPU utilization per round (busy GPU-seconds / available) against simulated hours."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    for label, res in runs.items():
+        r = res.rounds
+        if not len(r):
+            continue
+        t = (r["start"].to_numpy(float) - r["start"].iloc[0]) / 3600.0
+        u = r["utilization"].to_numpy(float)
+        k = max(1, len(u) // 200)  # light smoothing for long runs
+        if k > 1:
+            u = np.convolve(u, np.ones(k) / k, mode="same")
+        ax.plot(t, u, label=label, lw=1)
+    ax.set_xlabel("simulated time (hours)")
+    ax.set_ylabel("GPU utilization")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def jct_vs_load_figure(table: Any, path: str | Path, *, x: str = "rate", y: str = "avg_jct_hours",
+                       hue: str = "policy", xlabel: str = "input job rate (jobs/hour)",
+                       ylabel: str = "average JCT (hours)", title: str | None = None) -> Path:
+    """Mean of ``y`` over seeds against ``x``, one line per ``hue`` (error bars: min–max over seeds)."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(5, 3.5))
+    for name, g in table.groupby(hue, sort=False):
+        agg = g.groupby(x)[y].agg(["mean", "min", "max"]).sort_index()
+        xs = agg.index.to_numpy(float)
+        ax.errorbar(xs, agg["mean"], yerr=[agg["mean"] - agg["min"], agg["max"] - agg["mean"]],
+                    marker="o", capsize=3, label=str(name))
+    ax.set_xlabel(xlabel)
+    ax.set_ylabel(ylabel)
+    if title:
+        ax.set_title(textwrap.fill(title, 60), fontsize=8)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def bar_figure(table: Any, path: str | Path, *, metrics: list[str], hue: str = "policy",
+               title: str | None = None) -> Path:
+    """Mean (over seeds) of each metric per policy, one panel per metric (error bars: min–max)."""
+    plt = _plt()
+    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
+    for ax, m in zip(axes[0], metrics):
+        agg = table.groupby(hue, sort=False)[m].agg(["mean", "min", "max"])
+        xs = np.arange(len(agg))
+        ax.bar(xs, agg["mean"], yerr=[agg["mean"] - agg["min"], agg["max"] - agg["mean"]], capsize=3)
+        ax.set_xticks(xs)
+        ax.set_xticklabels([str(i) for i in agg.index], rotation=30, ha="right", fontsize=7)
+        ax.set_title(m, fontsize=9)
+        ax.grid(alpha=0.3, axis="y")
+    if title:
+        fig.suptitle(textwrap.fill(title, 40 * len(metrics)), fontsize=9)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path

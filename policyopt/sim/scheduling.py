@@ -1,0 +1,326 @@
+"""Who runs each round in the simulator: an optimization policy through the round mechanism, or a
+round-stage priority policy (LAS, Tiresias, FIFO, FTF heuristics).
+
+Policy names (``SimConfig.policy``, ``policyopt simulate --policy``) resolve as follows:
+
+* a registered optimization policy (``policyopt.list_policies()``) → :class:`AllocationScheduler`:
+  the policy's allocation ``X`` is recomputed on reset events and realized round by round by a
+  :class:`~policyopt.mechanism.RoundMechanism` (Gavel);
+* ``round:NAME`` or a bare ``NAME`` that is a round-stage priority policy and not an optimization
+  policy (``las``, ``tiresias``, ``ftf``; ``fifo`` is also an LP policy, so the FIFO *heuristic* is
+  ``round:fifo``) → :class:`PriorityScheduler` (Tesserae-style: rank jobs every round, admit what
+  fits, no LP);
+* ``static_split:NAME`` → :class:`PartitionedScheduler`: each entity gets a fixed slice of every
+  worker type (its weight's share, :func:`split_counts`) with its own mechanism, and policy ``NAME``
+  allocates each slice among the entity's jobs (the baseline of the hierarchical-policy experiment).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Mapping, Protocol, Sequence
+
+import numpy as np
+
+from ..errors import InputError, UnknownNameError
+from ..mechanism import RoundAssignment, RoundMechanism
+from ..placement import PRIORITY_POLICIES, JobInfo, PriorityPolicy
+from ..policy import get_policy, list_policies
+from ..problem import Cluster, Problem, WorkerType, physical_type
+from ..result import PolicyResult, Status, Timings
+
+__all__ = ["ResolvedPolicy", "resolve_policy", "SolvesProblems", "AllocationScheduler", "PriorityScheduler",
+           "StaticEntitySplit", "PartitionedScheduler", "split_counts", "mechanism_allocation", "ROUND_PREFIX",
+           "STATIC_SPLIT_PREFIX"]
+
+ROUND_PREFIX = "round:"
+STATIC_SPLIT_PREFIX = "static_split:"
+
+
+class SolvesProblems(Protocol):
+    """Anything with ``solve(problem) -> PolicyResult`` (a :class:`~policyopt.policy.Policy`)."""
+
+    name: str
+
+    def solve(self, problem: Problem) -> PolicyResult: ...
+
+
+@dataclass(frozen=True)
+class ResolvedPolicy:
+    """``kind`` is ``allocation`` (optimization policy), ``priority`` (round-stage) or ``static_split``."""
+
+    kind: str
+    name: str
+
+
+def _optimization_names() -> list[str]:
+    return [p["name"] for p in list_policies()]
+
+
+def _priority_names() -> list[str]:
+    return [n for n in PRIORITY_POLICIES.names() if n != "mechanism"]
+
+
+def resolve_policy(name: str) -> ResolvedPolicy:
+    """Resolve a simulator policy name (module docstring); unknown names raise ``UnknownNameError``."""
+    if not isinstance(name, str) or not name:
+        raise InputError("policy", name, "must be a non-empty policy name")
+    opt, prio = _optimization_names(), _priority_names()
+    if name.startswith(ROUND_PREFIX):
+        inner = name[len(ROUND_PREFIX):]
+        if inner not in prio:
+            raise UnknownNameError("policy", name, [ROUND_PREFIX + p for p in prio])
+        return ResolvedPolicy("priority", inner)
+    if name.startswith(STATIC_SPLIT_PREFIX):
+        inner = name[len(STATIC_SPLIT_PREFIX):]
+        if inner not in opt:
+            raise UnknownNameError("policy", name, [STATIC_SPLIT_PREFIX + p for p in opt])
+        return ResolvedPolicy("static_split", inner)
+    if name in opt:
+        return ResolvedPolicy("allocation", name)
+    if name in prio:
+        return ResolvedPolicy("priority", name)
+    raise UnknownNameError("policy", name, opt + [p for p in prio if p not in opt] + [ROUND_PREFIX + p for p in prio])
+
+
+def mechanism_allocation(result: PolicyResult, counts: Mapping[str, int], scale: Mapping[str, int]
+                         ) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """A policy's allocation in the mechanism's terms: placement variants (``v100_unconsolidated``)
+    folded into their physical type (the placer decides consolidation each round), tiny solver
+    noise dropped, and rows / columns scaled down where solver tolerance pushed them past 1 or past
+    the capacity ``Σ_k X[k,c]·sf_k ≤ count_c`` (by at most the solver's feasibility tolerance)."""
+    alloc: dict[str, dict[str, float]] = {}
+    for job, per in result.allocation.items():
+        row: dict[str, float] = {}
+        for cfg, f in per.items():
+            if f > 1e-9:
+                t = physical_type(cfg)
+                row[t] = row.get(t, 0.0) + float(f)
+        alloc[job] = row
+    pairs: dict[tuple[str, str, str], float] = {}
+    for e in result.colocated_allocation:
+        if e["fraction"] > 1e-9:
+            a, b = sorted(e["jobs"])
+            key = (a, b, physical_type(e["worker_type"]))
+            pairs[key] = pairs.get(key, 0.0) + float(e["fraction"])
+    # per-job total ≤ 1
+    total: dict[str, float] = {j: sum(r.values()) for j, r in alloc.items()}
+    for (a, b, _), f in pairs.items():
+        total[a] = total.get(a, 0.0) + f
+        total[b] = total.get(b, 0.0) + f
+    shrink = {j: 1.0 / s for j, s in total.items() if s > 1.0}
+    # per-type capacity
+    used: dict[str, float] = {}
+    for j, r in alloc.items():
+        for t, f in r.items():
+            used[t] = used.get(t, 0.0) + f * shrink.get(j, 1.0) * scale[j]
+    for (a, b, t), f in pairs.items():
+        used[t] = used.get(t, 0.0) + f * min(shrink.get(a, 1.0), shrink.get(b, 1.0)) * scale[a]
+    col = {t: counts.get(t, 0) / u for t, u in used.items() if u > counts.get(t, 0)}
+    out = {j: {t: f * shrink.get(j, 1.0) * col.get(t, 1.0) for t, f in r.items()} for j, r in alloc.items()}
+    coloc = [{"jobs": [a, b], "worker_type": t,
+              "fraction": f * min(shrink.get(a, 1.0), shrink.get(b, 1.0)) * col.get(t, 1.0)}
+             for (a, b, t), f in pairs.items()]
+    for e in coloc:
+        for j in e["jobs"]:
+            out.setdefault(j, {})
+    return out, coloc
+
+
+class AllocationScheduler:
+    """An optimization policy realized by a :class:`RoundMechanism`.
+
+    ``install`` sets a new allocation (a reset; deficits carry over, see ``docs/mechanism.md``).
+    When the available worker counts change (failures, repairs) the mechanism is rebuilt for the
+    new counts, which drops carried deficits (they referred to the old capacity).
+    """
+
+    kind = "allocation"
+
+    def __init__(self, policy: SolvesProblems, counts: Mapping[str, int], round_length: float) -> None:
+        self.policy = policy
+        self.round_length = float(round_length)
+        self.counts = dict(counts)
+        self.mechanism = RoundMechanism(self.counts, round_length=self.round_length)
+        self.installed = False
+        self._known: set[str] = set()
+
+    def recompute(self, problem: Problem, scale: Mapping[str, int], counts: Mapping[str, int]) -> PolicyResult:
+        """Solve ``problem`` with the policy and install the allocation; returns the policy's result."""
+        result = self.policy.solve(problem)
+        self.install(result, scale, counts)
+        return result
+
+    def install(self, result: PolicyResult, scale: Mapping[str, int], counts: Mapping[str, int]) -> None:
+        if dict(counts) != self.counts:
+            self.counts = dict(counts)
+            self.mechanism = RoundMechanism(self.counts, round_length=self.round_length)
+        alloc, coloc = mechanism_allocation(result, self.counts, scale)
+        self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc})
+        self._known = set(alloc)
+        self.installed = True
+
+    def select(self, jobs: Sequence[JobInfo], capacity: Mapping[str, int]) -> RoundAssignment:
+        if not self.installed:
+            return RoundAssignment((), tuple(j.job_id for j in jobs))
+        return self.mechanism.schedule_round()
+
+    def record(self, selection: RoundAssignment, durations: Mapping[str, float]) -> None:
+        if self.installed:
+            self.mechanism.record_round(selection, durations)
+
+    def remove(self, job_ids: Sequence[str]) -> None:
+        gone = [j for j in job_ids if j in self._known]
+        if gone and self.installed:
+            self.mechanism.remove_jobs(gone)
+            self._known.difference_update(gone)
+
+
+class PriorityScheduler:
+    """A round-stage ranking policy (``las``, ``tiresias``, ``fifo``, ``ftf``): no allocation."""
+
+    kind = "priority"
+
+    def __init__(self, policy: PriorityPolicy) -> None:
+        self.policy = policy
+
+    def select(self, jobs: Sequence[JobInfo], capacity: Mapping[str, int]) -> RoundAssignment:
+        return self.policy.select(jobs, capacity)
+
+    def record(self, selection: RoundAssignment, durations: Mapping[str, float]) -> None:
+        return None
+
+    def remove(self, job_ids: Sequence[str]) -> None:
+        return None
+
+
+def split_counts(counts: Mapping[str, int], weights: Mapping[str, float]) -> dict[str, dict[str, int]]:
+    """Integer split of every worker type among entities in proportion to their weights
+    (largest remainder; ties to the heavier entity, then name order): ``{entity: {type: count}}``."""
+    names = list(weights)
+    w = np.array([float(weights[n]) for n in names])
+    if not names or np.any(w <= 0):
+        raise InputError("entities", dict(weights), "a static split needs entities with positive weights")
+    out: dict[str, dict[str, int]] = {n: {} for n in names}
+    for t, c in counts.items():
+        share = c * w / w.sum()
+        base = np.floor(share).astype(np.int64)
+        rem = share - base
+        order = np.lexsort((np.arange(len(names)), -w, -rem))
+        base[order[: int(c - base.sum())]] += 1
+        for n, k in zip(names, base.tolist()):
+            out[n][t] = int(k)
+    return out
+
+
+class StaticEntitySplit:
+    """Baseline for hierarchical policies: entity ``s`` owns ``split_counts`` of every type and
+    policy ``inner`` allocates that slice among its own jobs. Jobs that fit nowhere in their
+    entity's slice get nothing (they wait, as they would on a statically partitioned cluster).
+    ``solve`` merges the per-entity results into one :class:`PolicyResult`."""
+
+    def __init__(self, inner: str, **options: Any) -> None:
+        self.inner = get_policy(inner, **options)
+        self.name = STATIC_SPLIT_PREFIX + inner
+
+    def solve_parts(self, problem: Problem) -> dict[str, tuple[PolicyResult | None, dict[str, int], list[str]]]:
+        """Per entity: (the inner policy's result on its slice or None, the slice's counts, its job ids)."""
+        if not problem.entities:
+            raise InputError("entities", {}, "a static per-entity split needs entities")
+        shares = split_counts(problem.cluster.counts, {n: e.weight for n, e in problem.entities.items()})
+        out: dict[str, tuple[PolicyResult | None, dict[str, int], list[str]]] = {}
+        for name in problem.entities:
+            counts = shares[name]
+            mine = [j for j in problem.jobs if j.entity == name]
+            jobs = [j for j in mine if any(t > 0 and j.scale_factor <= counts.get(physical_type(c), 0)
+                                           for c, t in j.throughputs.items())]
+            res = None
+            if jobs and sum(counts.values()) > 0:
+                wt = problem.cluster.worker_types
+                sub_cluster = Cluster(tuple(WorkerType(w.name, counts[w.name], w.gpus_per_server, w.price_per_hour)
+                                            for w in wt))
+                sub = Problem(sub_cluster, tuple(jobs), (), {name: problem.entities[name]}, problem.colocated_types)
+                res = self.inner.solve(sub)
+            out[name] = (res, counts, [j.id for j in mine])
+        return out
+
+    def solve(self, problem: Problem) -> PolicyResult:
+        """The per-entity allocations merged into one result (each within its entity's slice)."""
+        timings = Timings()
+        alloc: dict[str, dict[str, float]] = {}
+        coloc: list[dict[str, Any]] = []
+        thr: dict[str, float] = {}
+        status, solver = Status.OPTIMAL, ""
+        for res, _, ids in self.solve_parts(problem).values():
+            for j in ids:
+                alloc.setdefault(j, {})
+            if res is None:
+                continue
+            timings.add(res.timings)
+            solver = res.solver
+            if res.status is not Status.OPTIMAL:
+                status = res.status
+            alloc.update(res.allocation)
+            coloc.extend(res.colocated_allocation)
+            thr.update(res.effective_throughputs)
+        return PolicyResult(self.name, solver, status, None, alloc, coloc, thr, timings)
+
+
+class PartitionedScheduler:
+    """A static per-entity split realized as separate clusters: entity ``s`` owns its slice of every
+    worker type (:func:`split_counts`), and its own :class:`RoundMechanism` realizes the inner
+    policy's allocation on that slice only (a mechanism is work conserving *within* its slice, never
+    across slices). The round's selection is the union of the slices' selections."""
+
+    kind = "allocation"
+
+    def __init__(self, split: StaticEntitySplit, round_length: float) -> None:
+        self.split = split
+        self.round_length = float(round_length)
+        self.parts: dict[str, AllocationScheduler] = {}
+        self.owner: dict[str, str] = {}
+        self.installed = False
+
+    def recompute(self, problem: Problem, scale: Mapping[str, int], counts: Mapping[str, int]) -> PolicyResult:
+        parts = self.split.solve_parts(problem)
+        timings = Timings()
+        status, solver = Status.OPTIMAL, ""
+        pairs: list[dict[str, Any]] = []
+        for name, (res, slice_counts, ids) in parts.items():
+            for j in ids:
+                self.owner[j] = name
+            part = self.parts.get(name)
+            if part is None or part.counts != slice_counts:
+                part = self.parts[name] = AllocationScheduler(self.split.inner, slice_counts, self.round_length)
+            if res is None:
+                part.installed = False
+                continue
+            part.install(res, scale, slice_counts)
+            timings.add(res.timings)
+            solver = res.solver
+            pairs.extend(res.colocated_allocation)
+            if res.status is not Status.OPTIMAL:
+                status = res.status
+        self.installed = True
+        return PolicyResult(self.split.name, solver, status, None, {}, pairs, {}, timings)
+
+    def select(self, jobs: Sequence[JobInfo], capacity: Mapping[str, int]) -> RoundAssignment:
+        combos: list[Any] = []
+        pending: list[str] = []
+        for part in self.parts.values():
+            if part.installed:
+                a = part.mechanism.schedule_round()
+                combos.extend(a.combinations)
+                pending.extend(a.pending)
+        return RoundAssignment(tuple(combos), tuple(pending))
+
+    def record(self, selection: RoundAssignment, durations: Mapping[str, float]) -> None:
+        by_part: dict[str, list[Any]] = {}
+        for c in selection.combinations:
+            by_part.setdefault(self.owner[c.jobs[0]], []).append(c)
+        for name, part in self.parts.items():
+            if part.installed:
+                part.record(RoundAssignment(tuple(by_part.get(name, ()))), durations)
+
+    def remove(self, job_ids: Sequence[str]) -> None:
+        for part in self.parts.values():
+            part.remove(job_ids)
