@@ -14,7 +14,7 @@ from .allocation import AllocationSpace, PairPruning
 from .errors import (AlignmentError, InfeasibleError, InputError, ModelingError, PolicyOptError, SolverError,
                      SolverNotAvailableError, UnknownNameError)
 from .modeling import Constraint, IndexSet, LinExpr, Model, Variable
-from .policy import LPPolicy, Option, Policy, get_policy, list_policies, register_policy
+from .policy import LPPolicy, Option, Policy, get_policy, list_policies, register_policy, register_space
 from .problem import Cluster, Colocation, Entity, Job, Problem, TypeColocation, WorkerType
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solve import solve
@@ -22,6 +22,29 @@ from .solver_api import Feature, SolverOptions, available_solvers, get_solver, r
 from .standard_form import StandardForm
 
 __version__ = "0.1.0"
+
+# Heavier parts load on first use, so ``import policyopt`` stays light.
+_LAZY = {
+    "pop": ("policyopt.pop", "pop"),
+    "RoundMechanism": ("policyopt.mechanism", "RoundMechanism"),
+    "RoundPipeline": ("policyopt.placement", "RoundPipeline"),
+    "simulate": ("policyopt.sim", "simulate"),
+    "SimConfig": ("policyopt.sim", "SimConfig"),
+    "load_gavel": ("policyopt.data", "load_gavel"),
+    "load_example": ("policyopt.examples", "load_example"),
+    "load_plugins": ("policyopt.policy", "load_plugins"),
+}
+
+
+def __getattr__(name: str) -> object:
+    if name in _LAZY:
+        import importlib
+
+        module, attr = _LAZY[name]
+        value = getattr(importlib.import_module(module), attr)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module 'policyopt' has no attribute {name!r}")
 
 __all__ = [
     "AllocationSpace", "PairPruning",
@@ -32,4 +55,5 @@ __all__ = [
     "Cluster", "Colocation", "Entity", "Job", "Problem", "TypeColocation", "WorkerType",
     "PolicyResult", "SolveResult", "Status", "Timings",
     "solve", "Feature", "SolverOptions", "available_solvers", "get_solver", "register_solver", "StandardForm",
+    "register_space", *_LAZY,
 ]

@@ -151,6 +151,8 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="policyopt", description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
+                        help="import a module that registers policies (repeatable; also $POLICYOPT_PLUGINS)")
     sub = parser.add_subparsers(dest="command", required=True)
     for mod_name in SUBCOMMAND_MODULES:
         try:
@@ -167,6 +169,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
+        if args.plugin:
+            import os
+
+            from .policy import load_plugins
+
+            load_plugins(args.plugin)
+            # child processes (POP workers, benchmark cases, the service) load them too
+            os.environ["POLICYOPT_PLUGINS"] = ",".join(
+                [p for p in os.environ.get("POLICYOPT_PLUGINS", "").split(",") if p] + args.plugin)
         return int(args.func(args) or 0)
     except PolicyOptError as exc:
         print(f"policyopt: error: {exc}", file=sys.stderr)

@@ -18,7 +18,7 @@ import importlib
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, TypeVar
+from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 import numpy as np
 
@@ -30,7 +30,7 @@ from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
 
 __all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
-           "policy_class", "COMMON_OPTIONS", "register_space"]
+           "policy_class", "COMMON_OPTIONS", "register_space", "load_plugins"]
 
 
 @dataclass(frozen=True)
@@ -246,8 +246,39 @@ def register_policy(name: str | None = None, *, doc: str | None = None) -> Calla
     return deco
 
 
+_PLUGINS_LOADED: set[str] = set()
+
+
+def load_plugins(modules: Iterable[str] = ()) -> list[str]:
+    """Import policy plugins so their ``@register_policy`` decorators run: the given modules, the
+    comma-separated ``POLICYOPT_PLUGINS`` environment variable, and the ``policyopt.policies``
+    entry-point group of installed packages. A module that fails to import raises ``InputError``."""
+    import os
+    from importlib import metadata
+
+    names = [m for m in modules if m]
+    names += [m.strip() for m in os.environ.get("POLICYOPT_PLUGINS", "").split(",") if m.strip()]
+    loaded = []
+    for name in names:
+        if name in _PLUGINS_LOADED:
+            continue
+        try:
+            importlib.import_module(name)
+        except ImportError as exc:
+            raise InputError("plugin", name, f"cannot import policy plugin module: {exc}") from None
+        _PLUGINS_LOADED.add(name)
+        loaded.append(name)
+    for ep in metadata.entry_points(group="policyopt.policies"):
+        if ep.value not in _PLUGINS_LOADED:
+            ep.load()
+            _PLUGINS_LOADED.add(ep.value)
+            loaded.append(ep.value)
+    return loaded
+
+
 def _ensure_loaded() -> None:
     importlib.import_module("policyopt.formulations")
+    load_plugins()
 
 
 def policy_class(name: str) -> type[Policy]:

@@ -39,6 +39,10 @@ DEFAULT_BACKENDS: dict[str, dict[str, Any]] = {
 }
 
 
+#: $/GPU-hour used in Gavel's cost experiments (cloud on-demand prices)
+GAVEL_PRICES = {"v100": 3.06, "p100": 1.46, "k80": 0.90}
+
+
 def backend_options(spec: str) -> dict[str, Any]:
     """``highs:ipm`` → ``{"solver": "highs", "algorithm": "ipm"}``; unknown specs pass through as
     a solver name (``cvxpy:SCS``)."""
@@ -60,8 +64,12 @@ def gavel_problem(n: int, seed: int = 0, space_sharing: bool = False) -> Problem
     table = load_gavel()
     trace = gavel_trace(table, n, static=True, seed=seed, multi_gpu=True)
     types = [table.type_index(*parse_job_type(j.job_type)) for j in trace]
-    cluster = {t: max(8, n // 4) for t in ("v100", "p100", "k80")}
-    return table.problem(types, cluster, steps=[j.steps for j in trace], colocated=space_sharing)
+    from ..problem import Cluster
+
+    counts = {t: max(8, n // 4) for t in ("v100", "p100", "k80")}
+    cluster = Cluster.from_counts(counts, gpus_per_server=4, prices=GAVEL_PRICES)
+    return table.problem(types, cluster, steps=[j.steps for j in trace],
+                         colocated="types" if space_sharing else False)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,42 @@
+"""Generate ``docs/cli.md`` (every command's ``--help``) from the argparse parser itself.
+
+    python -m policyopt.cli_reference > docs/cli.md
+
+``tests/test_cli_reference.py`` fails when the committed page is out of date.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+
+from .cli import build_parser
+
+HEADER = """# Command reference
+
+Generated from the parser by `python -m policyopt.cli_reference > docs/cli.md`; a test checks
+that it is current. Global option: `--plugin MODULE` imports a module that registers policies
+(repeatable; also `$POLICYOPT_PLUGINS`). Errors print one line (`policyopt: error: FIELD: PROBLEM
+(got VALUE)`) and exit with status 2.
+"""
+
+
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public accessor
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            return dict(action.choices)
+    return {}
+
+
+def render() -> str:
+    os.environ["COLUMNS"] = "100"
+    parser = build_parser()
+    out = [HEADER]
+    for name, sub in _subparsers(parser).items():
+        out.append(f"\n## policyopt {name}\n\n```text\n{sub.format_help().rstrip()}\n```\n")
+        for sname, ssub in _subparsers(sub).items():
+            out.append(f"\n### policyopt {name} {sname}\n\n```text\n{ssub.format_help().rstrip()}\n```\n")
+    return "".join(out)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    print(render(), end="")
