@@ -26,6 +26,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "policyopt.perfmodel.cli",
     "policyopt.service.cli",
     "policyopt.jobs.cli",
+    "policyopt.executor.cli",
 ]
 
 

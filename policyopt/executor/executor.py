@@ -1,0 +1,745 @@
+"""The executor: real training jobs scheduled round by round by a policy and the mechanism.
+
+Each round of ``round_seconds`` (the executor clock advances by the wall time of each round,
+scheduling included; time while no executor runs is not counted):
+
+1. **Arrivals**: jobs whose ``arrival`` has passed become active (a recompute event).
+2. **Recompute** on arrivals, completions and job failures, at most once every
+   ``recompute_interval`` seconds (:class:`~policyopt.mechanism.RecomputeClock`): the policy solves
+   the problem of the active jobs (throughputs from the profiler table, or measured online
+   ones with ``online_throughputs``; remaining steps; time since arrival) and the allocation is
+   installed in the :class:`~policyopt.mechanism.RoundMechanism` (deficits carried).
+3. **Placement**: the mechanism's selection is placed on slots (consolidation, lease renewal,
+   migration minimization; :class:`~policyopt.executor.planning.RoundPlacer`).
+4. **Start / continue / preempt**: a job whose process runs on exactly the slots it gets again
+   keeps its process; its lease is renewed (a new ``lease_id`` and deadline in its lease file).
+   Every other running process gets ``SIGTERM`` and checkpoints; then new processes start (they
+   resume from their newest verified checkpoint). Every lease ends at the round's deadline with
+   ``keep_workers``, so a worker waits for the next decision instead of exiting.
+5. **Run the round**, polling the processes: a process that exits with ``completed`` finishes
+   its job at exactly its step budget (JCT = finish − arrival on the executor clock); a process
+   that crashes is restarted at once from its checkpoint (``restarts``), and a job whose process
+   crashes more than ``max_restarts`` times in a row is marked ``failed`` with its error while the
+   others carry on.
+6. **Account**: read each worker's progress record after the deadline (real steps, losses,
+   training seconds), give the mechanism the seconds each job ran, and commit everything to the
+   SQLite state in one transaction.
+
+Crash safety: workers checkpoint every ``checkpoint_interval`` seconds (default half a round) and
+when stopped. If the executor dies, its workers train to the end of the round, wait
+``renewal_wait`` seconds and checkpoint. A restarted executor retires every process recorded in
+the state (expired lease, ``SIGTERM``, checkpoint) and resumes from the last committed round; the
+jobs resume from their checkpoints, so at most the current round's progress is lost (less, since
+the orphans checkpoint when they stop).
+"""
+from __future__ import annotations
+
+import json
+import math
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from policyopt.errors import InputError, PolicyOptError
+from policyopt.mechanism import RecomputeClock, RoundMechanism
+from policyopt.mechanism.recompute import RecomputeEvent
+
+from .backends import TERMINAL_STATUSES, Backend, Launch, LocalProcessBackend, ProcessHandle
+from .cluster import PIN_MODES, Slot, build_slots, parse_cluster
+from .planning import RoundPlacer, build_problem, job_throughputs, mechanism_allocation
+from .spec import JobSpec, check_table
+from .state import ExecutorState, JobRecord
+
+__all__ = ["ExecutorConfig", "Executor", "ExecutorError", "run_executor", "COMPATIBLE_FIELDS"]
+
+
+class ExecutorError(PolicyOptError):
+    """The executor cannot go on (e.g. a backend failure)."""
+
+
+#: config fields that must match when a run resumes from its state file
+COMPATIBLE_FIELDS = ("cluster", "policy", "policy_options", "round_seconds", "space_sharing")
+
+
+@dataclass
+class ExecutorConfig:
+    """Settings of a run (see the module docstring).
+
+    ``checkpoint_interval`` defaults to half a round, so with the two checkpoints the store keeps, a
+    corrupt newest checkpoint still leaves one at most a round old. ``renewal_wait``: how long a
+    worker waits at the end of its lease for the next decision. ``settle_seconds``: how long the
+    executor waits after the deadline for workers to report their final step of the round.
+    ``time_limit``: stop (checkpointing everything) when the executor clock passes it.
+    """
+
+    cluster: dict[str, int]
+    policy: str = "max_min_fairness"
+    policy_options: dict[str, Any] = field(default_factory=dict)
+    round_seconds: float = 3.0
+    recompute_interval: float | None = None
+    max_restarts: int = 3
+    checkpoint_interval: float | None = None
+    renewal_wait: float = 30.0
+    settle_seconds: float = 3.0
+    placer: str = "consolidate"
+    migration: str = "matching"
+    pin: str = "auto"
+    launcher: str = "fork"
+    online_throughputs: bool = False
+    space_sharing: bool = False
+    time_limit: float | None = None
+
+    def __post_init__(self) -> None:
+        self.cluster = parse_cluster(self.cluster)
+        for name in ("round_seconds", "renewal_wait", "settle_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value <= 0:
+                raise InputError(name, value, "must be a positive number of seconds")
+        for name in ("recompute_interval", "checkpoint_interval", "time_limit"):
+            value = getattr(self, name)
+            if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                      or not math.isfinite(value) or value <= 0):
+                raise InputError(name, value, "must be a positive number of seconds or null")
+        if isinstance(self.max_restarts, bool) or not isinstance(self.max_restarts, int) or self.max_restarts < 0:
+            raise InputError("max_restarts", self.max_restarts, "must be an integer >= 0")
+        if self.pin not in PIN_MODES:
+            raise InputError("pin", self.pin, f"must be one of {', '.join(PIN_MODES)}")
+        if not isinstance(self.policy_options, Mapping):
+            raise InputError("policy_options", self.policy_options, "must be an object")
+        from policyopt.policy import get_policy
+
+        get_policy(self.policy, **self._solver_options())  # unknown names/options fail now, not mid-run
+
+    @property
+    def interval(self) -> float:
+        return float(self.recompute_interval if self.recompute_interval is not None else self.round_seconds)
+
+    @property
+    def checkpoint_every(self) -> float:
+        return float(self.checkpoint_interval if self.checkpoint_interval is not None else self.round_seconds / 2)
+
+    def _solver_options(self) -> dict[str, Any]:
+        opts = dict(self.policy_options)
+        if self.space_sharing:
+            opts.setdefault("space_sharing", True)
+        return opts
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> "ExecutorConfig":
+        names = {f.name for f in fields(cls)}
+        unknown = set(data) - names
+        if unknown:
+            key = sorted(unknown)[0]
+            raise InputError(f"config.{key}", data[key], "unknown executor setting")
+        return cls(**dict(data))
+
+
+@dataclass
+class _Track:
+    """What the executor has seen of one live process."""
+
+    handle: ProcessHandle
+    base_steps: int | None = None  # the step it resumed at (known from its first record)
+    last_steps: int = 0
+    last_train: float = 0.0
+    startup: float | None = None
+
+
+@dataclass
+class _RoundAcc:
+    """Per-round accumulators."""
+
+    steps: dict[str, int] = field(default_factory=dict)
+    train: dict[str, float] = field(default_factory=dict)
+    ended: dict[str, float] = field(default_factory=dict)  # job -> executor-clock time it completed/failed
+    crashes: dict[str, int] = field(default_factory=dict)
+    launched: list[str] = field(default_factory=list)
+    phases: dict[str, float] = field(default_factory=dict)  # wall seconds per phase of the round
+
+
+class Executor:
+    """Run ``jobs`` on ``config.cluster`` to completion, persisting to ``state``.
+
+    A new state file needs ``jobs``, ``config``, ``table`` (the profiler throughput table the policy
+    uses) and ``run_dir`` (checkpoints, progress and lease files, logs). A state file that holds a
+    run resumes it: ``jobs``/``config`` may be given again and must then match (the fields in
+    :data:`COMPATIBLE_FIELDS` and the job list), other settings (launcher, time limit, …) may
+    change. ``display``: an object with ``update(snapshot)`` and ``close()`` (see
+    :mod:`policyopt.executor.report`). ``slots``: the workers (default: :func:`build_slots` on this
+    machine; a Ray cluster's GPUs are not on the machine that runs the executor).
+    """
+
+    def __init__(self, state: ExecutorState | str | Path, jobs: Sequence[JobSpec] | None = None,
+                 config: ExecutorConfig | None = None, table: Mapping[str, Any] | None = None,
+                 run_dir: str | Path | None = None, *, backend: Backend | None = None,
+                 table_source: str = "given", display: Any = None, slots: Sequence[Slot] | None = None,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.state = state if isinstance(state, ExecutorState) else ExecutorState(state)
+        self.log = log or (lambda _msg: None)
+        self.display = display
+        if self.state.is_new():
+            if jobs is None or config is None or table is None or run_dir is None:
+                raise InputError("state", str(self.state.path), "holds no run yet: give jobs, config, "
+                                 "throughputs and an output directory")
+            self._initialize(list(jobs), config, dict(table), Path(run_dir), table_source)
+        else:
+            self._check_compatible(jobs, config)
+        saved = self.state.get("config")
+        stored = ExecutorConfig.from_dict(saved["executor"])
+        if config is not None:  # non-identity settings may change on a resume
+            for name in ("launcher", "time_limit", "settle_seconds", "renewal_wait", "max_restarts", "pin",
+                         "online_throughputs", "checkpoint_interval"):
+                setattr(stored, name, getattr(config, name))
+        self.config = stored
+        self.run_dir = Path(saved["run_dir"])
+        self.table = self.state.get("throughputs")["table"]
+        self.counts = dict(self.config.cluster)
+        self.slots: list[Slot] = list(slots) if slots is not None else build_slots(self.counts, self.config.pin)
+        if [s.worker_type for s in self.slots] != [t for t, n in self.counts.items() for _ in range(n)]:
+            raise InputError("slots", [s.worker_id for s in self.slots], f"do not match the cluster {self.counts}")
+        self.worker_types = [t for t, n in self.counts.items() if n > 0]
+        self.placer = RoundPlacer(self.counts, self.config.placer, self.config.migration)
+        self.backend: Backend = backend if backend is not None else LocalProcessBackend(
+            self.run_dir / "backend", self.config.launcher)
+        self.jobs: dict[str, JobRecord] = self.state.jobs()
+        self.time = float(self.state.get("time", 0.0))
+        self.round_index = int(self.state.get("round", 0))
+        mstate = self.state.get("mechanism")
+        self.mech: RoundMechanism | None = RoundMechanism.from_state(mstate) if mstate else None
+        cstate = self.state.get("clock") or {"last_recompute": None, "pending": []}
+        self.clock = RecomputeClock(self.config.interval, cstate["last_recompute"],
+                                    [RecomputeEvent(float(t), str(k), str(s)) for t, k, s in cstate["pending"]])
+        placement = self.state.get("placement") or {"assignment": {}, "pairs": []}
+        self.previous: dict[str, list[int]] = {j: list(g) for j, g in placement["assignment"].items()}
+        self.previous_pairs: list[list[str]] = [list(p) for p in placement["pairs"]]
+        self.tracks: dict[str, _Track] = {}
+        self.launches = int(self.state.get("launches", 0))
+        self._stop_requested = threading.Event()
+        self.status = "running"
+
+    # ------------------------------------------------------------------------------ setup
+    def _initialize(self, jobs: list[JobSpec], config: ExecutorConfig, table: dict[str, Any], run_dir: Path,
+                    source: str) -> None:
+        check_table(table, jobs, [t for t, n in config.cluster.items() if n > 0])
+        run_dir = run_dir.resolve()
+        records = [JobRecord(j.id, i, j.to_dict(), "pending", j.steps,
+                             stats={"rounds_run": 0, "migrations": 0, "preemptions": 0, "seconds_by_type": {},
+                                    "steps_by_type": {}, "train_seconds_by_type": {}, "startup_seconds": [],
+                                    "stop_seconds": [], "launches": 0})
+                   for i, j in enumerate(jobs)]
+        with self.state.transaction():
+            self.state.put("config", {"executor": config.to_dict(), "jobs": [j.to_dict() for j in jobs],
+                                      "run_dir": str(run_dir), "created_at": time.time()})
+            self.state.put("throughputs", {"table": table, "source": source})
+            self.state.put("time", 0.0)
+            self.state.put("round", 0)
+            self.state.put("launches", 0)
+            self.state.put("starts", [])
+            self.state.put("finished", False)
+            self.state.save_jobs(records)
+
+    def _check_compatible(self, jobs: Sequence[JobSpec] | None, config: ExecutorConfig | None) -> None:
+        saved = self.state.get("config")
+        if jobs is not None:
+            given = [j.to_dict() for j in jobs]
+            if given != saved["jobs"]:
+                raise InputError("jobs", [j.id for j in jobs],
+                                 f"differ from the job list of the run in {self.state.path}; use another --state")
+        if config is not None:
+            stored = saved["executor"]
+            mine = config.to_dict()
+            for name in COMPATIBLE_FIELDS:
+                if json.dumps(mine[name], sort_keys=True) != json.dumps(stored[name], sort_keys=True):
+                    raise InputError(name, mine[name], f"the run in {self.state.path} has {stored[name]!r}; "
+                                                      "use the same setting or another --state")
+
+    # ------------------------------------------------------------------------------ public
+    def request_stop(self) -> None:
+        """Stop after checkpointing every job (thread-safe; the next run with the same state resumes)."""
+        self._stop_requested.set()
+
+    def run(self) -> dict[str, Any]:
+        """Run to completion (or until stopped / the time limit); returns the report."""
+        from .report import build_report
+
+        starts = self.state.get("starts", [])
+        resumed = bool(starts)
+        starts.append(time.time())
+        self.state.put("starts", starts)
+        self.state.event(self.time, "executor_start", detail={"resumed": resumed, "round": self.round_index})
+        warm = getattr(self.backend, "warm_up", None)
+        if warm is not None:
+            warm()
+        try:
+            if resumed:
+                self._recover()
+            while not self._finished():
+                if self._stop_requested.is_set():
+                    self.status = "stopped"
+                    break
+                if self.config.time_limit is not None and self.time >= self.config.time_limit:
+                    self.status = "time_limit"
+                    break
+                self._round()
+            else:
+                self.status = "finished"
+        except BaseException:
+            self._shutdown_processes()
+            raise
+        finally:
+            if self.display is not None:
+                self.display.close()
+        self._shutdown_processes()
+        self.state.put("finished", self.status == "finished")
+        self.state.event(self.time, "executor_stop", detail={"status": self.status})
+        self.backend.close()
+        return build_report(self.state, status=self.status)
+
+    # ------------------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        """Retire every process a previous executor left (see the module docstring)."""
+        for rec in self.jobs.values():
+            if rec.process is None:
+                continue
+            final = self.backend.retire(rec.process, timeout=max(30.0, self.config.renewal_wait))
+            self.log(f"retired {rec.job_id} (pid {rec.process.get('pid')}): "
+                     f"{(final or {}).get('status')} at step {(final or {}).get('steps_done')}")
+            if final is not None and final.get("job_id") == rec.job_id:
+                self._absorb_final(rec, final)
+                if final.get("status") == "completed" and rec.status == "active":
+                    self._end_job(rec, "completed", self.time, None)
+            rec.process = None
+            if rec.status != "active" and self.mech is not None and rec.job_id in self.mech.arrays.job_ids:
+                self.mech.remove_jobs([rec.job_id])
+            self.state.event(self.time, "retired", rec.job_id, {"status": (final or {}).get("status"),
+                                                                "steps_done": (final or {}).get("steps_done")})
+        self.previous, self.previous_pairs = {}, []
+        with self.state.transaction():
+            self.state.save_jobs(self.jobs)
+            self.state.put("placement", {"assignment": {}, "pairs": []})
+
+    def _absorb_final(self, rec: JobRecord, final: Mapping[str, Any]) -> None:
+        """Fold a retired/stopped process's last record into the job (steps, checkpoint, losses)."""
+        steps = final.get("steps_done")
+        if isinstance(steps, int):
+            rec.steps_done = steps
+        if final.get("checkpoint"):
+            rec.checkpoint = final["checkpoint"]
+        for key in ("initial_loss", "final_loss"):
+            if final.get(key) is not None:
+                setattr(rec, key, float(final[key]))
+
+    # ------------------------------------------------------------------------------ the round
+    def _finished(self) -> bool:
+        return all(r.status in ("completed", "failed") for r in self.jobs.values())
+
+    def _admit(self, now: float) -> None:
+        for rec in self.jobs.values():
+            if rec.status == "pending" and rec.arrival <= now + 1e-9:
+                rec.status = "active"
+                self.clock.note("arrival", max(rec.arrival, self.clock.last_recompute or -math.inf), rec.job_id)
+                self.state.event(now, "arrival", rec.job_id)
+
+    def _round(self) -> None:
+        wall0 = time.time()
+        now = self.time
+        self._admit(now)
+        active = [r for r in self.jobs.values() if r.status == "active"]
+        if not active:
+            pending = [r.arrival for r in self.jobs.values() if r.status == "pending"]
+            wait = min(min(pending) - now, self.config.round_seconds) if pending else 0.0
+            self._sleep(max(0.0, wait))
+            self.time = now + (time.time() - wall0)
+            self.state.put("time", self.time)
+            return
+        recomputed = self._maybe_recompute(now, active)
+        if self.mech is None:
+            raise ExecutorError("no allocation installed although jobs are active")
+        placed = self.placer.place(self.mech, self.previous, self.previous_pairs)
+        slot_sets = {j: sorted(g) for j, g in placed.assignment.items() if self.jobs[j].status == "active"}
+        # a process is bound to its slots (cores or device), not to a partner: same slots = keep it
+        keep = [j for j in self.tracks if j in slot_sets and sorted(self.previous.get(j, [])) == slot_sets[j]]
+        preempt = [j for j in self.tracks if j not in keep]
+        t_plan = time.time()
+        self._stop(preempt, now, running_next=set(slot_sets))
+        slot_sets = {j: g for j, g in slot_sets.items() if self.jobs[j].status == "active"}
+        wall_start = time.time()
+        deadline = wall_start + self.config.round_seconds
+        lease = {"deadline": deadline, "steps_limit": None, "keep_workers": True, "lease_id": self.round_index + 1}
+        acc = _RoundAcc()
+        for j in keep:
+            self.backend.renew(self.tracks[j].handle, lease)
+        for j in slot_sets:
+            if j not in keep:
+                self._launch(self.jobs[j], slot_sets[j], lease, acc, clock_now=now + (time.time() - wall0))
+        self._save_jobs()
+        t_started = time.time()
+        self._monitor(deadline, lease, slot_sets, acc, wall0, now)
+        t_deadline = time.time()
+        self._settle(deadline, lease, slot_sets, acc, wall0, now)
+        wall_end = time.time()
+        acc.phases = {"plan": t_plan - wall0, "stop": wall_start - t_plan, "start": t_started - wall_start,
+                      "run": t_deadline - t_started, "settle": wall_end - t_deadline}
+        self._account(placed, slot_sets, acc, wall0, wall_end, now, recomputed)
+
+    def _maybe_recompute(self, now: float, active: list[JobRecord]) -> dict[str, Any] | None:
+        ids = {r.job_id for r in active}
+        installed = set(self.mech.arrays.job_ids) if self.mech is not None else set()
+        # due on events (at most every interval); always when no installed job is still active
+        if self.mech is not None and not self.clock.due(now + 1e-9) and installed & ids:
+            return None
+        problem_jobs = []
+        for r in active:
+            measured = None
+            if self.config.online_throughputs:
+                measured = {t: v["steps"] / v["seconds"] for t, v in r.stats.get("measured", {}).items()
+                            if v["seconds"] >= 1.0 and v["steps"] > 0}
+            problem_jobs.append({"id": r.job_id, "job_type": r.job_type, "weight": r.spec.get("weight", 1.0),
+                                 "throughputs": job_throughputs(self.table, r.job_type, self.worker_types, measured),
+                                 "steps_remaining": max(r.steps_required - r.steps_done, 1),
+                                 "time_since_start": max(now - r.arrival, 0.0), "arrival": r.arrival})
+        counts = {t: self.counts[t] for t in self.worker_types}
+        problem = build_problem(counts, problem_jobs, self.table, self.config.space_sharing)
+        from policyopt.policy import get_policy
+
+        t0 = time.perf_counter()
+        result = get_policy(self.config.policy, **self.config._solver_options()).solve(problem)
+        solve_s = time.perf_counter() - t0
+        alloc, coloc = mechanism_allocation(result.allocation, result.colocated_allocation, counts,
+                                            {r.job_id: 1 for r in active})
+        if self.mech is None:
+            self.mech = RoundMechanism(counts, round_length=self.config.round_seconds)
+        self.mech.set_allocation(alloc, coloc, {r.job_id: 1 for r in active})
+        absorbed = self.clock.mark_recomputed(now)
+        info = {"round": self.round_index, "time": now, "status": result.status.value,
+                "objective": result.objective if result.objective is None or math.isfinite(result.objective) else None,
+                "solve_seconds": solve_s, "jobs": sorted(ids), "events": [[e.kind, e.subject] for e in absorbed],
+                "allocation": alloc, "colocated": coloc, "message": result.message}
+        self.state.put("allocation", info)
+        self.state.event(now, "recompute", detail={k: info[k] for k in ("status", "solve_seconds", "jobs", "events")})
+        self.log(f"round {self.round_index}: recomputed the allocation ({result.status.value}, "
+                 f"{solve_s * 1e3:.0f} ms) for {len(ids)} jobs")
+        return info
+
+    # ------------------------------------------------------------------------------ processes
+    def _launch(self, rec: JobRecord, slot_ids: Sequence[int], lease: Mapping[str, Any], acc: _RoundAcc,
+                clock_now: float) -> None:
+        slot = self.slots[slot_ids[0]]
+        self.launches += 1
+        n = self.launches
+        cores: tuple[int, ...] | None = None
+        if slot.cores is not None:
+            cores = tuple(sorted({c for s in slot_ids for c in (self.slots[s].cores or ())}))
+        job_dir = self.run_dir / "jobs" / rec.job_id
+        launch = Launch(rec.job_id, rec.job_type, rec.steps_required, int(rec.spec.get("seed", 0)),
+                        str(job_dir / "checkpoints"), str(job_dir / f"progress-{n}.json"), str(job_dir / "lease.json"),
+                        str(job_dir / f"worker-{n}.log"), threads=slot.threads, device=slot.device,
+                        cpu_affinity=cores, renewal_wait=self.config.renewal_wait,
+                        checkpoint_interval=self.config.checkpoint_every, lease=dict(lease),
+                        workers=tuple(self.slots[s].worker_id for s in slot_ids), launch_id=n)
+        # record the launch before it happens: a restarted executor retires it even without a pid
+        rec.process = {"job_id": rec.job_id, "launch_id": n, "pid": 0, "start_ticks": None, "launched_at": time.time(),
+                       "progress_file": launch.progress_file, "lease_file": launch.lease_file,
+                       "log_file": launch.log_file, "workers": list(launch.workers), "node": "pending"}
+        with self.state.transaction():
+            self.state.put("launches", n)
+            self.state.save_jobs([rec])
+        handle = self.backend.start(launch)
+        rec.process = {**handle.to_dict(), "lease_id": lease["lease_id"]}
+        self.state.save_jobs([rec])
+        self.tracks[rec.job_id] = _Track(handle, last_steps=rec.steps_done)
+        rec.stats["launches"] = rec.stats.get("launches", 0) + 1
+        if rec.first_start is None:
+            rec.first_start = clock_now
+        acc.launched.append(rec.job_id)
+        self.state.event(clock_now, "launch", rec.job_id, {"launch": n, "pid": handle.pid, "workers": list(launch.workers),
+                                                           "from_step": rec.steps_done})
+
+    def _observe(self, rec: JobRecord, track: _Track, record: Mapping[str, Any] | None, acc: _RoundAcc | None,
+                 clock_now: float) -> None:
+        """Fold a progress record of ``track``'s process into the job and the round's counters."""
+        if record is None or record.get("job_id") != rec.job_id:
+            return
+        if track.base_steps is None:
+            start = int(record.get("session_start_step", 0))
+            track.base_steps = start
+            created = float(record["updated_at"]) - float(record.get("wall_seconds", 0.0))
+            track.startup = max(0.0, created - track.handle.launched_at) + float(record.get("resume_seconds", 0.0))
+            rec.stats.setdefault("startup_seconds", []).append(track.startup)
+            if record.get("resumed_from"):
+                self.state.event(clock_now, "resumed", rec.job_id, {"step": start, "checkpoint": record["resumed_from"],
+                                                                    "launch": track.handle.launch_id})
+            if start < rec.steps_done:
+                lost = rec.steps_done - start
+                rec.steps_lost += lost
+                self.state.event(clock_now, "steps_lost", rec.job_id, {"lost": lost, "resumed_at": start,
+                                                                      "corrupt": record.get("corrupt_checkpoints")})
+            rec.steps_done = start
+            track.last_steps = start
+            track.last_train = 0.0
+            if record.get("corrupt_checkpoints"):
+                rec.stats.setdefault("corrupt_checkpoints", []).extend(record["corrupt_checkpoints"])
+        steps = int(record.get("steps_done", track.last_steps))
+        train = float(record.get("train_seconds") or 0.0)
+        if acc is not None:
+            acc.steps[rec.job_id] = acc.steps.get(rec.job_id, 0) + max(0, steps - track.last_steps)
+            acc.train[rec.job_id] = acc.train.get(rec.job_id, 0.0) + max(0.0, train - track.last_train)
+        track.last_steps, track.last_train = steps, train
+        rec.steps_done = steps
+        if record.get("checkpoint"):
+            rec.checkpoint = record["checkpoint"]
+        for key in ("initial_loss", "final_loss"):
+            if record.get(key) is not None:
+                setattr(rec, key, float(record[key]))
+
+    def _stop(self, jobs: Sequence[str], now: float, running_next: set[str]) -> None:
+        """SIGTERM the processes of ``jobs`` and wait until they checkpointed and exited."""
+        if not jobs:
+            return
+        t0 = time.time()
+        for j in jobs:
+            self.backend.stop(self.tracks[j].handle)
+        timeout = max(30.0, self.config.renewal_wait)
+        for j in jobs:
+            track = self.tracks[j]
+            while self.backend.poll(track.handle) is None:
+                if time.time() - t0 > timeout:
+                    self.backend.kill(track.handle)
+                time.sleep(0.02)
+            rec = self.jobs[j]
+            final = self.backend.progress(track.handle)
+            self._observe(rec, track, final, None, now)
+            rec.stats.setdefault("stop_seconds", []).append(time.time() - t0)
+            rec.process = None
+            del self.tracks[j]
+            if rec.status == "active" and (final or {}).get("status") == "completed" \
+                    and rec.steps_done >= rec.steps_required:
+                self._end_job(rec, "completed", now, None)  # finished after the last round's settle
+                if self.mech is not None and j in self.mech.arrays.job_ids:
+                    self.mech.remove_jobs([j])
+            elif rec.status == "active":
+                rec.stats["preemptions" if j not in running_next else "migrations"] = \
+                    rec.stats.get("preemptions" if j not in running_next else "migrations", 0) + 1
+                self.state.event(now, "preempt" if j not in running_next else "migrate", j,
+                                 {"steps_done": rec.steps_done, "checkpoint": rec.checkpoint})
+
+    def _shutdown_processes(self) -> None:
+        """Stop every live process (they checkpoint) and record where each job stands."""
+        if not self.tracks:
+            return
+        jobs = list(self.tracks)
+        try:
+            self._stop(jobs, self.time, running_next=set(jobs))
+        except Exception as exc:  # noqa: BLE001 - best effort on the way out
+            self.log(f"while stopping workers: {exc}")
+        try:
+            self._save_jobs()
+        except Exception:  # noqa: BLE001
+            pass
+
+    def _clock(self, wall: float, wall0: float, now: float) -> float:
+        return now + (wall - wall0)
+
+    def _handle_exit(self, j: str, code: int, lease: Mapping[str, Any], slot_sets: Mapping[str, list[int]],
+                     acc: _RoundAcc, wall0: float, now: float, deadline: float) -> None:
+        rec = self.jobs[j]
+        track = self.tracks.pop(j)
+        record = self.backend.progress(track.handle)
+        clock_now = self._clock(time.time(), wall0, now)
+        self._observe(rec, track, record, acc, clock_now)
+        rec.process = None
+        status = (record or {}).get("status")
+        if code == 0 and status == "completed" and rec.steps_done >= rec.steps_required:
+            finished_wall = min(float((record or {}).get("updated_at", time.time())), time.time())
+            self._end_job(rec, "completed", self._clock(finished_wall, wall0, now), None)
+            acc.ended[j] = rec.finish if rec.finish is not None else clock_now
+            return
+        relaunch = time.time() < deadline and j in slot_sets  # else the next round starts it
+        if code == 0 and status in TERMINAL_STATUSES:
+            # it left on its own (e.g. the renewal wait ran out): start it again, not a crash
+            if relaunch:
+                self._launch(rec, slot_sets[j], lease, acc, clock_now)
+            return
+        error = (record or {}).get("error") or self.backend.log_tail(track.handle) or f"exit status {code}"
+        rec.crashes += 1
+        rec.consecutive_crashes += 1
+        rec.error = f"exit status {code}: {error}"
+        acc.crashes[j] = acc.crashes.get(j, 0) + 1
+        self.state.event(clock_now, "crash", j, {"code": code, "error": error, "steps_done": rec.steps_done,
+                                                 "consecutive": rec.consecutive_crashes})
+        self.log(f"{j}: worker crashed (exit {code}): {error}")
+        if rec.consecutive_crashes > self.config.max_restarts:
+            self._end_job(rec, "failed", clock_now, rec.error)
+            acc.ended[j] = clock_now
+            self.log(f"{j}: failed after {rec.consecutive_crashes} crashes in a row")
+            return
+        rec.restarts += 1
+        self.state.event(clock_now, "restart", j, {"restarts": rec.restarts, "from_step": rec.steps_done})
+        if relaunch:
+            self._launch(rec, slot_sets[j], lease, acc, clock_now)
+
+    def _end_job(self, rec: JobRecord, status: str, at: float, error: str | None) -> None:
+        rec.status = status
+        rec.finish = at
+        if error is not None:
+            rec.error = error
+        last = self.clock.last_recompute if self.clock.last_recompute is not None else -math.inf
+        self.clock.note("completion", max(at, last), rec.job_id)
+        self.state.event(at, status, rec.job_id, {"steps_done": rec.steps_done, "error": error})
+
+    def _monitor(self, deadline: float, lease: Mapping[str, Any], slot_sets: Mapping[str, list[int]],
+                 acc: _RoundAcc, wall0: float, now: float) -> None:
+        last_view = 0.0
+        while True:
+            t = time.time()
+            if t >= deadline:
+                return
+            for j in list(self.tracks):
+                code = self.backend.poll(self.tracks[j].handle)
+                if code is not None:
+                    self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline)
+                    self._save_jobs()
+            if t - last_view >= 0.5:
+                last_view = t
+                for j, track in self.tracks.items():
+                    self._observe(self.jobs[j], track, self.backend.progress(track.handle), acc,
+                                  self._clock(t, wall0, now))
+                self._show(slot_sets, self._clock(t, wall0, now), deadline - t)
+            if self._stop_requested.is_set():
+                return
+            time.sleep(min(0.1, max(0.0, deadline - time.time())))
+
+    def _settle(self, deadline: float, lease: Mapping[str, Any], slot_sets: Mapping[str, list[int]], acc: _RoundAcc,
+                wall0: float, now: float) -> None:
+        """After the deadline, wait (≤ ``settle_seconds``) until each worker reports its lease ended."""
+        limit = deadline + self.config.settle_seconds
+        while True:
+            pending = []
+            for j in list(self.tracks):
+                track = self.tracks[j]
+                code = self.backend.poll(track.handle)
+                if code is not None:
+                    pending.append(j)  # handled below, with the exits
+                    continue
+                record = self.backend.progress(track.handle)
+                if record is not None and record.get("status") == "running":
+                    pending.append(j)
+            exited = [j for j in pending if self.backend.poll(self.tracks[j].handle) is not None]
+            for j in exited:
+                code = self.backend.poll(self.tracks[j].handle)
+                assert code is not None
+                self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline)
+            if len(pending) == len(exited) or time.time() >= limit:
+                break
+            time.sleep(0.02)
+        clock_now = self._clock(time.time(), wall0, now)
+        for j, track in self.tracks.items():
+            self._observe(self.jobs[j], track, self.backend.progress(track.handle), acc, clock_now)
+
+    def _sleep(self, seconds: float) -> None:
+        end = time.time() + seconds
+        while not self._stop_requested.is_set() and time.time() < end:
+            time.sleep(min(0.1, end - time.time()))
+
+    # ------------------------------------------------------------------------------ accounting
+    def _account(self, placed: Any, slot_sets: Mapping[str, list[int]], acc: _RoundAcc, wall0: float,
+                 wall_end: float, now: float, recomputed: dict[str, Any] | None) -> None:
+        L = self.config.round_seconds
+        duration = wall_end - wall0
+        durations = {}
+        for comb in placed.selection.combinations:
+            for j in comb.jobs:
+                ended = acc.ended.get(j)
+                durations[j] = min(L, max(0.0, ended - now)) if ended is not None else L
+        if placed.selection.combinations:
+            self.mech.record_round(placed.selection, durations)
+        gone = [j for j in acc.ended if j in set(self.mech.arrays.job_ids)]
+        if gone:
+            self.mech.remove_jobs(gone)
+        per_job = {}
+        for j, gs in slot_sets.items():
+            rec = self.jobs[j]
+            wtype = self.slots[gs[0]].worker_type
+            held = (acc.ended[j] - now) if j in acc.ended else duration
+            st = rec.stats
+            st["rounds_run"] = st.get("rounds_run", 0) + 1
+            st.setdefault("seconds_by_type", {})[wtype] = st["seconds_by_type"].get(wtype, 0.0) + max(0.0, held)
+            st.setdefault("steps_by_type", {})[wtype] = st["steps_by_type"].get(wtype, 0) + acc.steps.get(j, 0)
+            st.setdefault("train_seconds_by_type", {})[wtype] = \
+                st["train_seconds_by_type"].get(wtype, 0.0) + acc.train.get(j, 0.0)
+            if len([p for p in placed.pairs if j in p]) == 0:
+                m = st.setdefault("measured", {}).setdefault(wtype, {"steps": 0, "seconds": 0.0})
+                m["steps"] += acc.steps.get(j, 0)
+                m["seconds"] += acc.train.get(j, 0.0)
+            if j not in acc.crashes and rec.status == "active" and j in self.tracks:
+                rec.consecutive_crashes = 0
+            per_job[j] = {"workers": [self.slots[g].worker_id for g in gs], "worker_type": wtype,
+                          "steps": acc.steps.get(j, 0), "train_seconds": acc.train.get(j, 0.0),
+                          "steps_done": rec.steps_done, "renewed": j not in acc.launched,
+                          "crashes": acc.crashes.get(j, 0)}
+        busy = sum(acc.train.values())
+        n_slots = len(self.slots)
+        record = {"time": now, "wall_start": wall0, "wall_end": wall_end, "jobs": per_job,
+                  "pairs": placed.pairs, "migrated": placed.migrated, "recomputed": recomputed is not None,
+                  "launched": acc.launched, "ended": sorted(acc.ended),
+                  "allocated_fraction": len({g for gs in slot_sets.values() for g in gs}) / n_slots if n_slots else 0.0,
+                  "busy_fraction": busy / (n_slots * duration) if n_slots and duration > 0 else 0.0,
+                  "busy_seconds": busy, "slots": n_slots, "timings": placed.timings, "phases": acc.phases}
+        self.previous = {j: list(gs) for j, gs in slot_sets.items() if j in self.tracks}
+        self.previous_pairs = [p for p in placed.pairs if p[0] in self.previous and p[1] in self.previous]
+        self.time = now + duration
+        with self.state.transaction():
+            self.state.add_round(self.round_index, now, duration, record)
+            self.round_index += 1
+            self._save_jobs()
+            self.state.put("time", self.time)
+            self.state.put("round", self.round_index)
+            self.state.put("mechanism", self.mech.to_state())
+            self.state.put("clock", {"min_interval": self.clock.min_interval,
+                                     "last_recompute": self.clock.last_recompute,
+                                     "pending": [[e.time, e.kind, e.subject] for e in self.clock.pending]})
+            self.state.put("placement", {"assignment": self.previous, "pairs": self.previous_pairs})
+        done = sum(r.status == "completed" for r in self.jobs.values())
+        self.log(f"round {self.round_index - 1} ({duration:.1f} s): " + ", ".join(
+            f"{j}@{v['worker_type']} +{v['steps']}" for j, v in per_job.items()) + f"; {done}/{len(self.jobs)} done")
+
+    def _save_jobs(self) -> None:
+        for j, track in self.tracks.items():
+            rec = self.jobs[j]
+            if rec.process is not None:
+                rec.process.setdefault("lease_id", 0)
+        self.state.save_jobs(self.jobs)
+
+    def _show(self, slot_sets: Mapping[str, list[int]], clock_now: float, left: float) -> None:
+        if self.display is None:
+            return
+        rows = []
+        for rec in self.jobs.values():
+            where = ",".join(self.slots[g].worker_id for g in slot_sets.get(rec.job_id, [])) if rec.job_id in self.tracks else ""
+            rows.append({"id": rec.job_id, "job_type": rec.job_type, "status": rec.status, "worker": where,
+                         "steps_done": rec.steps_done, "steps_required": rec.steps_required,
+                         "loss": rec.final_loss, "initial_loss": rec.initial_loss, "restarts": rec.restarts,
+                         "error": rec.error if rec.status == "failed" else None})
+        self.display.update({"round": self.round_index, "time": clock_now, "left": max(0.0, left),
+                             "policy": self.config.policy, "jobs": rows})
+
+
+def run_executor(state: str | Path, jobs: Sequence[JobSpec] | None, config: ExecutorConfig | None,
+                 table: Mapping[str, Any] | None, run_dir: str | Path | None, **kwargs: Any) -> dict[str, Any]:
+    """``Executor(...).run()`` with SIGTERM/SIGINT turned into a graceful stop (main thread only)."""
+    executor = Executor(state, jobs, config, table, run_dir, **kwargs)
+    previous: dict[int, Any] = {}
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            previous[sig] = signal.signal(sig, lambda *_: executor.request_stop())
+    try:
+        return executor.run()
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

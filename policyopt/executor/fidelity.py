@@ -1,0 +1,142 @@
+"""Fidelity: the executor's measured run against the simulator on the same trace.
+
+:func:`simulate_run` replays a run's jobs (same arrivals, steps, policy, cluster, round length,
+recompute interval, placer and migration minimizer) in :class:`policyopt.sim.Simulator` — the
+project's round simulator — with a throughput table built from the profiler's table
+(:func:`table_from_profile`: job type ``t`` becomes the simulator job type ``t#1``, worker types
+keep their names, the profiler's ``colocated`` pairs fill the paired table). The simulator's
+preemption costs are the executor's measured means: ``restore_seconds`` = start-up of a worker
+process until it is ready to train (fork, model build, checkpoint load), ``checkpoint_seconds`` =
+the time a stopped worker needs to checkpoint and exit.
+
+:func:`compare` reports, per job, ``(JCT_measured − JCT_simulated) / JCT_simulated`` and the
+same for the makespan; ``mean_abs_jct_difference_pct`` is the mean of the absolute per-job
+differences. With ``measured_throughputs=True`` the simulator instead uses the throughputs the
+executor measured per job type and worker type, which separates the error of the throughput
+estimate (profiler vs. the loaded machine during the run) from that of the round model.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from policyopt.errors import InputError
+
+__all__ = ["table_from_profile", "simulate_run", "compare", "fidelity_section"]
+
+
+def table_from_profile(table: Mapping[str, Any], worker_types: Sequence[str],
+                       job_types: Sequence[str] | None = None) -> Any:
+    """A :class:`policyopt.data.gavel.GavelThroughputs` over the profiler table's job types."""
+    from policyopt.data.gavel import GavelThroughputs
+
+    names = list(job_types) if job_types is not None else list(table["job_types"])
+    configs = list(worker_types)
+    idx = {n: i for i, n in enumerate(names)}
+    alone = np.array([[float(table["job_types"][n]["throughputs"].get(t, 0.0)) for t in configs] for n in names])
+    paired = np.zeros((len(names), len(names), len(configs), 2))
+    for e in table.get("colocated") or []:
+        a, b = e["job_types"]
+        t = e["worker_type"]
+        if a in idx and b in idx and t in configs:
+            ta, tb = (float(x) for x in e["throughputs"])
+            c = configs.index(t)
+            paired[idx[a], idx[b], c] = [ta, tb]
+            paired[idx[b], idx[a], c] = [tb, ta]
+    return GavelThroughputs([(n, 1) for n in names], configs, alone, paired)
+
+
+def _measured_table(report: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
+    """The profiler table with each (job type, worker type) replaced by the run's measured rate
+    (steps / training seconds, summed over the jobs of that type) where it ran."""
+    sums: dict[tuple[str, str], list[float]] = {}
+    for j in report["jobs"].values():
+        for t, rate in (j.get("measured_throughputs") or {}).items():
+            steps = float(j["steps_by_type"].get(t, 0))
+            if rate and rate > 0 and steps > 0:
+                acc = sums.setdefault((j["job_type"], t), [0.0, 0.0])
+                acc[0] += steps
+                acc[1] += steps / rate
+    out = {"job_types": {n: {"throughputs": dict(e["throughputs"])} for n, e in base["job_types"].items()},
+           "colocated": list(base.get("colocated") or [])}
+    for (jt, t), (steps, seconds) in sums.items():
+        if jt in out["job_types"] and seconds > 0:
+            out["job_types"][jt]["throughputs"][t] = steps / seconds
+    return out
+
+
+def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measured_throughputs: bool = False,
+                 restore_seconds: float | None = None, checkpoint_seconds: float | None = None) -> dict[str, Any]:
+    """Simulate the run of ``report`` (see the module docstring); returns per-job JCTs and makespan."""
+    from policyopt.sim.simulator import SimConfig, Simulator
+    from policyopt.sim.traces import TraceJob
+
+    cfg = report["config"]
+    cluster = {t: int(n) for t, n in cfg["cluster"].items() if int(n) > 0}
+    source = _measured_table(report, table) if measured_throughputs else table
+    job_types = sorted({j["job_type"] for j in report["jobs"].values()})
+    gavel = table_from_profile(source, list(cluster), job_types)
+    summary = report["summary"]
+    restore = restore_seconds if restore_seconds is not None else (summary.get("mean_startup_seconds") or 0.0)
+    ckpt = checkpoint_seconds if checkpoint_seconds is not None else (summary.get("mean_stop_seconds") or 0.0)
+    trace = [TraceJob(jid, float(j["arrival"]), f"{j['job_type']}#1", 1, float(j["steps_required"]))
+             for jid, j in report["jobs"].items()]
+    sim_cfg = SimConfig(policy=cfg["policy"], policy_options=dict(cfg.get("policy_options") or {}),
+                        space_sharing=bool(cfg.get("space_sharing")), migration=cfg.get("migration", "matching"),
+                        placer=cfg.get("placer", "consolidate"), round_seconds=float(cfg["round_seconds"]),
+                        recompute_interval=cfg.get("recompute_interval"), checkpoint_seconds=float(ckpt),
+                        restore_seconds=float(restore), gpus_per_server=1, prices={t: 0.0 for t in cluster}, seed=0)
+    result = Simulator(cluster, sim_cfg, gavel).run(trace)
+    jobs = result.jobs
+    jct = {str(i): float(v) for i, v in zip(jobs["id"], jobs["jct"])}
+    finish = [float(v) for v in jobs["finish"]]
+    arrival = [float(v) for v in jobs["arrival"]]
+    makespan = max(finish) - min(arrival) if all(math.isfinite(f) for f in finish) else None
+    return {"jct": jct, "makespan": makespan, "restore_seconds": float(restore), "checkpoint_seconds": float(ckpt),
+            "measured_throughputs": measured_throughputs}
+
+
+def _pct(measured: float | None, simulated: float | None) -> float | None:
+    if measured is None or simulated is None or not simulated:
+        return None
+    return 100.0 * (measured - simulated) / simulated
+
+
+def compare(report: Mapping[str, Any], sim: Mapping[str, Any]) -> dict[str, Any]:
+    """Per-job and makespan differences, measured vs simulated (percent of the simulated value)."""
+    per_job = {}
+    for jid, j in report["jobs"].items():
+        s = sim["jct"].get(jid)
+        per_job[jid] = {"measured": j["jct"], "simulated": s, "difference_pct": _pct(j["jct"], s)}
+    diffs = [abs(v["difference_pct"]) for v in per_job.values() if v["difference_pct"] is not None]
+    measured_ms = report["summary"]["makespan"]
+    done = [v for v in per_job.values() if v["measured"] is not None and v["simulated"] is not None]
+    mean_m = float(np.mean([v["measured"] for v in done])) if done else None
+    mean_s = float(np.mean([v["simulated"] for v in done])) if done else None
+    return {"available": True, "jobs": per_job,
+            "makespan": {"measured": measured_ms, "simulated": sim["makespan"],
+                         "difference_pct": _pct(measured_ms, sim["makespan"])},
+            "mean_jct": {"measured": mean_m, "simulated": mean_s, "difference_pct": _pct(mean_m, mean_s)},
+            "mean_abs_jct_difference_pct": float(np.mean(diffs)) if diffs else None,
+            "restore_seconds": sim["restore_seconds"], "checkpoint_seconds": sim["checkpoint_seconds"]}
+
+
+def fidelity_section(report: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:
+    """``report["fidelity"]``: the comparison with the profiler's throughputs, and with the
+    throughputs measured during the run; ``{"available": False, "reason"}`` when the simulator
+    cannot run (not installed, or the run did not complete)."""
+    if report["summary"].get("makespan") is None:
+        return {"available": False, "reason": "the run did not complete every job"}
+    try:
+        sim = simulate_run(report, table)
+        out = compare(report, sim)
+        sim_m = simulate_run(report, table, measured_throughputs=True)
+        out["with_measured_throughputs"] = compare(report, sim_m)
+        out["simulator"] = "policyopt.sim.Simulator"
+        return out
+    except ImportError as exc:
+        return {"available": False, "reason": f"simulator not available: {exc}"}
+    except InputError as exc:
+        return {"available": False, "reason": f"simulator rejected the trace: {exc}"}

@@ -1,0 +1,158 @@
+"""Policy → mechanism → placement for the executor's rounds.
+
+* :func:`build_problem` poses the allocation problem of the moment in the interchange format
+  (``docs/schema.md``): one worker type per cluster type with its worker count (one worker per
+  "server": CPU slots and single GPUs), one job per active job with its throughputs, remaining
+  steps, time since arrival and weight, and — with space sharing — one ``colocated`` entry per pair
+  of active jobs whose job types the table measured together on a worker type.
+* :func:`mechanism_allocation` turns a policy result into the mechanism's input:
+  ``<type>_unconsolidated`` configurations folded into their type, entries below ``1e-9`` dropped,
+  and each row (``Σ_c X[j,c] + Σ_pairs ≤ 1``) and column (``Σ_j X[j,c]·sf_j ≤ count_c``) scaled
+  down by the factor it exceeds its bound (solver tolerance), so the mechanism accepts it.
+* :class:`RoundPlacer` runs one round of :class:`~policyopt.placement.RoundPipeline` with the
+  ``mechanism`` priority policy: the mechanism's selection, then consolidated placement with lease
+  renewal, then migration minimization against last round's placement.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from policyopt.mechanism import RoundAssignment, RoundMechanism
+from policyopt.placement import ClusterLayout, Placement, RoundPipeline
+from policyopt.problem import Problem, physical_type
+
+__all__ = ["build_problem", "mechanism_allocation", "RoundPlacer", "PlacedRound", "job_throughputs"]
+
+
+def job_throughputs(table: Mapping[str, Any], job_type: str, worker_types: Sequence[str],
+                    measured: Mapping[str, float] | None = None) -> dict[str, float]:
+    """Steps/s of ``job_type`` per worker type: the table's, replaced by ``measured`` rates where given."""
+    thr = table["job_types"][job_type]["throughputs"]
+    out = {t: float(thr.get(t, 0.0)) for t in worker_types}
+    for t, rate in (measured or {}).items():
+        if t in out and rate > 0:
+            out[t] = float(rate)
+    return out
+
+
+def build_problem(counts: Mapping[str, int], jobs: Sequence[Mapping[str, Any]], table: Mapping[str, Any],
+                  space_sharing: bool = False) -> Problem:
+    """The problem for ``jobs`` = ``[{"id", "job_type", "throughputs", "steps_remaining",
+    "time_since_start", "weight", "arrival"}]`` (see the module docstring)."""
+    types = {t: {"count": int(n), "gpus_per_server": 1} for t, n in counts.items()}
+    out = [{"id": j["id"], "throughputs": j["throughputs"], "scale_factor": 1, "weight": float(j["weight"]),
+            "steps_remaining": float(j["steps_remaining"]), "time_since_start": float(j["time_since_start"]),
+            "arrival": float(j["arrival"])} for j in jobs]
+    colocated: list[dict[str, Any]] = []
+    if space_sharing:
+        entries: dict[tuple[str, str, str], tuple[float, float]] = {}
+        for e in table.get("colocated") or []:
+            a, b = e["job_types"]
+            ta, tb = (float(x) for x in e["throughputs"])
+            entries[(a, b, e["worker_type"])] = (ta, tb)
+            entries[(b, a, e["worker_type"])] = (tb, ta)
+        for i in range(len(jobs)):
+            for k in range(i + 1, len(jobs)):
+                for t in counts:
+                    pair = entries.get((jobs[i]["job_type"], jobs[k]["job_type"], t))
+                    if pair is not None and pair[0] > 0 and pair[1] > 0:
+                        colocated.append({"jobs": [jobs[i]["id"], jobs[k]["id"]], "worker_type": t,
+                                          "throughputs": [pair[0], pair[1]]})
+    return Problem.from_dict({"cluster": {"worker_types": types}, "jobs": out, "colocated": colocated})
+
+
+def mechanism_allocation(allocation: Mapping[str, Mapping[str, float]], colocated: Sequence[Mapping[str, Any]],
+                         counts: Mapping[str, int], scale: Mapping[str, int]
+                         ) -> tuple[dict[str, dict[str, float]], list[dict[str, Any]]]:
+    """A policy's allocation made acceptable to :class:`RoundMechanism` (see the module docstring)."""
+    types = list(counts)
+    jobs = list(allocation)
+    col = {t: c for c, t in enumerate(types)}
+    row = {j: r for r, j in enumerate(jobs)}
+    x = np.zeros((len(jobs), len(types)))
+    for j, per in allocation.items():
+        for cfg, f in per.items():
+            t = physical_type(cfg)
+            if t in col and f > 1e-9:
+                x[row[j], col[t]] += float(f)
+    pairs: dict[tuple[str, str, str], float] = {}
+    for e in colocated:
+        f = float(e["fraction"])
+        t = physical_type(str(e["worker_type"]))
+        a, b = sorted(str(v) for v in e["jobs"])
+        if f > 1e-9 and t in col and a in row and b in row:
+            pairs[(a, b, t)] = pairs.get((a, b, t), 0.0) + f
+    keys = list(pairs)
+    p = np.array([pairs[k] for k in keys])
+    pa = np.array([row[k[0]] for k in keys], dtype=np.int64)
+    pb = np.array([row[k[1]] for k in keys], dtype=np.int64)
+    pt = np.array([col[k[2]] for k in keys], dtype=np.int64)
+    sf = np.array([float(scale.get(j, 1)) for j in jobs])
+    # rows: Σ_c x[j, c] + Σ_{pairs ∋ j} p ≤ 1
+    total = x.sum(axis=1) + np.bincount(pa, p, len(jobs)) + np.bincount(pb, p, len(jobs))
+    shrink = np.where(total > 1.0, 1.0 / np.maximum(total, 1e-300), 1.0)
+    x *= shrink[:, None]
+    p = p * np.minimum(shrink[pa], shrink[pb]) if p.size else p
+    # columns: Σ_j x[j, c]·sf_j + Σ_pairs p·sf_a ≤ count_c
+    used = (x * sf[:, None]).sum(axis=0) + np.bincount(pt, p * sf[pa] if p.size else p, len(types))
+    cap = np.array([float(counts[t]) for t in types])
+    colf = np.where(used > cap, cap / np.maximum(used, 1e-300), 1.0)
+    x *= colf[None, :]
+    p = p * colf[pt] if p.size else p
+    alloc = {j: {t: float(x[r, c]) for c, t in enumerate(types)} for j, r in row.items()}
+    coloc = [{"jobs": [k[0], k[1]], "worker_type": k[2], "fraction": float(f)} for k, f in zip(keys, p.tolist())]
+    return alloc, coloc
+
+
+@dataclass(frozen=True)
+class PlacedRound:
+    """One placed round: ``assignment[job]`` = slot indices; ``pairs`` share their slots."""
+
+    selection: RoundAssignment
+    assignment: dict[str, list[int]]
+    pairs: list[list[str]]
+    renewed: dict[str, bool]
+    migrated: list[str]
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class RoundPlacer:
+    """Mechanism selection → placement → migration minimization on the executor's slots.
+
+    Slots are the layout's "GPUs": ``ClusterLayout.from_counts(counts, {t: 1})`` numbers them
+    type by type in ``counts`` order, as :func:`~policyopt.executor.cluster.build_slots` does.
+    """
+
+    def __init__(self, counts: Mapping[str, int], placer: str = "consolidate", migration: str = "matching") -> None:
+        present = {t: int(n) for t, n in counts.items()}
+        self.layout = ClusterLayout.from_counts(present, {t: 1 for t in present})
+        self.placer = placer
+        self.migration = migration
+        # validate the stage names now (UnknownNameError lists the registered ones)
+        from policyopt.placement.stages import MIGRATION_MINIMIZERS, PLACERS
+
+        PLACERS.create(placer)
+        MIGRATION_MINIMIZERS.create(migration)
+
+    def previous_placement(self, previous: Mapping[str, Sequence[int]], pairs: Sequence[Sequence[str]]) -> Placement | None:
+        gpus = {j: [int(g) for g in gs] for j, gs in previous.items() if gs}
+        if not gpus:
+            return None
+        kept = [p for p in pairs if p[0] in gpus and p[1] in gpus]
+        return Placement.build(self.layout, gpus, kept)
+
+    def place(self, mech: RoundMechanism, previous: Mapping[str, Sequence[int]],
+              previous_pairs: Sequence[Sequence[str]]) -> PlacedRound:
+        pipeline = RoundPipeline.from_names(self.layout, "mechanism", placer=self.placer, packer="none",
+                                            migration=self.migration, options={"policy": {"mechanism": mech}})
+        pipeline.last_placement = self.previous_placement(previous, previous_pairs)
+        result = pipeline.run_round([])
+        placement = result.placement
+        assignment = {j: [int(g) for g in gs] for j, gs in placement.gpus.items()}
+        renewed = {j: bool(c.renewed) for c in result.selection.combinations for j in c.jobs}
+        migrated = sorted(j for j, gs in assignment.items() if j in previous and sorted(previous[j]) != sorted(gs))
+        return PlacedRound(result.selection, assignment, [list(p) for p in sorted(placement.pairs)], renewed,
+                           migrated, dict(result.timings))

@@ -1,0 +1,243 @@
+"""Executor pieces without training: cluster slots, job lists, config, state, allocation clipping,
+problem building, report arithmetic and the simulator bridge (fast; no worker processes)."""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from policyopt.errors import InputError, UnknownNameError
+from policyopt.executor.cluster import build_slots, parse_cluster
+from policyopt.executor.executor import Executor, ExecutorConfig
+from policyopt.executor.planning import RoundPlacer, build_problem, mechanism_allocation
+from policyopt.executor.spec import EXAMPLES, check_table, example_throughputs_path, load_throughput_table, parse_jobs
+from policyopt.executor.state import ExecutorState, JobRecord
+from policyopt.mechanism import RoundMechanism
+
+
+def test_parse_cluster_and_errors() -> None:
+    assert parse_cluster("cpu1=1, cpu2=2") == {"cpu1": 1, "cpu2": 2}
+    assert list(parse_cluster({"h100": 1, "cpu1": 0})) == ["h100", "cpu1"]
+    for bad, field in [("cpu1", "cluster"), ("cpu1=x", "cluster.cpu1"), ("cpu1=1,cpu1=2", "cluster.cpu1"),
+                       ("CPU1=1", "cluster.CPU1"), ("cpu1=0", "cluster")]:
+        with pytest.raises(InputError) as info:
+            parse_cluster(bad)
+        assert info.value.field == field
+
+
+def test_slots_pin_only_when_threads_fit() -> None:
+    fit = build_slots({"cpu1": 2, "cpu2": 1}, "auto", cores=[0, 1, 2, 3])
+    assert [s.cores for s in fit] == [(0,), (1,), (2, 3)]
+    assert [s.worker_id for s in fit] == ["cpu1-0", "cpu1-1", "cpu2-0"]
+    assert [s.threads for s in fit] == [1, 1, 2]
+    over = build_slots({"cpu1": 1, "cpu2": 1}, "auto", cores=[0, 1])  # 3 threads on 2 cores
+    assert all(s.cores is None for s in over)
+    forced = build_slots({"cpu1": 1, "cpu2": 1}, "on", cores=[0, 1])
+    assert [s.cores for s in forced] == [(0,), (0, 1)]
+    gpu = build_slots({"h100": 2, "cpu1": 1}, "auto", cores=[0, 1], cuda_types={"h100": [0, 1]})
+    assert [s.device for s in gpu] == ["cuda:0", "cuda:1", "cpu"]
+    with pytest.raises(InputError) as info:
+        build_slots({"a100": 1}, cuda_types={})
+    assert info.value.field == "cluster.a100"
+
+
+def test_parse_jobs_errors_name_the_field() -> None:
+    jobs = parse_jobs({"jobs": [{"id": 1, "job_type": "lstm-bs10", "steps": 10, "arrival": 2}]})
+    assert jobs[0].id == "1" and jobs[0].arrival == 2.0 and jobs[0].seed == 0
+    cases = [
+        ([{"id": "a", "job_type": "lstm-bs10", "steps": 0}], "jobs[0].steps"),
+        ([{"id": "a", "job_type": "lstm-bs10", "steps": 5}, {"id": "a", "job_type": "lstm-bs10", "steps": 5}],
+         "jobs[1].id"),
+        ([{"id": "a", "job_type": "lstm-bs10", "steps": 5, "arrival": -1}], "jobs[0].arrival"),
+        ([{"id": "a", "job_type": "lstm-bs10", "steps": 5, "colour": 1}], "jobs[0].colour"),
+        ([{"id": "a", "steps": 5}], "jobs[0].job_type"),
+        ([], "jobs"),
+    ]
+    for data, field in cases:
+        with pytest.raises(InputError) as info:
+            parse_jobs(data)
+        assert info.value.field == field
+    with pytest.raises(UnknownNameError) as unknown:
+        parse_jobs([{"id": "a", "job_type": "vgg-bs1", "steps": 5}])
+    assert unknown.value.field == "jobs[0].job_type"
+
+
+def test_shipped_table_covers_the_small_example() -> None:
+    table = load_throughput_table(example_throughputs_path("small"))
+    jobs = parse_jobs(EXAMPLES["small"])
+    check_table(table, jobs, ["cpu1", "cpu2"])
+    assert 3 <= len(jobs) <= 4
+    assert table["meta"]["repeats"] >= 2  # noise recorded
+    with pytest.raises(InputError) as info:
+        check_table(table, jobs, ["cpu1", "h100"])
+    assert info.value.field.endswith(".throughputs.h100")
+
+
+def test_config_validation() -> None:
+    cfg = ExecutorConfig(cluster="cpu1=1,cpu2=1", round_seconds=2)
+    assert cfg.interval == 2 and cfg.checkpoint_every == 1.0
+    for kwargs, field in [({"round_seconds": 0}, "round_seconds"), ({"max_restarts": -1}, "max_restarts"),
+                          ({"pin": "maybe"}, "pin"), ({"checkpoint_interval": float("nan")}, "checkpoint_interval")]:
+        with pytest.raises(InputError) as info:
+            ExecutorConfig(cluster="cpu1=1", **kwargs)
+        assert info.value.field == field
+    with pytest.raises(UnknownNameError):
+        ExecutorConfig(cluster="cpu1=1", policy="no_such_policy")
+    assert ExecutorConfig.from_dict(cfg.to_dict()) == cfg
+
+
+def test_mechanism_allocation_clips_rows_and_columns() -> None:
+    alloc = {"a": {"cpu1": 0.7, "cpu2": 0.4}, "b": {"cpu1": 0.6, "cpu2_unconsolidated": 0.1}, "c": {}}
+    pairs = [{"jobs": ["c", "b"], "worker_type": "cpu2", "fraction": 0.5}]
+    x, coloc = mechanism_allocation(alloc, pairs, {"cpu1": 1, "cpu2": 1}, {"a": 1, "b": 1, "c": 1})
+    rows = {j: sum(r.values()) for j, r in x.items()}
+    rows["b"] += coloc[0]["fraction"]
+    rows["c"] += coloc[0]["fraction"]
+    assert all(v <= 1 + 1e-12 for v in rows.values())
+    assert x["a"]["cpu1"] + x["b"]["cpu1"] <= 1 + 1e-12
+    assert x["a"]["cpu2"] + x["b"]["cpu2"] + coloc[0]["fraction"] <= 1 + 1e-12
+    assert x["b"]["cpu2"] > 0  # the unconsolidated variant was folded into cpu2
+    mech = RoundMechanism({"cpu1": 1, "cpu2": 1}, round_length=2.0)
+    mech.set_allocation(x, coloc, {"a": 1, "b": 1, "c": 1})  # accepted
+
+
+def test_problem_and_placement_on_slots() -> None:
+    table = load_throughput_table(example_throughputs_path("small"))
+    jobs = [{"id": f"j{i}", "job_type": t, "weight": 1.0, "steps_remaining": 100, "time_since_start": 0.0,
+             "arrival": 0.0, "throughputs": table["job_types"][t]["throughputs"]}
+            for i, t in enumerate(["lstm-bs10", "resnet-bs32", "lstm-bs10"])]
+    problem = build_problem({"cpu1": 1, "cpu2": 1}, jobs, table, space_sharing=True)
+    assert len(problem.jobs) == 3
+    assert len(problem.colocated) == 3 * 2  # every pair of the three jobs on both worker types
+    from policyopt.policy import get_policy
+
+    result = get_policy("max_min_fairness").solve(build_problem({"cpu1": 1, "cpu2": 1}, jobs, table))
+    x, coloc = mechanism_allocation(result.allocation, result.colocated_allocation, {"cpu1": 1, "cpu2": 1},
+                                    {j["id"]: 1 for j in jobs})
+    mech = RoundMechanism({"cpu1": 1, "cpu2": 1}, round_length=2.0)
+    mech.set_allocation(x, coloc, {j["id"]: 1 for j in jobs})
+    placer = RoundPlacer({"cpu1": 1, "cpu2": 1})
+    first = placer.place(mech, {}, [])
+    assert len(first.assignment) == 2 and sorted(g for gs in first.assignment.values() for g in gs) == [0, 1]
+    mech.record_round(first.selection)
+    second = placer.place(mech, first.assignment, first.pairs)
+    kept = [j for j in second.assignment if j in first.assignment]
+    assert all(second.assignment[j] == first.assignment[j] or j in second.migrated for j in kept)
+
+
+def test_state_round_trip_and_resume_checks(tmp_path: Path) -> None:
+    path = tmp_path / "s.sqlite"
+    state = ExecutorState(path)
+    assert state.is_new()
+    table = load_throughput_table(example_throughputs_path("small"))
+    jobs = parse_jobs(EXAMPLES["small"])
+    cfg = ExecutorConfig(cluster="cpu1=1,cpu2=1", round_seconds=2.0)
+    ex = Executor(state, jobs, cfg, table, tmp_path / "run")
+    assert not state.is_new() and ex.round_index == 0 and ex.time == 0.0
+    rec = state.jobs()["lstm"]
+    assert isinstance(rec, JobRecord) and rec.steps_required == 240 and rec.status == "pending"
+    rec.steps_done, rec.initial_loss, rec.process = 17, 4.0, {"pid": 1, "workers": ["cpu1-0"]}
+    state.save_jobs([rec])
+    state.put("time", 12.5)
+    state.event(1.0, "crash", "lstm", {"code": -9})
+    state.close()
+    again = ExecutorState(path)
+    back = again.jobs()["lstm"]
+    assert (back.steps_done, back.initial_loss, back.process) == (17, 4.0, {"pid": 1, "workers": ["cpu1-0"]})
+    assert again.get("time") == 12.5 and again.events("crash")[0]["detail"] == {"code": -9}
+    with pytest.raises(InputError) as info:
+        Executor(again, jobs, ExecutorConfig(cluster="cpu1=1,cpu2=1", round_seconds=3.0), table, tmp_path / "run")
+    assert info.value.field == "round_seconds"
+    with pytest.raises(InputError) as info:
+        Executor(again, jobs[:2], cfg, table, tmp_path / "run")
+    assert info.value.field == "jobs"
+    resumed = Executor(again, jobs, cfg)  # same settings: resumes
+    assert resumed.time == 12.5 and resumed.jobs["lstm"].steps_done == 17
+    with pytest.raises(InputError) as info:
+        Executor(ExecutorState(tmp_path / "empty.sqlite"))
+    assert info.value.field == "state"
+
+
+def test_simulator_bridge_on_a_synthetic_report() -> None:
+    pytest.importorskip("pandas")
+    from policyopt.executor.fidelity import compare, simulate_run, table_from_profile
+
+    table = load_throughput_table(example_throughputs_path("small"))
+    gavel = table_from_profile(table, ["cpu1", "cpu2"], ["lstm-bs10", "resnet-bs32"])
+    assert gavel.alone.shape == (2, 2)
+    assert np.isclose(gavel.alone[0, 1], table["job_types"]["lstm-bs10"]["throughputs"]["cpu2"])
+    assert gavel.paired[0, 1, 0, 0] > 0 and gavel.paired[0, 1, 0, 0] == gavel.paired[1, 0, 0, 1]
+    cfg = ExecutorConfig(cluster="cpu1=1,cpu2=1", round_seconds=2.0).to_dict()
+    report = {"config": cfg, "summary": {"mean_startup_seconds": 0.2, "mean_stop_seconds": 0.1, "makespan": 10.0},
+              "jobs": {"a": {"job_type": "lstm-bs10", "arrival": 0.0, "steps_required": 100, "jct": 9.0,
+                             "measured_throughputs": {}, "steps_by_type": {}},
+                       "b": {"job_type": "resnet-bs32", "arrival": 0.0, "steps_required": 100, "jct": 10.0,
+                             "measured_throughputs": {}, "steps_by_type": {}}}}
+    sim = simulate_run(report, table)
+    # two jobs on two workers, each alone on its better type: JCT ≥ steps / best throughput
+    for jid, jt in (("a", "lstm-bs10"), ("b", "resnet-bs32")):
+        best = max(table["job_types"][jt]["throughputs"].values())
+        assert sim["jct"][jid] >= 100 / best - 1e-6
+    out = compare(report, sim)
+    assert out["makespan"]["simulated"] == pytest.approx(max(sim["jct"].values()))
+    expected = 100 * (10.0 - out["makespan"]["simulated"]) / out["makespan"]["simulated"]
+    assert out["makespan"]["difference_pct"] == pytest.approx(expected)
+
+
+def test_report_json_is_plain(tmp_path: Path) -> None:
+    from policyopt.executor.report import build_report, write_report
+
+    state = ExecutorState(tmp_path / "s.sqlite")
+    Executor(state, parse_jobs(EXAMPLES["small"]), ExecutorConfig(cluster="cpu1=1,cpu2=1"),
+             load_throughput_table(example_throughputs_path("small")), tmp_path / "run")
+    state.add_round(0, 0.0, 2.0, {"jobs": {}, "busy_seconds": 3.0, "slots": 2, "allocated_fraction": 1.0,
+                                  "busy_fraction": 0.75, "recomputed": True, "migrated": []})
+    report = build_report(state, status="stopped")
+    assert report["summary"]["utilization"] == pytest.approx(0.75)
+    assert report["summary"]["makespan"] is None and report["summary"]["completed"] == 0
+    path = write_report(report, tmp_path / "out")
+    assert json.loads(path.read_text())["jobs"]["lstm"]["steps_required"] == 240
+
+
+def test_cli_rejects_bad_input_with_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from policyopt.executor.cli import main
+
+    base = ["run", "--policy", "max_min_fairness", "--round-seconds", "2", "--state", str(tmp_path / "s.sqlite"),
+            "--output", str(tmp_path / "out"), "--quiet"]
+    assert main([*base, "--example", "small", "--cluster", "cpu1=one"]) == 2
+    assert "cluster.cpu1" in capsys.readouterr().err
+    (tmp_path / "jobs.json").write_text(json.dumps({"jobs": [{"id": "a", "job_type": "lstm-bs10", "steps": -3}]}))
+    assert main([*base, "--jobs", str(tmp_path / "jobs.json"), "--cluster", "cpu1=1"]) == 2
+    assert "jobs[0].steps" in capsys.readouterr().err
+    assert main([*base, "--jobs", str(tmp_path / "missing.json"), "--cluster", "cpu1=1"]) == 2
+    assert "file not found" in capsys.readouterr().err
+    assert main([*base, "--example", "small", "--cluster", "cpu1=1,cpu3=1"]) == 2  # not in the shipped table
+    assert "--throughputs" in capsys.readouterr().err
+    assert not (tmp_path / "out" / "report.json").exists()
+
+
+def test_live_display_renders_a_snapshot() -> None:
+    import io
+
+    from rich.console import Console
+
+    from policyopt.executor.report import LineDisplay, LiveDisplay
+
+    snapshot = {"round": 3, "time": 7.5, "left": 1.2, "policy": "max_min_fairness",
+                "jobs": [{"id": "a", "job_type": "lstm-bs10", "status": "active", "worker": "cpu1-0",
+                          "steps_done": 40, "steps_required": 100, "loss": 2.5, "initial_loss": 4.0,
+                          "restarts": 1, "error": None},
+                         {"id": "b", "job_type": "resnet-bs32", "status": "failed", "worker": "",
+                          "steps_done": 0, "steps_required": 50, "loss": None, "initial_loss": None,
+                          "restarts": 3, "error": "exit status 2: cannot pin"}]}
+    buffer = io.StringIO()
+    live = LiveDisplay(Console(file=buffer, force_terminal=True, width=140))
+    live.update(snapshot)
+    live.close()
+    text = buffer.getvalue()
+    assert "round 3" in text and "40/100" in text and "cannot pin" in text
+    lines = io.StringIO()
+    LineDisplay(lines).update(snapshot)
+    assert lines.getvalue().startswith("[round 3 t=7.5s] a 40/100@cpu1-0")
