@@ -92,6 +92,7 @@ def main() -> None:
     ap.add_argument("--sizes", type=int, nargs="+", default=[1000, 10000, 100000])
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--solve-max", type=int, default=10000, help="solve only sizes up to this")
+    ap.add_argument("--simplex-max", type=int, default=10000, help="solve with simplex only up to this size")
     ap.add_argument("--csv", default=None)
     args = ap.parse_args()
     rows = []
@@ -112,6 +113,8 @@ def main() -> None:
         row = {"jobs": n, "problem_s": problem_s, "floor_s": f, "ours_s": o, "ratio": o / f}
         if n <= args.solve_max:
             for alg in ("simplex", "ipm"):
+                if alg == "simplex" and n > args.simplex_max:
+                    continue
                 loaded, t = ours_build(problem, alg)
                 t0 = time.perf_counter()
                 res = loaded.solve()

@@ -506,16 +506,18 @@ class Model:
         else:
             rows = cols = np.zeros(0, np.int64)
             vals = rlo = rhi = np.zeros(0)
-        A = sp.csc_matrix((vals, (rows, cols)), shape=(self.num_rows, n))
-        A.sum_duplicates()
         scale = np.ones(self.num_rows)
-        if scale_rows and self.num_rows:
-            absmax = abs(A).max(axis=1).toarray().ravel() if A.nnz else np.zeros(self.num_rows)
+        if scale_rows and self.num_rows and vals.size:
+            # scale the triplets before the one COO → CSC conversion (any positive factor is valid;
+            # with duplicate entries the factor is merely less tight)
+            absmax = np.zeros(self.num_rows)
+            np.maximum.at(absmax, rows, np.abs(vals))
             nz = absmax > 0
             scale[nz] = np.exp2(-np.round(np.log2(absmax[nz])))
-            A = sp.csc_matrix((A.data * scale[A.indices], A.indices, A.indptr), shape=A.shape)
+            vals = vals * scale[rows]
             rlo = rlo * scale
             rhi = rhi * scale
+        A = sp.csc_matrix((vals, (rows, cols)), shape=(self.num_rows, n))  # sums duplicates
         c = np.bincount(self.objective.cols, weights=self.objective.coefs, minlength=n).astype(np.float64)
         sf = StandardForm(
             sense=self.sense, c=c, offset=float(self.objective.const), col_lower=lower, col_upper=upper,
