@@ -24,6 +24,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "policyopt.mechanism.cli",
     "policyopt.bench.cli",
     "policyopt.perfmodel.cli",
+    "policyopt.estimation.cli",
     "policyopt.service.cli",
     "policyopt.jobs.cli",
     "policyopt.executor.cli",
