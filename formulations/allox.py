@@ -45,6 +45,8 @@ from policyopt.result import PolicyResult, Status, Timings
 class AlloX(Policy):
     """AlloX baseline: min-cost matching of jobs to (GPU, queue position) slots (scipy linear_sum_assignment)."""
 
+    pop_combine = "sum"  # how POP recombines sub-problem objectives
+
     objective_sense = "min"
     options = (
         Option("alpha", float, 0.3, "consider at most max(#workers, ⌊alpha·n⌋) oldest jobs"),

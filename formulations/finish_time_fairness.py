@@ -117,6 +117,8 @@ def finish_time_ratios(space: AllocationSpace, X: np.ndarray, T: np.ndarray, Tp:
 class FinishTimeFairness(Policy):
     """Finish-time fairness (Themis): min max_m ρ_m, exact (parametric LP re-solved in place, certified bounds)."""
 
+    pop_combine = "max"  # how POP recombines sub-problem objectives
+
     objective_sense = "min"
     agnostic = False
     options = (

@@ -48,6 +48,8 @@ def random_pairs(space: AllocationSpace, rng: np.random.Generator) -> np.ndarray
 class Gandiva(Policy):
     """Gandiva baseline: random pairing (kept if normalized sum ≥ 1) when oversubscribed, equal time shares."""
 
+    pop_combine = "sum"  # how POP recombines sub-problem objectives
+
     options = (Option("seed", int, 0, "seed of the random pairing"),)
 
     def solve(self, problem: Problem) -> PolicyResult:

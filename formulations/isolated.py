@@ -21,6 +21,8 @@ from policyopt.result import PolicyResult, Status, Timings
 class Isolated(Policy):
     """Isolated baseline: each job gets 1/n of every type (÷ scale factor, rows capped at 1)."""
 
+    pop_combine = "sum"  # how POP recombines sub-problem objectives
+
     def solve(self, problem: Problem) -> PolicyResult:
         timings = Timings()
         t0 = time.perf_counter()

@@ -68,6 +68,8 @@ def normalized_throughput_costs(space: AllocationSpace, X: Variable) -> tuple[np
 class Makespan(Policy):
     """Minimum makespan: min max_m s_m/thr(m), one exact LP via z = 1/M (rows scaled)."""
 
+    pop_combine = "max"  # how POP recombines sub-problem objectives
+
     objective_sense = "min"
     options = (Option("fill", bool, False,
                       "second in-place LP: among makespan-optimal allocations maximize Σ normalized throughput"),)

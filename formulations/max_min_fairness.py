@@ -23,6 +23,8 @@ from policyopt.policy import LPPolicy, register_policy
 class MaxMinFairness(LPPolicy):
     """Max-min fairness (LAS): max min_m sf_m·thr(m)/(w_m·thr(m, X_equal)), heterogeneity-aware."""
 
+    pop_combine = "min"  # how POP recombines sub-problem objectives
+
     agnostic = False
 
     def data(self, space: AllocationSpace) -> tuple[np.ndarray, np.ndarray]:

@@ -19,6 +19,8 @@ from policyopt.policy import LPPolicy, Option, register_policy
 class MaxSumThroughput(LPPolicy):
     """Maximum total throughput: max Σ_m thr(m) (optionally normalized by thr(m, X_equal))."""
 
+    pop_combine = "sum"  # how POP recombines sub-problem objectives
+
     options = (Option("normalize", bool, False,
                       "divide each job's throughput by its equal-share throughput thr(m, X_equal)"),)
 

@@ -236,12 +236,16 @@ class _CostPolicy(Policy):
 class MinCost(_CostPolicy):
     """Throughput per dollar: Gavel's linear form max Σ T·X/(price·sf), or the exact ratio Σthr/Σcost."""
 
+    pop_combine = "sum"  # how POP recombines sub-problem objectives
+
     use_slos = False
 
 
 @register_policy("min_cost_slo")
 class MinCostSLO(_CostPolicy):
     """min_cost subject to thr(m) ≥ s_m/SLO_m; infeasible SLOs: report the jobs, then the documented fallback."""
+
+    pop_combine = "sum"  # how POP recombines sub-problem objectives
 
     use_slos = True
     options = _CostPolicy.options + (

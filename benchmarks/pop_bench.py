@@ -1,0 +1,138 @@
+"""Benchmark: POP on Gavel-like workloads — time (parallel and sequential) and quality.
+
+For each size (cluster with n/4 GPUs of each of v100/p100/k80, jobs drawn as in
+``water_filling_bench.py``) the full problem is solved once (``--full-algorithm``, default interior
+point), then POP with k ∈ ``--ks``:
+
+* ``parallel s`` — wall time of ``PopPolicy.solve`` in parallel mode (partition, processes, merge);
+* ``sequential s`` — wall time of the same in sequential mode (one process);
+* ``slowest part s`` — the slowest sub-problem's solve in the sequential runs (each sub-problem's
+  fastest time over ``--repeat`` runs, then the maximum over sub-problems);
+* ``full/slowest`` — full solve time over the slowest sub-problem (target ≥ 20× at k = 16);
+* ``worst`` — min_m u_m(POP) / min_m u_m(full) with u = sf·thr/(w·thr(X_equal)) cluster-wide
+  (target ≥ 0.98 at k = 16, 16,384 jobs); ``mean`` — mean u(POP) / mean u(full).
+
+``--baseline`` also runs the reference code's partitioning for comparison: every job to
+``randint(0, k−1)`` independently and ``c//k`` workers of each type per group.
+
+Run::
+
+    python benchmarks/pop_bench.py                               # 1,024 … 16,384 jobs, k = 1 … 16
+    python benchmarks/pop_bench.py --sizes 1024 --ks 1 4 --baseline
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any, Sequence
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from water_filling_bench import gavel_problem  # noqa: E402
+
+from policyopt import Problem, get_policy  # noqa: E402
+from policyopt.allocation import AllocationSpace  # noqa: E402
+from policyopt.data.gavel import load_gavel  # noqa: E402
+from policyopt.pop import Partition, PopState, pop  # noqa: E402
+
+
+class ReferencePartition(PopState):
+    """The reference code's partition: ``randint(0, k−1)`` per job, ``c//k`` workers per group."""
+
+    def update(self, problem: Problem) -> Partition:
+        k = self.k_requested
+        counts = np.array([w.count for w in problem.cluster.worker_types], np.int64)
+        group = self.rng.integers(0, k, len(problem.jobs))
+        return Partition(k, k, self.seed, {j.id: int(g) for j, g in zip(problem.jobs, group)},
+                         np.tile(counts // k, (k, 1)), problem.cluster.names)
+
+
+def normalized(problem: Problem, throughputs: dict[str, float]) -> np.ndarray:
+    space = AllocationSpace(problem)
+    thr = np.array([throughputs[j] for j in problem.job_ids])
+    return space.scale * thr / (space.weights * space.equal_share_throughput())
+
+
+def run(n: int, ks: Sequence[int], args: argparse.Namespace, data: Any) -> list[dict[str, Any]]:
+    prob = gavel_problem(n, args.seed, data=data)
+    t_full = np.inf
+    for _ in range(args.repeat):  # timings: the fastest of --repeat runs (the machine is shared)
+        t0 = time.perf_counter()
+        full = get_policy(args.policy, algorithm=args.full_algorithm).solve(prob)
+        t_full = min(t_full, time.perf_counter() - t0)
+    u_full = normalized(prob, full.effective_throughputs)
+    rows = [{"jobs": n, "k": 1, "partition": "-", "parallel_s": None, "sequential_s": t_full,
+             "slowest_part_s": t_full, "speedup": 1.0, "worst": 1.0, "mean": 1.0, "routed": 0}]
+    kinds = [("ours", PopState)] + ([("reference", ReferencePartition)] if args.baseline else [])
+    for k in ks:
+        if k == 1:
+            continue
+        for label, state_cls in kinds:
+            row: dict[str, Any] = {"jobs": n, "k": k, "partition": label}
+            for mode in ("parallel", "sequential"):
+                wall, part_s = np.inf, np.full(k, np.inf)
+                for _ in range(args.repeat):
+                    policy = pop(get_policy(args.policy, algorithm=args.sub_algorithm), k, args.seed,
+                                 combine=args.combine, parallel=mode == "parallel")
+                    policy.state = state_cls(k, args.seed)
+                    t0 = time.perf_counter()
+                    res = policy.solve(prob)
+                    wall = min(wall, time.perf_counter() - t0)
+                    secs = np.asarray(res.extra["pop"]["partition_seconds"])
+                    part_s = np.minimum(part_s[: secs.size], secs)
+                # each sub-problem's fastest time over the runs, then the slowest sub-problem
+                slowest = float(part_s.max())
+                row[f"{mode}_s"] = wall
+                if mode == "sequential":
+                    info = res.extra["pop"]
+                    row["slowest_part_s"] = slowest
+                    row["speedup"] = t_full / row["slowest_part_s"]
+                    row["routed"] = len(info["routed"])
+                    u = normalized(prob, res.effective_throughputs)
+                    row["worst"] = float(u.min() / u_full.min())
+                    row["mean"] = float(u.mean() / u_full.mean())
+                    row["status"] = res.status.value
+            rows.append(row)
+            print(_fmt(row), flush=True)
+    print(_fmt(rows[0]), "(full solve)", flush=True)
+    return rows
+
+
+def _fmt(r: dict[str, Any]) -> str:
+    def f(v: Any, p: str = ".3f") -> str:
+        return "-" if v is None else format(v, p)
+    return (f"| {r['jobs']} | {r['k']} | {r['partition']} | {f(r['parallel_s'])} | {f(r['sequential_s'])} | "
+            f"{f(r['slowest_part_s'])} | {f(r['speedup'], '.1f')} | {f(r['worst'], '.4f')} | {f(r['mean'], '.4f')} |")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[1024, 2048, 4096, 8192, 16384])
+    ap.add_argument("--ks", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    ap.add_argument("--policy", default="max_min_fairness")
+    ap.add_argument("--combine", default="min", help="how sub-objectives recombine (the policy's pop_combine)")
+    ap.add_argument("--full-algorithm", default="ipm")
+    ap.add_argument("--sub-algorithm", default="ipm")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--repeat", type=int, default=3, help="timings are the fastest of this many runs")
+    ap.add_argument("--baseline", action="store_true", help="also run the reference code's partitioning")
+    ap.add_argument("--json", help="write all rows to this file")
+    args = ap.parse_args(argv)
+    data = load_gavel()
+    print("| jobs | k | partition | parallel s | sequential s | slowest part s | full/slowest | worst | mean |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    for n in args.sizes:
+        rows += run(n, args.ks, args, data)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,191 @@
+"""Benchmark: water-filling and hierarchical policies on Gavel-like workloads.
+
+Workload (Gavel's generator): cluster with N/4 GPUs of each of v100/p100/k80; jobs drawn from
+``../shared/data/gavel/simulation_throughputs.json``: scale factor 1/2/4/8 with probability
+70/10/15/5 %, a model uniformly among those measured at that scale factor, duration
+``60·10^U(1.5,3)`` s w.p. 0.8 else ``60·10^U(3,4)`` s (steps = duration × v100 throughput).
+
+Prints, per size: build/compile/solve seconds, number of levels and LP solves, and for the
+hierarchical policy the total normalized throughput against a static per-entity split of the
+cluster (each entity gets ``W_s/ΣW`` of every type and water-fills inside its share).
+
+Run::
+
+    python benchmarks/water_filling_bench.py                 # default sizes
+    python benchmarks/water_filling_bench.py --sizes 256 2048 --pairs-sizes 64 256
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from dataclasses import replace
+from typing import Any, Sequence
+
+import numpy as np
+
+from policyopt import Cluster, Entity, Problem, get_policy
+from policyopt.data.gavel import GavelThroughputs, load_gavel
+from policyopt.formulations.hierarchical import entity_groups
+from policyopt.formulations.water_filling import FillGroup, WaterFillingEngine, normalized_throughput
+
+SF_CHOICES = np.array([1, 2, 4, 8])
+SF_PROBS = np.array([0.70, 0.10, 0.15, 0.05])
+
+
+def gavel_job_types(data: GavelThroughputs, n: int, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+    """Job-type indices and steps for ``n`` jobs drawn the way Gavel's generator draws them."""
+    sfs = rng.choice(SF_CHOICES, size=n, p=SF_PROBS)
+    types = np.empty(n, np.int64)
+    for s in SF_CHOICES:
+        pick = np.flatnonzero(sfs == s)
+        cand = data.types_with_scale(int(s))
+        types[pick] = cand[rng.integers(0, cand.size, pick.size)]
+    long = rng.random(n) >= 0.8
+    dur = 60.0 * np.where(long, 10 ** rng.uniform(3, 4, n), 10 ** rng.uniform(1.5, 3, n))
+    v100 = data.configs.index("v100")
+    steps = dur * np.maximum(data.alone[types, v100], 1e-3)
+    return types, steps
+
+
+def gavel_problem(n: int, seed: int = 0, *, colocated: bool = False, data: GavelThroughputs | None = None,
+                  gpus_per_type: int | None = None) -> Problem:
+    """A Gavel-like problem: ``n`` jobs on a cluster with ``n/4`` (or ``gpus_per_type``) GPUs of each type."""
+    data = data or load_gavel()
+    rng = np.random.default_rng(seed)
+    types, steps = gavel_job_types(data, n, rng)
+    per = gpus_per_type if gpus_per_type is not None else max(n // 4, 8)
+    cluster = Cluster.from_counts({"v100": per, "p100": per, "k80": per}, gpus_per_server=4)
+    return data.problem(types, cluster, steps=steps, colocated="types" if colocated else False)
+
+
+def with_entities(problem: Problem, weights: Sequence[float], policies: Sequence[str], seed: int = 0,
+                  by: str = "random") -> Problem:
+    """Assign jobs to entities ``e0, e1, ...``: ``random`` — uniformly at random (seeded), so every
+    entity has the same job mix; ``speedup`` — by quantile of the job's v100/k80 throughput ratio
+    (e0 holds the jobs that gain most from a V100), so the entities' mixes differ."""
+    rng = np.random.default_rng(seed)
+    names = [f"e{i}" for i in range(len(weights))]
+    if by == "random":
+        owner = rng.integers(0, len(names), len(problem.jobs))
+    else:
+        ratio = np.array([j.throughputs.get("v100", 0.0) / max(j.throughputs.get("k80", 0.0), 1e-9)
+                          for j in problem.jobs])
+        rank = np.argsort(np.argsort(-ratio + 1e-12 * rng.random(ratio.size)))
+        owner = rank * len(names) // len(problem.jobs)
+    jobs = tuple(replace(j, entity=names[o]) for j, o in zip(problem.jobs, owner))
+    ents = {nm: Entity(nm, w, p) for nm, w, p in zip(names, weights, policies)}
+    return Problem(problem.cluster, jobs, problem.colocated, ents, problem.colocated_types)
+
+
+def static_split_total(problem: Problem, agnostic: bool = False) -> tuple[float, float]:
+    """Total normalized throughput Σ u_m when each entity gets ``W_s/ΣW`` of every type (fractional
+    GPU time) and water-fills its own jobs there with its own policy; normalizers cluster-wide.
+    ``agnostic``: inside its share an entity sees every throughput as 1 (it shares time, not
+    speed); the total is measured with the real throughputs. Returns (total, seconds)."""
+    t0 = time.perf_counter()
+    pol = get_policy("hierarchical")
+    space = pol.make_space(problem)
+    nu = normalized_throughput(space)
+    groups, omega = entity_groups(problem, space)
+    W = sum(g.weight for g in groups)
+    total = 0.0
+    for g in groups:
+        sub = problem.with_jobs([problem.jobs[i] for i in g.members])
+        sub_space = pol.make_space(sub)
+        seen, nu_seen = sub_space, nu[g.members]
+        if agnostic:
+            ones = [replace(j, throughputs={c: 1.0 for c, t in j.throughputs.items() if t > 0}) for j in sub.jobs]
+            seen = pol.make_space(sub.with_jobs(ones))
+            nu_seen = normalized_throughput(seen)
+        eng = WaterFillingEngine(seen, nu_seen, [FillGroup(g.name, g.kind, 1.0, np.arange(g.members.size))],
+                                 omega[g.members], pol.get_solver(), pol.solver_options(),
+                                 capacity=space.counts * g.weight / W)
+        out = eng.run()
+        assert out.status.value == "optimal", out.message
+        total += float((sub_space.throughput_values(out.X) * nu[g.members]).sum())
+    return total, time.perf_counter() - t0
+
+
+def run_policy(name: str, problem: Problem, **options: Any) -> dict[str, Any]:
+    pol = get_policy(name, **options)
+    t0 = time.perf_counter()
+    res = pol.solve(problem)
+    wall = time.perf_counter() - t0
+    wf = res.extra.get("water_filling", {})
+    space = res.space
+    u = space.throughput_values(res.X) * normalized_throughput(space)
+    return {"policy": name, "jobs": len(problem.jobs), "pairs": space.num_pairs, "status": res.status.value,
+            "wall_s": wall, "build_s": res.timings.build, "compile_s": res.timings.compile,
+            "solve_s": res.timings.solve, "levels": wf.get("iterations"), "lp_solves": wf.get("lp_solves"),
+            "objective": res.objective, "total_u": float(u.sum()), "violations": space.check(res.X)}
+
+
+ENTITY_SETS = {
+    "2 fair + 1 fifo": [(1.0, "fairness"), (2.0, "fairness"), (3.0, "fifo")],
+    "2 fair + 2 fifo": [(1.0, "fairness"), (2.0, "fairness"), (3.0, "fifo"), (1.0, "fifo")],
+    "3 fair": [(1.0, "fairness"), (2.0, "fairness"), (3.0, "fairness")],
+    "3 fifo": [(1.0, "fifo"), (2.0, "fifo"), (3.0, "fifo")],
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048])
+    ap.add_argument("--pairs-sizes", type=int, nargs="+", default=[64, 128, 256])
+    ap.add_argument("--milp-sizes", type=int, nargs="+", default=[16, 32, 64])
+    ap.add_argument("--entities", nargs="+", default=list(ENTITY_SETS), choices=list(ENTITY_SETS))
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    data = load_gavel()
+    print("| policy | entities | jobs | pairs | levels | LPs | build s | compile s | solve s | wall s | objective |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+
+    def show(r: dict[str, Any], ents: str) -> None:
+        assert not r["violations"], r["violations"]
+        print(f"| {r['policy']} | {ents} | {r['jobs']} | {r['pairs']} | {r['levels']} | {r['lp_solves']} | "
+              f"{r['build_s']:.3f} | {r['compile_s']:.3f} | {r['solve_s']:.3f} | {r['wall_s']:.3f} | "
+              f"{r['objective']:.4f} |", flush=True)
+
+    for n in args.milp_sizes:  # the published method (LP + MILP per level) against ours
+        base = gavel_problem(n, args.seed, data=data)
+        spec = ENTITY_SETS["2 fair + 1 fifo"]
+        hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
+        show(run_policy("water_filling_milp", hp, hierarchical=True), "2 fair + 1 fifo")
+        show(run_policy("hierarchical", hp), "2 fair + 1 fifo")
+    for n in args.sizes:
+        base = gavel_problem(n, args.seed, data=data)
+        show(run_policy("max_min_fairness_water_filling", base), "-")
+        for name in args.entities:
+            spec = ENTITY_SETS[name]
+            hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
+            show(run_policy("hierarchical", hp), name)
+    for n in args.pairs_sizes:
+        base = gavel_problem(n, args.seed, data=data, colocated=True)
+        show(run_policy("max_min_fairness_water_filling", base, space_sharing=True), "-")
+        for name in ("2 fair + 1 fifo", "3 fair"):
+            spec = ENTITY_SETS[name]
+            hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
+            show(run_policy("hierarchical", hp, space_sharing=True), name)
+    print()
+    print("Hierarchical vs a static per-entity split (Σ u_m, u = sf·thr/thr(X_equal), cluster-wide):")
+    print("| jobs | entities | jobs to entities | hierarchical Σu | static split Σu | gain | "
+          "static split, agnostic Σu | gain |")
+    print("|---|---|---|---|---|---|---|---|")
+    for n in args.sizes:
+        base = gavel_problem(n, args.seed, data=data)
+        for name in args.entities:
+            for by in ("random", "speedup"):
+                spec = ENTITY_SETS[name]
+                hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed, by=by)
+                h = run_policy("hierarchical", hp)
+                s_tot, _ = static_split_total(hp)
+                a_tot, _ = static_split_total(hp, agnostic=True)
+                print(f"| {n} | {name} | {by} | {h['total_u']:.2f} | {s_tot:.2f} | "
+                      f"{100 * (h['total_u'] / s_tot - 1):+.1f}% | {a_tot:.2f} | "
+                      f"{100 * (h['total_u'] / a_tot - 1):+.1f}% |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
