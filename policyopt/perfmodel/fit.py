@@ -16,7 +16,11 @@ value that would let that term alone explain an observed iteration time
 gets U = 1 and is reported as fitted but has no effect on those rows.
 
 At least 7 samples (one per parameter), 3 of them with ``zero = offload``, are required per
-model. :class:`OnlineRefitter` refits a model when the relative error of new observations exceeds a
+model. ``fixed={name: value}`` holds parameters at given values instead of fitting them; then one
+sample per *free* parameter suffices, and the offload requirement is dropped when all of
+:data:`OFFLOAD_PARAMS` are fixed (e.g. ``fixed=NO_OFFLOAD_FIXED`` for samples without offload
+runs, such as CPU-only measurements, where ZeRO-Offload does not exist).
+:class:`OnlineRefitter` refits a model when the relative error of new observations exceeds a
 threshold.
 """
 from __future__ import annotations
@@ -29,17 +33,23 @@ import numpy as np
 import pandas as pd
 from scipy.optimize import least_squares
 
-from policyopt.errors import InputError
+from policyopt.errors import InputError, UnknownNameError
 
 from .model import Terms, compute_terms, iter_time_from_terms
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
-__all__ = ["MIN_SAMPLES", "MIN_OFFLOAD", "FitResult", "parameter_bounds", "fit_model", "fit_all",
-           "RefitEvent", "OnlineRefitter"]
+__all__ = ["MIN_SAMPLES", "MIN_OFFLOAD", "OFFLOAD_PARAMS", "NO_OFFLOAD_FIXED", "FitResult",
+           "parameter_bounds", "fit_model", "fit_all", "RefitEvent", "OnlineRefitter"]
 
 MIN_SAMPLES = len(PARAM_NAMES)
 MIN_OFFLOAD = 3
+#: The parameters that only rows with ``zero = offload`` depend on.
+OFFLOAD_PARAMS: tuple[str, ...] = ("k_opt_off", "k_off", "k_swap")
+#: Documented defaults for fitting samples without offload runs: no CPU optimizer cost, and the
+#: swap overlaps additively (k = 1). They do not affect any non-offload row; a fit made with them
+#: must not be used to predict offload plans.
+NO_OFFLOAD_FIXED: dict[str, float] = {"k_opt_off": 0.0, "k_off": 1.0, "k_swap": 1.0}
 _FIXED_LO = {"k_bwd": 0.5, "k_sync": 1.0, "k_off": 1.0, "k_swap": 1.0}
 _FIXED_HI = {"k_bwd": 10.0, "k_sync": 50.0, "k_off": 50.0, "k_swap": 50.0}
 #: A central start in natural units for the dimensionless parameters; scale parameters start
@@ -96,28 +106,55 @@ def _starts(lo: np.ndarray, hi: np.ndarray, n_starts: int, rng: np.random.Genera
     return np.vstack([central, rand])[:n_starts]
 
 
-def _check_samples(clean: pd.DataFrame, model: str) -> int:
-    """Raise unless ``clean`` has enough samples; returns the offload sample count."""
+def _check_fixed(fixed: Any) -> dict[str, float]:
+    """Validate ``fixed`` (None or a mapping parameter name -> finite number) as a plain dict."""
+    if fixed is None:
+        return {}
+    if not isinstance(fixed, dict):
+        raise InputError("fixed", fixed, "must be a dict of parameter name -> value")
+    out: dict[str, float] = {}
+    for name, value in fixed.items():
+        if name not in PARAM_NAMES:
+            raise UnknownNameError("fixed", name, PARAM_NAMES)
+        if isinstance(value, bool) or not isinstance(value, (int, float, np.floating)) \
+                or not np.isfinite(value):
+            raise InputError(f"fixed.{name}", value, "must be a finite number")
+        out[name] = float(value)
+    if len(out) == len(PARAM_NAMES):
+        raise InputError("fixed", sorted(out), "fixes every parameter: nothing left to fit")
+    return out
+
+
+def _check_samples(clean: pd.DataFrame, model: str, fixed: tuple[str, ...] = ()) -> int:
+    """Raise unless ``clean`` has enough samples; returns the offload sample count.
+
+    Needs one sample per free parameter, and :data:`MIN_OFFLOAD` offload samples unless every
+    parameter of :data:`OFFLOAD_PARAMS` is in ``fixed``.
+    """
     n = len(clean)
     n_off = int((clean["zero"] == "offload").sum())
-    if n < MIN_SAMPLES:
+    n_free = len(PARAM_NAMES) - len(set(fixed))
+    if n < n_free:
         raise InputError(f"samples(model={model})", n,
-                         f"need at least {MIN_SAMPLES} samples (one per fitted parameter)")
-    if n_off < MIN_OFFLOAD:
+                         f"need at least {n_free} samples (one per fitted parameter)")
+    if n_off < MIN_OFFLOAD and not set(OFFLOAD_PARAMS) <= set(fixed):
         raise InputError(f"samples(model={model}).zero", n_off,
                          f"need at least {MIN_OFFLOAD} samples with zero = offload")
     return n_off
 
 
 def fit_model(samples: pd.DataFrame, *, model: str | None = None, n_starts: int = 8,
-              seed: int = 0, starts: np.ndarray | None = None, table: str = "samples"
-              ) -> FitResult:
+              seed: int = 0, starts: np.ndarray | None = None, table: str = "samples",
+              fixed: dict[str, float] | None = None) -> FitResult:
     """Fit the seven parameters of one model by bounded RMSLE least squares.
 
     ``samples`` is a sample table (all rows of one model, or pass ``model`` to select its rows).
     ``starts`` (shape (k, 7), natural units, inside the bounds) replaces the generated starts;
     otherwise ``n_starts`` starts are drawn with ``numpy.random.default_rng(seed)``.
+    ``fixed`` holds the named parameters at the given values (inside their bounds); only the
+    others are fitted, and ``lower``/``upper`` of the result equal the fixed value for them.
     """
+    held = _check_fixed(fixed)
     clean = validate_table(samples, table, require_iter_time=True)
     names = clean["model"].unique()
     if model is None:
@@ -129,7 +166,7 @@ def fit_model(samples: pd.DataFrame, *, model: str | None = None, n_starts: int 
         clean = clean[clean["model"] == model].reset_index(drop=True)
         if clean.empty:
             raise InputError(f"{table}.model", model, "no samples of this model")
-    n_off = _check_samples(clean, model)
+    n_off = _check_samples(clean, model, tuple(held))
     if not isinstance(n_starts, int) or n_starts < 1:
         raise InputError("n_starts", n_starts, "must be an integer >= 1")
 
@@ -137,21 +174,37 @@ def fit_model(samples: pd.DataFrame, *, model: str | None = None, n_starts: int 
     observed = clean["iter_time"].to_numpy(dtype=float)
     log_obs = np.log(observed)
     lo, hi = parameter_bounds(terms, observed)
+    fixed_idx = np.array([PARAM_NAMES.index(n) for n in held], dtype=int)
+    fixed_val = np.array(list(held.values()), dtype=float)
+    out_of_box = np.flatnonzero((fixed_val < lo[fixed_idx]) | (fixed_val > hi[fixed_idx]))
+    if out_of_box.size:
+        j = int(fixed_idx[out_of_box[0]])
+        raise InputError(f"fixed.{PARAM_NAMES[j]}", float(fixed_val[out_of_box[0]]),
+                         f"outside the bounds [{lo[j]:.6g}, {hi[j]:.6g}]")
+    lo[fixed_idx] = hi[fixed_idx] = fixed_val
+    free = np.ones(len(PARAM_NAMES), dtype=bool)
+    free[fixed_idx] = False
     if starts is None:
         x0s = _starts(lo, hi, n_starts, np.random.default_rng(seed))
     else:
         x0s = np.atleast_2d(np.asarray(starts, dtype=float))
         if x0s.shape[1] != len(PARAM_NAMES):
             raise InputError("starts", x0s.shape, f"need shape (k, {len(PARAM_NAMES)})")
-        bad = np.argwhere(~np.isfinite(x0s) | (x0s < lo) | (x0s > hi))
+        bad = np.argwhere((~np.isfinite(x0s) | (x0s < lo) | (x0s > hi)) & free)
         if bad.size:
             i, j = (int(v) for v in bad[0])
             raise InputError(f"starts[{i}].{PARAM_NAMES[j]}", float(x0s[i, j]),
                              f"outside the bounds [{lo[j]:.6g}, {hi[j]:.6g}]")
     width = hi - lo
 
+    def full(z: np.ndarray) -> np.ndarray:
+        """Natural-unit parameters: free ones from the unit-box point z, fixed ones as held."""
+        k = lo.copy()
+        k[free] = lo[free] + z * width[free]
+        return k
+
     def residuals(z: np.ndarray) -> np.ndarray:
-        pred = iter_time_from_terms(terms, lo + z * width)
+        pred = iter_time_from_terms(terms, full(z))
         # Guard only: in-bounds parameters give pred > 0; a non-finite trial point must not
         # poison the trust-region step.
         return np.nan_to_num(np.log(np.maximum(pred, 1e-300)) - log_obs,
@@ -160,25 +213,26 @@ def fit_model(samples: pd.DataFrame, *, model: str | None = None, n_starts: int 
     began = time.perf_counter()
     best_z, best_cost, finals = None, np.inf, []
     for x0 in x0s:
-        sol = least_squares(residuals, (x0 - lo) / width, bounds=(0.0, 1.0), method="trf",
-                            x_scale=1.0, max_nfev=2000)
+        sol = least_squares(residuals, (x0[free] - lo[free]) / width[free], bounds=(0.0, 1.0),
+                            method="trf", x_scale=1.0, max_nfev=2000)
         cost = float(np.sqrt(np.mean(sol.fun ** 2)))
         finals.append(cost)
         if cost < best_cost:
             best_z, best_cost = np.clip(sol.x, 0.0, 1.0), cost
     assert best_z is not None
-    k = np.clip(lo + best_z * width, lo, hi)
+    k = np.clip(full(best_z), lo, hi)
     return FitResult(model=model, params=PerfParams.from_array(k), rmsle=best_cost,
                      n_samples=len(clean), n_offload=n_off, lower=lo, upper=hi,
                      start_rmsle=tuple(finals), seconds=time.perf_counter() - began)
 
 
 def fit_all(samples: pd.DataFrame, *, n_starts: int = 8, seed: int = 0,
-            table: str = "samples") -> dict[str, FitResult]:
-    """One :class:`FitResult` per distinct ``model`` of ``samples``."""
+            table: str = "samples", fixed: dict[str, float] | None = None
+            ) -> dict[str, FitResult]:
+    """One :class:`FitResult` per distinct ``model`` of ``samples`` (``fixed`` as in fit_model)."""
     clean = validate_table(samples, table, require_iter_time=True)
     return {str(name): fit_model(clean, model=str(name), n_starts=n_starts, seed=seed,
-                                 table=table)
+                                 table=table, fixed=fixed)
             for name in pd.unique(clean["model"])}
 
 

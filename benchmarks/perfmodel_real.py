@@ -1,0 +1,91 @@
+"""Fit the performance model to real profiled PyTorch runs and report the held-out error.
+
+Default: re-run the fit/evaluation from the committed table
+``benchmarks/results/perfmodel_real_cpu.csv`` (profiler ``plan_samples.csv`` format).
+``--profile`` first re-measures it on this machine's CPU (and the GPU, if present) with
+:func:`policyopt.jobs.profiler.profile` and writes the table to ``--csv``.
+
+    python benchmarks/perfmodel_real.py                       # from the committed CSV, ~10 s
+    python benchmarks/perfmodel_real.py --profile --csv /tmp/real.csv   # re-measure, ~6-8 min
+
+Per model: the fit on all runs (training RMSLE, the four fitted parameters), the repeat noise,
+and over ``--splits`` random splits (base run + ``--train − 1`` random runs to fit, the rest
+held out) the mean / max relative error of the predicted iteration time, next to the baseline
+``T_base / dp``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import pandas as pd
+
+from policyopt.perfmodel.fit import NO_OFFLOAD_FIXED, fit_all
+from policyopt.perfmodel.real import (evaluate_holdout, noise_summary, read_real_samples,
+                                      summarize_holdout)
+
+COMMITTED = Path(__file__).resolve().parent / "results" / "perfmodel_real_cpu.csv"
+JOB_TYPES = ("resnet-bs64", "transformer-bs32", "lstm-bs40")
+PLANS = tuple(f"dp{d}-ga{a}-gc{g}" for d in (1, 2) for a in (1, 2, 4) for g in (0, 1))
+
+
+def run_profile(csv_path: Path, seconds: float, repeats: int) -> None:
+    """Measure the plan grid for :data:`JOB_TYPES` and copy ``plan_samples.csv`` to csv_path."""
+    import tempfile
+
+    from policyopt.jobs.profiler import detect_worker_types, profile
+
+    began = time.perf_counter()
+    with tempfile.TemporaryDirectory() as tmp:
+        # cpu2 (2 threads in one process) yields no plan rows: skip its alone runs.
+        workers = [name for name in detect_worker_types() if name != "cpu2"]
+        result = profile(tmp, job_types=list(JOB_TYPES), worker_types=workers,
+                         seconds_per_run=seconds, repeats=repeats, plans=list(PLANS),
+                         warmup_steps=2,
+                         log=lambda msg: print(f"{time.perf_counter() - began:6.1f}s {msg}",
+                                               flush=True))
+        table = pd.read_csv(result.paths["samples"])
+    csv_path.parent.mkdir(parents=True, exist_ok=True)
+    table.to_csv(csv_path, index=False, float_format="%.6g")
+    print(f"profiled {len(table)} runs in {time.perf_counter() - began:.0f} s -> {csv_path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Parse arguments, optionally profile, then print the fit and hold-out tables."""
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--csv", type=Path, default=COMMITTED, help="profiler plan_samples.csv")
+    ap.add_argument("--profile", action="store_true", help="re-measure into --csv first")
+    ap.add_argument("--seconds-per-run", type=float, default=1.5)
+    ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--train", type=int, default=7, help="training runs per split (>= 4)")
+    ap.add_argument("--splits", type=int, default=20)
+    ap.add_argument("--seed", type=int, default=0)
+    args = ap.parse_args(argv)
+    if args.profile:
+        run_profile(args.csv, args.seconds_per_run, args.repeats)
+    samples = read_real_samples(args.csv)
+    pd.set_option("display.width", 160)
+    print(f"{len(samples)} real runs from {args.csv}")
+    print("\nrepeat noise (std / mean of iteration time):")
+    print(noise_summary(samples).round(3).to_string(index=False))
+
+    fits = fit_all(samples, fixed=NO_OFFLOAD_FIXED)
+    rows = [{"model": name, "runs": f.n_samples, "rmsle": f.rmsle,
+             **{k: v for k, v in f.params.to_dict().items() if k not in NO_OFFLOAD_FIXED}}
+            for name, f in fits.items()]
+    print("\nfit on all runs (k_opt_off, k_off, k_swap held at NO_OFFLOAD_FIXED):")
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+
+    began = time.perf_counter()
+    results = evaluate_holdout(samples, n_train=args.train, n_splits=args.splits, seed=args.seed)
+    summary = summarize_holdout(results)
+    print(f"\nheld-out error, {args.splits} random splits, {args.train} training runs "
+          f"({time.perf_counter() - began:.1f} s); baseline = T_base / dp:")
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
