@@ -75,7 +75,7 @@ class AllocationSpace:
         self.space_sharing = space_sharing
         self.pruning = pruning or PairPruning()
         cl = problem.cluster
-        self.jobs = IndexSet("jobs", problem.job_ids)
+        self.jobs = IndexSet("jobs", problem.arrays.ids)
         self.worker_types = IndexSet("worker_types", cl.names)
         self.configs = IndexSet("configs", problem.configurations)
         n, C = len(self.jobs), len(self.configs)
@@ -103,7 +103,8 @@ class AllocationSpace:
         p = self.pair_jobs.shape[0]
         lab = self.jobs.labels.astype(str)
         pair_labels = np.char.add(np.char.add(lab[self.pair_jobs[:, 0]], "|"), lab[self.pair_jobs[:, 1]])
-        self.rows = IndexSet("rows", self.jobs.labels.tolist() + pair_labels.tolist())
+        # no pairs: the rows are the jobs (reuse the label array; no re-conversion of n strings)
+        self.rows = IndexSet("rows", np.concatenate([lab, pair_labels]) if len(pair_labels) else lab)
         self.row_scale = np.concatenate([self.scale, self.scale[self.pair_jobs[:, 0]]]) if p else self.scale.copy()
         self.mask = np.vstack([self.single_mask, self.pair_mask]) if p else self.single_mask
         self._thr_matrix: Triplets | None = None

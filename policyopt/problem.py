@@ -273,6 +273,7 @@ class ProblemArrays:
     """Columnar view of a problem's jobs (built once, with the problem): ``T[job, config]`` etc."""
 
     configs: list[str]
+    ids: "np.ndarray"
     T: "np.ndarray"
     scale: "np.ndarray"
     weights: "np.ndarray"
@@ -361,7 +362,8 @@ class Problem:
         def col(attr: str) -> "np.ndarray":
             return np.fromiter((getattr(j, attr) for j in self.jobs), float, n)
 
-        return ProblemArrays(configs, T, col("scale_factor"), col("weight"), col("steps_remaining"),
+        ids = np.array([j.id for j in self.jobs], dtype=str) if n else np.zeros(0, dtype=str)
+        return ProblemArrays(configs, ids, T, col("scale_factor"), col("weight"), col("steps_remaining"),
                              col("time_since_start"))
 
     @property
