@@ -31,6 +31,11 @@ SUBCOMMAND_MODULES: list[str] = [
 ]
 
 
+#: top-level module → the pip extra that installs it (for one-line "missing dependency" errors)
+_OPTIONAL_EXTRAS = {"torch": "torch", "sklearn": "torch", "fastapi": "service", "uvicorn": "service",
+                    "httpx": "service", "ray": "ray", "cvxpy": "cvxpy", "pulp": "pulp", "mkdocs": "docs"}
+
+
 def parse_options(pairs: Sequence[str] | None) -> dict[str, Any]:
     """``["k=v", ...]`` → dict; values parsed as JSON where possible (``3``, ``true``, ``"x"``)."""
     out: dict[str, Any] = {}
@@ -183,6 +188,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(args.func(args) or 0)
     except PolicyOptError as exc:
         print(f"policyopt: error: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        extra = _OPTIONAL_EXTRAS.get((exc.name or "").split(".")[0])
+        if extra is None:
+            raise
+        print(f"policyopt: error: this command needs the optional dependency {exc.name!r}: "
+              f"pip install 'policyopt[{extra}]'", file=sys.stderr)
         return 2
     except (OSError, json.JSONDecodeError) as exc:
         print(f"policyopt: error: {exc}", file=sys.stderr)

@@ -154,3 +154,21 @@ def test_bad_options_and_sub_solvers() -> None:
         policyopt.solve(p, "max_min_fairness", solver="pulp:NOPE")
     with pytest.raises(UnknownNameError, match="cvxpy:NOPE"):
         policyopt.solve(p, "max_min_fairness", solver="cvxpy:NOPE")
+
+
+def test_cli_missing_optional_dependency_is_one_line(monkeypatch, capsys) -> None:
+    """A command whose optional extra is missing prints one line naming the extra."""
+    import argparse
+
+    from policyopt import cli
+
+    def needs_torch(args: argparse.Namespace) -> int:
+        raise ModuleNotFoundError("No module named 'torch'", name="torch")
+
+    parser = cli.build_parser()
+    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+    sub.choices["policies"].set_defaults(func=needs_torch)
+    assert cli.main(["policies"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "policyopt[torch]" in err
