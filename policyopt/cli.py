@@ -15,7 +15,7 @@ from typing import Any, Sequence
 
 from .errors import InputError, PolicyOptError
 
-__all__ = ["main", "build_parser", "SUBCOMMAND_MODULES"]
+__all__ = ["main", "build_parser", "dispatch", "run_standalone", "SUBCOMMAND_MODULES"]
 
 #: modules that add sub-commands, in the order they appear in ``--help``
 SUBCOMMAND_MODULES: list[str] = [
@@ -172,11 +172,11 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
+def dispatch(args: argparse.Namespace) -> int:
+    """Run a parsed command with the CLI's error contract: a user error prints one line and
+    returns 2, never a traceback."""
     try:
-        if args.plugin:
+        if getattr(args, "plugin", None):
             import os
 
             from .policy import load_plugins
@@ -202,6 +202,17 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("policyopt: interrupted", file=sys.stderr)
         return 130
+
+
+def run_standalone(add: Any, argv: Sequence[str] | None = None, prog: str = "policyopt") -> int:
+    """Entry point for ``python -m policyopt.<part>.cli``: one module's sub-commands, same contract."""
+    parser = argparse.ArgumentParser(prog=prog)
+    add(parser.add_subparsers(dest="command", required=True))
+    return dispatch(parser.parse_args(argv))
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    return dispatch(build_parser().parse_args(argv))
 
 
 if __name__ == "__main__":  # pragma: no cover

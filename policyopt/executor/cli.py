@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 from typing import Any, Sequence
 
-from policyopt.errors import InputError, PolicyOptError
+from policyopt.errors import InputError
 
 __all__ = ["add_subparser", "run_command", "resolve_throughputs", "main"]
 
@@ -168,14 +168,10 @@ def run_command(args: argparse.Namespace) -> int:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m policyopt.executor.cli")
-    add_subparser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except PolicyOptError as exc:
-        print(f"error: {exc}", file=sys.stderr)
-        return 2
+    """Stand-alone entry point (same error contract as ``policyopt``)."""
+    from policyopt.cli import run_standalone
+
+    return run_standalone(add_subparser, argv, prog="python -m policyopt.executor.cli")
 
 
 if __name__ == "__main__":

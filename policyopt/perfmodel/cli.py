@@ -12,7 +12,6 @@ import argparse
 import sys
 from typing import Sequence
 
-from policyopt.errors import PolicyOptError
 
 from .fit import fit_all
 from .io import read_configs, read_samples, write_predictions
@@ -64,15 +63,10 @@ def add_subparser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParse
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Stand-alone entry point: ``python -m policyopt.perfmodel.cli perf-model fit ...``."""
-    parser = argparse.ArgumentParser(prog="policyopt")
-    add_subparser(parser.add_subparsers(dest="command", required=True))
-    args = parser.parse_args(argv)
-    try:
-        return int(args.func(args))
-    except PolicyOptError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    """Stand-alone entry point (same error contract as ``policyopt``)."""
+    from policyopt.cli import run_standalone
+
+    return run_standalone(add_subparser, argv, prog="python -m policyopt.perfmodel.cli")
 
 
 if __name__ == "__main__":
