@@ -278,6 +278,7 @@ def load_plugins(modules: Iterable[str] = ()) -> list[str]:
 
 def _ensure_loaded() -> None:
     importlib.import_module("policyopt.formulations")
+    importlib.import_module("policyopt.reconfig")  # execution-plan space + its baselines (rubick_greedy, ...)
     load_plugins()
 
 

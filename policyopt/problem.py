@@ -32,6 +32,7 @@ __all__ = [
     "Entity",
     "Problem",
     "physical_type",
+    "problem_from_any",
 ]
 
 UNCONSOLIDATED_SUFFIX = "_unconsolidated"
@@ -531,6 +532,8 @@ class Problem:
             data = json.loads(text)
         except json.JSONDecodeError as exc:
             raise InputError(source, f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}") from None
+        if cls is Problem:
+            return problem_from_any(data)
         return cls.from_dict(data)
 
     def to_json(self, path: str | Path | None = None, indent: int | None = 2) -> str:
@@ -615,3 +618,13 @@ def _nan_to_none(v: Any) -> Any:
     if isinstance(v, float) and math.isnan(v):
         return None
     return v
+
+
+def problem_from_any(data: Mapping[str, Any]) -> "Problem":
+    """Parse an interchange problem, including its extensions: a problem with a ``"reconfig"``
+    section (execution-plan configurations, docs/reconfig.md) becomes a ``ReconfigProblem``."""
+    if isinstance(data, Mapping) and "reconfig" in data:
+        from .reconfig.spec import problem_from_dict
+
+        return problem_from_dict(data)
+    return Problem.from_dict(data)

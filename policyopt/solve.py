@@ -4,7 +4,7 @@ from __future__ import annotations
 from typing import Any
 
 from .policy import Policy, get_policy
-from .problem import Problem
+from .problem import Problem, problem_from_any
 from .result import PolicyResult
 
 __all__ = ["solve"]
@@ -19,7 +19,7 @@ def solve(problem: Problem | dict[str, Any] | str, policy: str | Policy = "max_m
         result.allocation["0"]["v100"]
     """
     if isinstance(problem, dict):
-        problem = Problem.from_dict(problem)
+        problem = problem_from_any(problem)
     elif isinstance(problem, str):
         problem = Problem.from_json(problem)
     return get_policy(policy, **options).solve(problem)

@@ -1,0 +1,198 @@
+"""Reconfiguration-aware multi-resource allocation: example, one-round comparison, JCT simulation,
+timings (512 jobs / 64 nodes; 4,096 jobs with POP).
+
+    python benchmarks/reconfig_bench.py                 # everything (about 15 minutes on 2 cores)
+    python benchmarks/reconfig_bench.py --parts example,round,timing
+    python benchmarks/reconfig_bench.py --output reconfig.json
+
+Parts:
+
+* ``example`` — the two-job example (RoBERTa + T5 on 4 GPUs), our model beside the published numbers;
+* ``round`` — one scheduling round of a static batch of transformer jobs: total normalized throughput
+  ``Σ_m thr(m)/r_m`` (``r_m``: the job's requested resources with its original plan) of the integral
+  allocation each method runs, jobs running, GPUs used, guarantees met;
+* ``sim`` — fluid round simulations (:func:`policyopt.reconfig.simulate_fluid`) of a static batch and
+  of a Poisson trace: average / p99 JCT, makespan, guaranteed and best-effort JCT, reconfigurations;
+* ``timing`` — seconds per allocation for 512 jobs on 64 nodes (space, LP, rounding; greedy), and
+  4,096 jobs on 512 nodes without and with POP (k = 8).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import time
+from typing import Any
+
+import numpy as np
+
+from policyopt import get_policy
+from policyopt.reconfig import MultiResourceSpace, two_job_example
+from policyopt.reconfig.placement import integralize
+from policyopt.reconfig.pop_support import reconfig_pop
+from policyopt.reconfig.trace import simulate_fluid, trace_problem, transformers_trace
+
+METHODS: list[tuple[str, str, dict[str, Any]]] = [
+    ("LP fluid_srpt", "fluid_srpt", {}),
+    ("LP max_sum_throughput (normalized)", "max_sum_throughput", {"normalize": True}),
+    ("LP max_min_fairness", "max_min_fairness", {}),
+    ("rubick_greedy (all)", "rubick_greedy", {}),
+    ("rubick_greedy E (plans)", "rubick_greedy", {"reconfigure": "plans"}),
+    ("rubick_greedy R (resources)", "rubick_greedy", {"reconfigure": "resources"}),
+    ("rubick_greedy N (none)", "rubick_greedy", {"reconfigure": "none"}),
+    ("synergy_like", "synergy_like", {}),
+    ("sia_like", "sia_like", {}),
+]
+
+
+def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
+    def fmt(v: Any) -> str:
+        if isinstance(v, float):
+            return f"{v:.3g}" if abs(v) < 1e4 else f"{v:.4g}"
+        return str(v)
+    out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    out += ["| " + " | ".join(fmt(r.get(c, "")) for c in cols) + " |" for r in rows]
+    return "\n".join(out)
+
+
+def part_example() -> dict[str, Any]:
+    ex = two_job_example()
+    rows = [{"split": "even (2+2 GPUs), best plans", "GPUs": ex.even.gpus, "plans": [p.label for p in ex.even.plans],
+             "speedups": [round(s, 3) for s in ex.even.speedup], "total (ours)": ex.even.total_speedup,
+             "total (published)": ex.published[0]},
+            {"split": "sensitivity-aware (best split)", "GPUs": ex.best.gpus, "plans": [p.label for p in ex.best.plans],
+             "speedups": [round(s, 3) for s in ex.best.speedup], "total (ours)": ex.best.total_speedup,
+             "total (published)": ex.published[1]}]
+    for s in ex.splits:
+        rows.append({"split": f"split {s.gpus}", "GPUs": s.gpus, "plans": [p.label for p in s.plans],
+                     "speedups": [round(x, 3) for x in s.speedup], "total (ours)": s.total_speedup})
+    print("## Two-job example: RoBERTa-355M + T5-1.2B on one node of 4 GPUs (speedup = throughput / "
+          "alone on all 4 GPUs with its best plan)\n")
+    print(table(rows, ["split", "GPUs", "plans", "speedups", "total (ours)", "total (published)"]), "\n")
+    return {"rows": rows, "alone_samples_per_s": ex.alone}
+
+
+def integral_of(res, space: MultiResourceSpace):  # type: ignore[no-untyped-def]
+    return getattr(res, "assignment", None) or integralize(space, res.X)
+
+
+def part_round(jobs: int, nodes: int, seed: int) -> dict[str, Any]:
+    p = trace_problem(transformers_trace(jobs, static=True, seed=seed, max_gpus=nodes * 8), nodes=nodes)
+    rows = []
+    for label, name, opts in METHODS:
+        t0 = time.perf_counter()
+        res = get_policy(name, **opts).solve(p)
+        sp = res.space
+        a = integral_of(res, sp)
+        dt = time.perf_counter() - t0
+        thr = a.throughputs(len(sp.jobs))
+        X = a.X(sp)
+        met = [bool(thr[m] >= sp.ref_thr[m] * (1 - 1e-9)) for m in sp.sla_jobs]
+        rows.append({"method": label, "Σ thr/r (integral)": float(np.sum(thr / sp.ref_thr)),
+                     "LP objective": res.objective if not res.extra.get("integral") else "",
+                     "jobs running": len(a.placements), "GPUs used": sp.usage(X)[f"{sp.worker_types.labels[0]}.gpus"],
+                     "guarantees met": f"{sum(met)}/{len(met)}", "violations": len(sp._violations(X, sla=False)),
+                     "seconds": dt})
+    print(f"## One round, static batch: {jobs} jobs on {nodes} nodes ({nodes * 8} GPUs), seed {seed}\n")
+    print(table(rows, ["method", "Σ thr/r (integral)", "LP objective", "jobs running", "GPUs used",
+                       "guarantees met", "violations", "seconds"]), "\n")
+    return {"jobs": jobs, "nodes": nodes, "rows": rows}
+
+
+def part_sim(jobs: int, nodes: int, seed: int, rate: float | None, round_seconds: float) -> dict[str, Any]:
+    tr = transformers_trace(jobs, rate_per_hour=rate, static=rate is None, seed=seed, max_gpus=nodes * 8)
+    rows = []
+    for label, name, opts in METHODS:
+        t0 = time.perf_counter()
+        res = simulate_fluid(tr, name, nodes=nodes, round_seconds=round_seconds, **opts)
+        m = res.metrics()
+        h = 3600.0
+        rows.append({"method": label, "avg JCT (h)": m["avg_jct"] / h, "p99 JCT (h)": m["p99_jct"] / h,
+                     "makespan (h)": m["makespan"] / h, "guaranteed avg (h)": (m["avg_jct_guaranteed"] or 0) / h,
+                     "best-effort avg (h)": (m["avg_jct_best_effort"] or 0) / h,
+                     "reconfigs": m["reconfigurations"], "SLA misses": m["sla_misses"], "rounds": m["rounds"],
+                     "s/round": m["mean_decision_seconds"], "wall s": time.perf_counter() - t0})
+        print(f"  {label}: avg {rows[-1]['avg JCT (h)']:.2f} h ({rows[-1]['wall s']:.0f} s)", flush=True)
+    base = next(r for r in rows if r["method"] == "rubick_greedy (all)")
+    for r in rows:
+        r["avg JCT vs greedy"] = base["avg JCT (h)"] / r["avg JCT (h)"]
+    kind = "static batch" if rate is None else f"Poisson {rate:g} jobs/h"
+    print(f"\n## Fluid simulation, {kind}: {jobs} jobs on {nodes} nodes, rounds of {round_seconds:g} s, seed {seed}\n")
+    print(table(rows, ["method", "avg JCT (h)", "avg JCT vs greedy", "p99 JCT (h)", "makespan (h)",
+                       "guaranteed avg (h)", "best-effort avg (h)", "reconfigs", "SLA misses", "s/round"]), "\n")
+    return {"jobs": jobs, "nodes": nodes, "rate": rate, "round_seconds": round_seconds, "rows": rows}
+
+
+def _time(fn, repeat: int) -> tuple[float, Any]:  # type: ignore[no-untyped-def]
+    out, ts = None, []
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        out = fn()
+        ts.append(time.perf_counter() - t0)
+    return statistics.median(ts), out
+
+
+def part_timing(repeat: int) -> dict[str, Any]:
+    rows = []
+    p = trace_problem(transformers_trace(512, static=True, seed=21), nodes=64)
+    t_space, sp = _time(lambda: MultiResourceSpace(p), repeat)
+    rows.append({"case": "512 jobs / 64 nodes", "step": "space (configurations, rows, SLA check)", "seconds": t_space,
+                 "size": f"{len(sp.configs)} configs, {int(sp.single_mask.sum())} columns"})
+    for name, opts in (("fluid_srpt", {}), ("max_sum_throughput", {"normalize": True}), ("max_min_fairness", {})):
+        t, res = _time(lambda: get_policy(name, **opts).solve(p), repeat)
+        tr = res.timings
+        rows.append({"case": "512 jobs / 64 nodes", "step": f"{name}: solve() total", "seconds": t,
+                     "size": f"build {tr.build:.3f}, compile {tr.compile:.3f}, LP {tr.solve:.3f}"})
+        if name == "fluid_srpt":
+            t_r, _ = _time(lambda: integralize(res.space, res.X), repeat)
+            rows.append({"case": "512 jobs / 64 nodes", "step": "rounding + placement + fill", "seconds": t_r, "size": ""})
+    t, _ = _time(lambda: get_policy("rubick_greedy").solve(p), 1)
+    rows.append({"case": "512 jobs / 64 nodes", "step": "rubick_greedy solve()", "seconds": t, "size": ""})
+    big = trace_problem(transformers_trace(4096, static=True, seed=22), nodes=512)
+    t, res = _time(lambda: get_policy("fluid_srpt").solve(big), 1)
+    rows.append({"case": "4096 jobs / 512 nodes", "step": "fluid_srpt, no POP", "seconds": t,
+                 "size": f"LP {res.timings.solve:.3f} s"})
+    for parallel in (False, True):
+        pol = reconfig_pop(get_policy("fluid_srpt"), 8, 0, parallel=parallel)
+        t, r2 = _time(lambda: pol.solve(big), 1)
+        pinfo = r2.extra["pop"]
+        rows.append({"case": "4096 jobs / 512 nodes", "step": f"fluid_srpt, POP k={pinfo['k']} "
+                     f"({'parallel, ' + str(pinfo['workers']) + ' workers' if parallel else 'sequential'})",
+                     "seconds": t, "size": f"objective {r2.objective:.4g} vs {res.objective:.4g} unpartitioned"})
+    print("## Time per allocation\n")
+    print(table(rows, ["case", "step", "seconds", "size"]), "\n")
+    return {"rows": rows}
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--parts", default="example,round,sim,timing")
+    ap.add_argument("--round-jobs", type=int, default=96)
+    ap.add_argument("--round-nodes", type=int, default=8)
+    ap.add_argument("--sim-jobs", type=int, default=40)
+    ap.add_argument("--sim-nodes", type=int, default=4)
+    ap.add_argument("--rate", type=float, default=2.0, help="jobs/hour of the Poisson trace")
+    ap.add_argument("--round-seconds", type=float, default=1800.0)
+    ap.add_argument("--seed", type=int, default=3)
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--output", default=None, help="write every table as JSON")
+    a = ap.parse_args(argv)
+    parts = set(a.parts.split(","))
+    out: dict[str, Any] = {}
+    if "example" in parts:
+        out["example"] = part_example()
+    if "round" in parts:
+        out["round"] = part_round(a.round_jobs, a.round_nodes, a.seed)
+    if "sim" in parts:
+        out["sim_static"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, None, a.round_seconds)
+        out["sim_poisson"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, a.rate, a.round_seconds)
+    if "timing" in parts:
+        out["timing"] = part_timing(a.repeat)
+    if a.output:
+        with open(a.output, "w") as f:
+            json.dump(out, f, indent=2, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
