@@ -415,15 +415,21 @@ class AllocationSpace:
         r = np.concatenate(rows)
         return Triplets(r, np.concatenate(cols), np.ones(r.size), (n, len(self.rows) * C))
 
+    def slot_workers(self, rows: np.ndarray, configs: np.ndarray) -> np.ndarray:
+        """Workers of type(c) that slot (r, c) occupies: the row's scale factor (a pair occupies one
+        set). Subclasses whose configurations carry their own GPU counts override this one hook;
+        capacity and cost rows follow."""
+        return self.row_scale[rows]
+
     def capacity_matrix(self) -> Triplets:
-        """``(types × rows·configs)``: ``sf_r`` where slot (r, c) uses workers of type(c)."""
+        """``(types × rows·configs)``: workers of type(c) slot (r, c) occupies (:meth:`slot_workers`)."""
         C = len(self.configs)
         rr, cc = np.nonzero(self.mask)
-        return Triplets(self.config_type[cc], rr * C + cc, self.row_scale[rr],
+        return Triplets(self.config_type[cc], rr * C + cc, self.slot_workers(rr, cc),
                         (len(self.worker_types), len(self.rows) * C))
 
     def cost_matrix(self) -> Triplets:
-        """``(n × rows·configs)``: $/h of slot (r, c) charged to job m (``price·sf``; pairs split)."""
+        """``(n × rows·configs)``: $/h of slot (r, c) charged to job m (price × workers; pairs split)."""
         if np.any(np.isnan(self.prices)):
             missing = [self.worker_types.labels[i] for i in np.flatnonzero(np.isnan(self.prices))]
             raise InputError(f"cluster.worker_types.{missing[0]}.price_per_hour", None,
@@ -431,13 +437,13 @@ class AllocationSpace:
         n, C = len(self.jobs), len(self.configs)
         price_c = self.prices[self.config_type]
         jj, cc = np.nonzero(self.single_mask)
-        rows, cols, vals = [jj], [jj * C + cc], [price_c[cc] * self.scale[jj]]
+        rows, cols, vals = [jj], [jj * C + cc], [price_c[cc] * self.slot_workers(jj, cc)]
         if self.num_pairs:
             kk, kc = np.nonzero(self.pair_mask)
             for side in (0, 1):
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
-                vals.append(0.5 * price_c[kc] * self.row_scale[n + kk])
+                vals.append(0.5 * price_c[kc] * self.slot_workers(n + kk, kc))
         return Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, len(self.rows) * C))
 
     # ------------------------------------------------------------------ model building

@@ -392,23 +392,9 @@ class MultiResourceSpace(AllocationSpace):
         """``(resources × rows·configs)``: CPU cores / host GiB / quota usage of each slot."""
         return self._resource_matrix
 
-    def capacity_matrix(self) -> Triplets:
-        """``(types × rows·configs)``: the GPUs ``g_c`` slot (m, c) uses on type(c)."""
-        C = len(self.configs)
-        rr, cc = np.nonzero(self.mask)
-        return Triplets(self.config_type[cc], rr * C + cc, self.cfg_gpus[cc],
-                        (len(self.worker_types), len(self.rows) * C))
-
-    def cost_matrix(self) -> Triplets:
-        """``(n × rows·configs)``: $/h of slot (m, c) = price per GPU-hour of type(c) · g_c."""
-        if np.any(np.isnan(self.prices)):
-            missing = [self.worker_types.labels[i] for i in np.flatnonzero(np.isnan(self.prices))]
-            raise InputError(f"cluster.worker_types.{missing[0]}.price_per_hour", None,
-                             "cost-aware policies need a price for every worker type")
-        C = len(self.configs)
-        jj, cc = np.nonzero(self.single_mask)
-        return Triplets(jj, jj * C + cc, self.prices[self.config_type[cc]] * self.cfg_gpus[cc],
-                        (len(self.jobs), len(self.rows) * C))
+    def slot_workers(self, rows: np.ndarray, configs: np.ndarray) -> np.ndarray:
+        """The GPUs ``g_c`` configuration ``c`` uses (capacity and cost rows follow from this)."""
+        return self.cfg_gpus[configs]
 
     def sla_matrix(self) -> Triplets:
         """``(admitted guaranteed jobs × rows·configs)``: 1 on the configurations ``S_m`` that meet
