@@ -64,7 +64,7 @@ class AlloX(Policy):
         workers = int(space.counts.sum())
         m = min(n, max(workers, int(self.config["alpha"] * n)))
         order = np.lexsort((np.arange(n), -space.time_since_start))[:m]  # oldest first
-        best_cfg = _best_config(space)[order]                            # (m × types)
+        best_cfg = space.best_config_per_type()[order]                            # (m × types)
         thr = np.where(best_cfg >= 0, space.T[order[:, None], np.maximum(best_cfg, 0)], 0.0)
         with np.errstate(divide="ignore"):
             p = np.where(thr > 0, space.scale[order, None] * space.steps[order, None] / thr, np.inf)
@@ -157,17 +157,3 @@ class AlloX(Policy):
         ri, gi = np.nonzero(Y > 0.5)
         level[ri] = gi
         return level, f"{solver.name} (transportation LP)"
-
-
-def _best_config(space) -> np.ndarray:  # type: ignore[no-untyped-def]
-    """``(n × types)``: each job's best allowed configuration per physical type (-1: none)."""
-    n, nt = len(space.jobs), len(space.worker_types)
-    best = np.full((n, nt), -1, np.int64)
-    best_v = np.zeros((n, nt))
-    for c in range(len(space.configs)):
-        t = space.config_type[c]
-        v = np.where(space.single_mask[:, c], space.T[:, c], 0.0)
-        better = v > best_v[:, t]
-        best[better, t] = c
-        best_v[better, t] = v[better]
-    return best

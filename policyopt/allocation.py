@@ -349,7 +349,7 @@ class AllocationSpace:
         factor, rows capped at 1; on each type it uses its best allowed placement. Feasible."""
         n = len(self.jobs)
         X = np.zeros((n, len(self.configs)))
-        best_cfg = self._best_config_per_type()
+        best_cfg = self.best_config_per_type()
         share = (self.counts[None, :] / n) / self.scale[:, None]  # (n × types)
         for t in range(len(self.worker_types)):
             cfg = best_cfg[:, t]
@@ -360,7 +360,7 @@ class AllocationSpace:
         X[over] /= tot[over, None]
         return X
 
-    def _best_config_per_type(self) -> np.ndarray:
+    def best_config_per_type(self) -> np.ndarray:
         """``(n × types)`` index of each job's best allowed configuration on each type (-1: none)."""
         n, nt = len(self.jobs), len(self.worker_types)
         best = np.full((n, nt), -1, np.int64)
