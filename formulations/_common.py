@@ -3,6 +3,15 @@
 * :func:`policy_data` — the throughput data a policy sees (real, or all ones for the
   heterogeneity-agnostic baselines);
 * :func:`max_throughput` / :func:`fastest_throughput` — per-job upper bounds on ``thr(m)``;
+* :func:`slot_workers_matrix`, :func:`best_config_per_type`, :func:`base_rows_only` — what a slot
+  occupies (the space's :meth:`~policyopt.allocation.AllocationSpace.slot_workers` hook), the best
+  configuration per type under any score, and whether the space adds rows beyond job time and
+  capacity (e.g. the multi-resource execution-plan space);
+* :func:`nearest_feasible` — the allocation closest (in worker-time moved) to a heuristic's
+  allocation within every row of the space, for heuristics whose construction only knows time
+  and capacity;
+* :func:`add_homogenized_allocation` — the space's rows with their right-hand sides multiplied by
+  a new variable ``τ`` (Charnes–Cooper), whatever rows the space adds;
 * :class:`LoadedLP` — compile a :class:`~policyopt.modeling.Model` once, load it into the backend
   once, then re-solve after in-place updates (row bounds, column bounds, costs) for iterative
   policies (bisection, Newton, lexicographic sequences), with the phase timings accumulated. With
@@ -20,9 +29,9 @@ import numpy as np
 
 from policyopt.allocation import AllocationSpace
 from policyopt.errors import InputError
-from policyopt.modeling import Model, Variable
+from policyopt.modeling import IndexSet, LinExpr, Model, Triplets, Variable
 from policyopt.policy import Policy
-from policyopt.result import SolveResult, Timings
+from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import Feature, LoadedModel
 
 
@@ -75,6 +84,139 @@ def order_by_arrival(space: AllocationSpace) -> np.ndarray:
     pos = np.arange(arr.size, dtype=float)
     key = np.where(np.isnan(arr), pos, arr)
     return np.lexsort((pos, key))
+
+
+def slot_workers_matrix(space: AllocationSpace) -> np.ndarray:
+    """``W[m, c]`` (jobs × configs): workers of type(c) job ``m`` occupies alone on configuration
+    ``c`` (:meth:`AllocationSpace.slot_workers`; the scale factor in the base space, the
+    configuration's GPUs ``g_c`` in the execution-plan space); 0 where the slot does not exist."""
+    W = np.zeros(space.single_mask.shape)
+    jj, cc = np.nonzero(space.single_mask)
+    W[jj, cc] = space.slot_workers(jj, cc)
+    return W
+
+
+def best_config_per_type(space: AllocationSpace, score: np.ndarray) -> np.ndarray:
+    """``(rows of score × types)``: per physical type, the configuration with the largest positive
+    ``score`` (the first in configuration order on ties), ``-1`` where none is positive. With
+    ``score = T`` on allowed slots this is :meth:`AllocationSpace.best_config_per_type`."""
+    best = np.full((score.shape[0], len(space.worker_types)), -1, np.int64)
+    for t in range(len(space.worker_types)):  # one vectorized argmax per type
+        cols = np.flatnonzero(space.config_type == t)
+        if cols.size == 0:
+            continue
+        sub = score[:, cols]
+        k = np.argmax(sub, axis=1)
+        ok = sub[np.arange(sub.shape[0]), k] > 0
+        best[ok, t] = cols[k[ok]]
+    return best
+
+
+def base_rows_only(space: AllocationSpace) -> bool:
+    """True when the space's rows are exactly the base ones (job time, capacity per type): its
+    :meth:`~AllocationSpace.add_allocation` is not overridden. Spaces that add rows (cores, memory,
+    quotas, guarantees) need methods that see every row (an LP over ``space.add_allocation``)."""
+    return type(space).add_allocation is AllocationSpace.add_allocation
+
+
+def nearest_feasible(policy: Policy, space: AllocationSpace, X_target: np.ndarray, timings: Timings
+                     ) -> tuple[np.ndarray, float | None, Status, str]:
+    """The allocation within every row of the space (``space.add_allocation``) closest to
+    ``X_target`` in worker-time moved:
+
+    .. math::  \\min_X \\sum_{r,c} W[r,c]\\,|X[r,c] - X^*[r,c]|
+
+    (``W`` = :meth:`AllocationSpace.slot_workers`; one LP with ``d ≥ ±(X − X*)``). Returns
+    ``(X, distance, status, message)``; if the LP fails, the policy's documented fallback
+    (:meth:`Policy.fallback`), ``None``, the LP's status and the fallback's message. ``X_target``
+    must be zero outside ``space.mask``."""
+    model = Model(f"{policy.name}_nearest_feasible")
+    X = space.add_allocation(model)
+    rr, cc = np.nonzero(space.mask)
+    C = len(space.configs)
+    slots = IndexSet("slots", np.arange(rr.size))
+    pick = Triplets(np.arange(rr.size), rr * C + cc, np.ones(rr.size), (rr.size, len(space.rows) * C))
+    x = LinExpr.from_matrix(pick, X, (slots,))
+    target = X_target[rr, cc]
+    d = model.add_variables("d", (slots,), 0.0, np.inf)
+    model.add_constraints(d.expr() - x >= -target, "d_above")
+    model.add_constraints(d.expr() + x >= target, "d_below")
+    model.minimize((d.expr() * space.slot_workers(rr, cc)).sum())
+    lp = LoadedLP(policy, model, timings)
+    raw = lp.solve()
+    if raw.ok and raw.x is not None:
+        return X.value(raw.x), raw.objective, Status.OPTIMAL, ""
+    Xf, msg = policy.fallback(space, raw, X)
+    return Xf, None, raw.status, msg
+
+
+def add_homogenized_allocation(space: AllocationSpace, model: Model, name: str = "Y",
+                               tau_name: str = "tau") -> tuple[Variable, Variable]:
+    """The Charnes–Cooper image of the space's allocation rows: every row ``lo ≤ a·X ≤ hi`` the
+    space adds (:meth:`AllocationSpace.add_allocation`, built on a scratch model and read back)
+    becomes ``a·Y − hi·τ ≤ 0`` and ``a·Y − lo·τ ≥ 0`` for its finite sides, with a new ``τ ≥ 0``
+    (added after the space's variables). Variable bounds ``l ≤ Y ≤ u`` become ``Y ≥ l·τ`` (a column
+    bound when ``l = 0``) and ``Y ≤ u·τ`` — omitted when a row with non-negative coefficients
+    over non-negative columns already implies it (e.g. ``Y ≤ τ`` from ``Σ_c Y[m,c] ≤ τ``). So
+    ``(Y, τ)`` satisfies the result iff ``X = Y/τ`` satisfies every row of the space (``τ > 0``).
+    Returns ``(Y, τ)`` (``Y`` the space's allocation variable)."""
+    scratch = Model(f"{model.name}_rows")
+    space.add_allocation(scratch, name)
+    n_cols = scratch.num_cols
+    col_map = np.full(n_cols, -1, np.int64)
+    lower, upper = np.zeros(n_cols), np.zeros(n_cols)
+    new_vars: list[Variable] = []
+    for v in scratch.variables.values():
+        if v.integer:
+            raise InputError("options.exact_ratio", True,
+                             "the allocation space has integer variables: the ratio form needs an LP")
+        m = v.mask
+        lo = np.where(v.lower == 0.0, 0.0, -np.inf)  # non-zero lower bounds become rows below
+        nv = model.add_variables(v.name, v.dims, lo, np.inf, mask=m)
+        col_map[v.cols[m]] = nv.cols[m]
+        lower[v.cols[m]], upper[v.cols[m]] = v.lower[m], v.upper[m]
+        new_vars.append(nv)
+    tau = model.add_variable(tau_name, lower=0.0)
+    tcol = int(tau.cols.ravel()[0])
+    blocks = list(scratch.blocks.values())
+    # upper bounds implied by one row with non-negative coefficients over non-negative columns
+    implied = np.full(n_cols, np.inf)
+    if blocks:
+        offs = np.cumsum([0] + [b.stop - b.start for b in blocks])
+        r = np.concatenate([b.rows + o for b, o in zip(blocks, offs)])
+        c = np.concatenate([b.cols for b in blocks])
+        a = np.concatenate([b.coefs for b in blocks])
+        hi = np.concatenate([b.upper for b in blocks])
+        row_ok = np.isfinite(hi)
+        bad = (a < 0) | (lower[c] < 0)
+        row_ok[r[bad]] = False
+        use = row_ok[r] & (a > 0)
+        np.minimum.at(implied, c[use], hi[r[use]] / a[use])
+    for b in blocks:
+        size = b.stop - b.start
+        body = LinExpr(b.dims, b.rows, col_map[b.cols], b.coefs)
+        for side, bound in (("upper", b.upper), ("lower", b.lower)):
+            fin = np.isfinite(bound)
+            if not fin.any():
+                continue
+            rows = np.arange(size)[fin]
+            tau_term = LinExpr(b.dims, rows, np.full(rows.size, tcol), -bound[fin])
+            expr = body + tau_term
+            # rows whose other side is the finite one stay free here (bound ±∞)
+            rhs = np.where(fin, 0.0, np.inf if side == "upper" else -np.inf).reshape(b.shape)
+            tag = b.name if (side == "upper" or not np.isfinite(b.upper).any()) else f"{b.name}_lower"
+            model.add_constraints(expr <= rhs if side == "upper" else expr >= rhs, tag)
+    # variable bounds not implied by a row
+    col_up = np.flatnonzero(np.isfinite(upper) & (implied > upper * (1 + 1e-12)))
+    col_lo = np.flatnonzero(np.isfinite(lower) & (lower != 0.0))
+    for side, cols, bound in (("ub", col_up, upper), ("lb", col_lo, lower)):
+        if cols.size:
+            dim = IndexSet(f"{name}_{side}", cols)
+            expr = LinExpr((dim,), np.r_[np.arange(cols.size), np.arange(cols.size)],
+                           np.r_[col_map[cols], np.full(cols.size, tcol)],
+                           np.r_[np.ones(cols.size), -bound[cols]])
+            model.add_constraints(expr <= 0.0 if side == "ub" else expr >= 0.0, f"{name}_bound_{side}")
+    return new_vars[0], tau
 
 
 class LoadedLP:

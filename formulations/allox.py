@@ -27,6 +27,19 @@ that workers of a type are identical — the same assignment is a transportation
 unimodular, so a simplex vertex is a matching with the same optimum (~0.1 s at that size; a
 non-integral answer, never expected, falls back to the matching). ``auto``: matching up to 5·10^5
 matrix entries, else flow. The tests check both give the same optimum.
+
+Over any allocation space (e.g. execution-plan configurations, where a configuration carries its
+own GPU count): a slot's workers are :meth:`~policyopt.allocation.AllocationSpace.slot_workers`
+``w(m, c)`` (the scale factor in the base space, the configuration's GPUs ``g_c`` over plans), the
+processing time on one worker of type ``t`` is ``min_{c on t} w(m,c)·s_m/T[m,c]`` (the job's most
+worker-efficient configuration there — in the base space ``w`` is constant per job, so this is its
+best placement), and a head-of-queue job gets ``X[m, c] = 1/w(m, c)``: GPU capacity holds as before.
+If the space has rows the matching does not see (cores, host memory, quotas, guaranteed jobs' SLA
+rows) and the allocation violates one, it is replaced by the nearest allocation within every row
+(:func:`._common.nearest_feasible`: least worker-time moved, one LP); ``extra["projected"]`` says so
+and ``extra["projection_distance"]`` gives the worker-time moved. ``objective`` stays the
+matching's total weighted completion time. In the base space the allocation is always within the
+rows, so nothing changes there.
 """
 from __future__ import annotations
 
@@ -39,6 +52,8 @@ from policyopt.modeling import IndexSet, Model
 from policyopt.policy import Option, Policy, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
+
+from ._common import best_config_per_type, nearest_feasible, slot_workers_matrix
 
 
 @register_policy("allox")
@@ -64,10 +79,15 @@ class AlloX(Policy):
         workers = int(space.counts.sum())
         m = min(n, max(workers, int(self.config["alpha"] * n)))
         order = np.lexsort((np.arange(n), -space.time_since_start))[:m]  # oldest first
-        best_cfg = space.best_config_per_type()[order]                            # (m × types)
-        thr = np.where(best_cfg >= 0, space.T[order[:, None], np.maximum(best_cfg, 0)], 0.0)
+        W = slot_workers_matrix(space)                                    # workers per (job, config)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            per_worker = np.where(space.single_mask, space.T / W, 0.0)    # steps/s per worker
+        best_cfg = best_config_per_type(space, per_worker[order])         # (m × types)
+        sel = (order[:, None], np.maximum(best_cfg, 0))
+        thr = np.where(best_cfg >= 0, space.T[sel], 0.0)
+        w_sel = np.where(best_cfg >= 0, W[sel], 1.0)
         with np.errstate(divide="ignore"):
-            p = np.where(thr > 0, space.scale[order, None] * space.steps[order, None] / thr, np.inf)
+            p = np.where(thr > 0, w_sel * space.steps[order, None] / thr, np.inf)
         # slot groups (type t, level k) with count_t identical slots each, k ≤ ⌈m/count_t⌉
         g_type, g_level = [], []
         for t in range(nt):
@@ -107,11 +127,18 @@ class AlloX(Policy):
         srt2 = np.lexsort((-gk[grp_sorted], key))
         head = srt2[np.r_[True, key[srt2][1:] != key[srt2][:-1]]]
         ji = jobs_i[head]
-        X[order[ji], best_cfg[ji, gt[grp_sorted[head]]]] = 1.0 / space.scale[order[ji]]
+        tj = gt[grp_sorted[head]]
+        X[order[ji], best_cfg[ji, tj]] = 1.0 / w_sel[ji, tj]
         objective = float(cost[assigned, level[assigned]].sum())
         timings.extract += time.perf_counter() - t2
-        return self.result(space, X, Status.OPTIMAL, objective, solver, timings, jobs_considered=int(m),
-                           method=method)
+        extra: dict[str, object] = {"jobs_considered": int(m), "method": method}
+        status, msg = Status.OPTIMAL, ""
+        if space.check(X):  # rows the matching does not see (multi-resource spaces)
+            X, dist, status, msg = nearest_feasible(self, space, X, timings)
+            extra.update(projected=True, projection_distance=dist)
+            if status is not Status.OPTIMAL:
+                objective = None
+        return self.result(space, X, status, objective, solver, timings, msg, **extra)
 
     @staticmethod
     def _matching(space, cost: np.ndarray, gt: np.ndarray, gk: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]

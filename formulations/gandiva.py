@@ -11,6 +11,16 @@ otherwise both jobs stay alone. Then the ``K`` combinations split the cluster eq
 configuration with the largest normalized combined throughput), rows scaled down to sum to at most
 1. Capacity holds by construction. Stateless: each call draws a fresh pairing from ``seed``
 (Gavel's version keeps pairs across rounds). Objective ``None``.
+
+Without pairs the equal split *is* the space's isolated allocation
+(:meth:`~policyopt.allocation.AllocationSpace.isolated_allocation`; identical to the formula above
+in the base space), so over any allocation space — e.g. execution-plan configurations with cores,
+host memory, quotas and guaranteed jobs — Gandiva's equal time shares are the space's own equal
+share, within every row. With pairs, a combination's share on type ``t`` is
+``count_t/(K·w(r, c))``, ``w`` the workers its slot occupies
+(:meth:`~policyopt.allocation.AllocationSpace.slot_workers`); should a space add rows that share
+violates, the nearest allocation within every row is returned
+(:func:`._common.nearest_feasible`, ``extra["projected"]``).
 """
 from __future__ import annotations
 
@@ -22,6 +32,8 @@ from policyopt.allocation import AllocationSpace
 from policyopt.policy import Option, Policy, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
+
+from ._common import nearest_feasible
 
 
 def random_pairs(space: AllocationSpace, rng: np.random.Generator) -> np.ndarray:
@@ -60,21 +72,29 @@ class Gandiva(Policy):
         pairs = np.zeros(0, np.int64)
         if space.scale.sum() > space.counts.sum() and space.num_pairs:
             pairs = random_pairs(space, np.random.default_rng(self.config["seed"]))
+        if pairs.size == 0:  # every job alone: the space's equal share (its isolated allocation)
+            X = space.full_from_single(space.isolated_allocation())
+            timings.build = time.perf_counter() - t0
+            return self.result(space, X, Status.OPTIMAL, None, "none", timings, pairs_used=0)
         paired_jobs = space.pair_jobs[pairs].ravel()
         singles = np.setdiff1d(np.arange(n), paired_jobs)
         rows = np.concatenate([singles, n + pairs])
         K = rows.size
         X = np.zeros((len(space.rows), C))
         best = _best_config_per_type(space, rows)  # (K × types), -1 where the row cannot run there
-        share = (space.counts[None, :] / K) / space.row_scale[rows][:, None]
         for t in range(len(space.worker_types)):
             ok = best[:, t] >= 0
-            X[rows[ok], best[ok, t]] = share[ok, t]
+            X[rows[ok], best[ok, t]] = (space.counts[t] / K) / space.slot_workers(rows[ok], best[ok, t])
         tot = X.sum(axis=1)
         over = tot > 1
         X[over] /= tot[over, None]
         timings.build = time.perf_counter() - t0
-        return self.result(space, X, Status.OPTIMAL, None, "none", timings, pairs_used=int(pairs.size))
+        extra: dict[str, object] = {"pairs_used": int(pairs.size)}
+        status, msg = Status.OPTIMAL, ""
+        if space.check(X):  # rows beyond time and capacity (none in the base space)
+            X, dist, status, msg = nearest_feasible(self, space, X, timings)
+            extra.update(projected=True, projection_distance=dist)
+        return self.result(space, X, status, None, "none", timings, msg, **extra)
 
 
 def _best_config_per_type(space: AllocationSpace, rows: np.ndarray) -> np.ndarray:

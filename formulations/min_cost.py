@@ -10,15 +10,19 @@ ratios ``Σ_m thr(m)/cost(m)``, which is not an LP; neither option optimizes tha
 
   — steps/s per $/h summed over slots (a pair slot counts both jobs' throughputs once against the
   one set of ``sf`` workers it occupies). One LP. It fills the cluster with the most
-  cost-efficient work, capacity permitting.
+  cost-efficient work, capacity permitting. ``sf_r`` is, in general, the workers slot ``(r, c)``
+  occupies (:meth:`~policyopt.allocation.AllocationSpace.slot_workers`): over execution-plan
+  configurations, the configuration's GPUs ``g_c``, so ``price_c·g_c`` is the slot's $/h.
 * ``exact_ratio=True``: the cluster-wide ratio of total throughput to total cost rate,
 
   .. math::  \\max_X \\frac{\\sum_m thr(m)}{\\sum_m cost(m)},\\qquad
              cost(m) = \\sum_c price_c\\, sf_m\\, X[m,c]
 
   a linear-fractional program, solved exactly by the Charnes–Cooper transformation
-  ``Y = τX, τ = 1/Σcost(X)``: ``max Σ thr(Y)`` s.t. ``Σ cost(Y) = 1``, every allocation row
-  homogenized (``Σ_r∋m Σ_c Y ≤ τ``, capacity ``≤ count·τ``; ``Y ≤ τ`` is implied), ``τ ≥ 0``; then
+  ``Y = τX, τ = 1/Σcost(X)``: ``max Σ thr(Y)`` s.t. ``Σ cost(Y) = 1``, every row of the
+  allocation space homogenized (``Σ_r∋m Σ_c Y ≤ τ``, capacity ``≤ count·τ``, and whatever rows the
+  space adds — cores, host memory, quotas ``≤ limit·τ``, guarantees ``≥ target·τ`` — read back from
+  ``space.add_allocation`` by :func:`._common.add_homogenized_allocation`; ``Y ≤ τ`` is implied), ``τ ≥ 0``; then
   ``X = Y/τ`` (``τ > 0`` at every feasible point: ``τ = 0`` forces ``Y = 0``, contradicting
   ``Σcost(Y) = 1``). Scale-invariant: without SLOs it runs only the best-ratio work and leaves the
   rest idle, which is what that objective asks for; use it with ``min_cost_slo``.
@@ -48,20 +52,22 @@ from policyopt.policy import Option, Policy, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
 
-from ._common import LoadedLP, job_prices
+from ._common import LoadedLP, add_homogenized_allocation, job_prices
 
 _SLO_TOL = 1e-7
 
 
 def per_dollar_objective(space: AllocationSpace, X: Variable) -> LinExpr:
-    """``Σ_{r,c} (Σ_{m∈r} T[r,c,m]) / (price_c·sf_r) · X[r,c]`` as a scalar expression."""
+    """``Σ_{r,c} (Σ_{m∈r} T[r,c,m]) / (price_c·w(r,c)) · X[r,c]`` as a scalar expression, ``w(r,c)``
+    the workers the slot occupies (:meth:`AllocationSpace.slot_workers`: ``sf_r`` in the base space,
+    the configuration's GPUs in the execution-plan space)."""
     prices = job_prices(space)
     M = space.throughput_matrix()
     per_slot = np.bincount(M.cols, weights=M.vals, minlength=M.shape[1])
     C = len(space.configs)
     slots = np.flatnonzero(per_slot)
     r, c = slots // C, slots % C
-    vals = per_slot[slots] / (prices[space.config_type[c]] * space.row_scale[r])
+    vals = per_slot[slots] / (prices[space.config_type[c]] * space.slot_workers(r, c))
     return LinExpr.from_matrix(Triplets(np.zeros(slots.size, np.int64), slots, vals, (1, M.shape[1])), X, ())
 
 
@@ -167,15 +173,10 @@ class _CostPolicy(Policy):
     # ------------------------------------------------------------------ Charnes–Cooper
     def _ratio_model(self, space: AllocationSpace, slo_pos: np.ndarray, req: np.ndarray
                      ) -> tuple[Model, Variable, Variable]:
-        """``max Σthr(Y)`` s.t. ``Σcost(Y) = 1``, homogenized allocation rows, ``thr(Y)_m ≥ r_m·τ``."""
+        """``max Σthr(Y)`` s.t. ``Σcost(Y) = 1``, the space's rows homogenized, ``thr(Y)_m ≥ r_m·τ``."""
         model = Model(f"{self.name}_charnes_cooper")
-        Y = model.add_variables("Y", (space.rows, space.configs), 0.0, np.inf, mask=space.mask)
-        tau = model.add_variable("tau", lower=0.0)
+        Y, tau = add_homogenized_allocation(space, model, "Y", "tau")
         te = tau.expr()
-        model.add_constraints(LinExpr.from_matrix(space.membership_matrix(), Y, (space.jobs,))
-                              - te.broadcast((space.jobs,)) <= 0.0, "Y_job_time")
-        model.add_constraints(LinExpr.from_matrix(space.capacity_matrix(), Y, (space.worker_types,))
-                              - te.broadcast((space.worker_types,)) * space.counts <= 0.0, "Y_capacity")
         model.add_constraints(space.cost_rate(Y).sum() == 1.0, "normalization")
         if slo_pos.size:
             model.add_constraints(space.throughput(Y).select("jobs", slo_pos) / req

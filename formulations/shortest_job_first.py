@@ -35,6 +35,16 @@ Method (exact):
   ``Σ_{j≥k} (1 + (K−j)/K)·t̂_{π(j)}`` — it bounds every remaining level, so if it is 0 the sequence
   stops. Single-job slots of jobs not reached yet are closed (they only take capacity).
 
+Over any allocation space: slots occupy :meth:`~policyopt.allocation.AllocationSpace.slot_workers`
+workers (the scale factor in the base space, a configuration's GPUs over execution plans). When the
+space adds rows beyond job time and capacity (cores, host memory, quotas, guaranteed jobs' SLA rows
+— :func:`._common.base_rows_only` is false), the greedy prefix's knapsack argument no longer holds
+and the guarantees are ``≥`` rows, so: no greedy prefix (the LP sequence from the start, every
+level by the space's own rows); no slot is closed or zeroed (a guaranteed job later in the order
+must keep its guaranteed time); a job is settled at level 1 without an LP only if the current
+allocation with that job moved to its fastest configuration passes ``space.check``; and at the end
+finished and zero-level jobs are cleared only if the result still passes ``space.check``.
+
 Reported ``objective``: the (minimized) duration of the first job in SJF order, in seconds;
 ``durations`` lists ``s_m/thr(m)`` per job in SJF order for problems of ≤ 64 jobs;
 ``levels_greedy`` / ``levels_saturated`` / ``levels_by_lp`` count how each level was settled.
@@ -52,7 +62,7 @@ from policyopt.policy import Option, Policy, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, SolveResult, Status, Timings
 
-from ._common import LoadedLP, fastest_throughput, order_by_arrival
+from ._common import LoadedLP, base_rows_only, fastest_throughput, order_by_arrival, slot_workers_matrix
 
 _FIX_TOL = 1e-9
 _RETRY_SLACK = (1e-7, 1e-6, 1e-5)
@@ -77,8 +87,8 @@ def greedy_prefix(space: AllocationSpace, order: np.ndarray, fastest: np.ndarray
     X = np.zeros((n, C))
     free = space.counts.astype(float).copy()
     a = np.where(space.single_mask, space.T / fastest[:, None], 0.0)
+    W = slot_workers_matrix(space)  # workers a slot occupies (the scale factor in the base space)
     for k, j in enumerate(order.tolist()):
-        sf = space.scale[j]
         cfgs = np.flatnonzero(a[j] > 0)
         cfgs = cfgs[free[space.config_type[cfgs]] > 1e-12]
         if cfgs.size > 1:
@@ -91,6 +101,7 @@ def greedy_prefix(space: AllocationSpace, order: np.ndarray, fastest: np.ndarray
         left = 1.0
         for c in cfgs.tolist():
             t = space.config_type[c]
+            sf = W[j, c]
             x = min(left, free[t] / sf)
             if x <= 0:
                 continue
@@ -118,21 +129,27 @@ class ShortestJobFirst(Policy):
         order = sjf_order(space)
         n, C, K = len(space.jobs), len(space.configs), order.size
         fastest = fastest_throughput(space, space.T)
-        Xc = np.zeros((len(space.rows), C))  # current allocation: feasible, every fixed level met
+        Xc = np.zeros((len(space.rows), C))  # current allocation: every fixed level met
         done = 0
-        if space.num_pairs == 0 and self.config["method"] == "auto":
+        base_rows = base_rows_only(space)  # else: rows the greedy and the shortcuts do not see
+        if space.num_pairs == 0 and self.config["method"] == "auto" and base_rows:
             Xc[:n], done = greedy_prefix(space, order, fastest)
         stats = {"levels_greedy": done, "levels_saturated": 0, "levels_by_lp": 0, "lp_solves": 0}
         status, solver_name, msg = Status.OPTIMAL, "greedy", ""
         if done < K:
-            status, solver_name, msg = self._lp_sequence(space, order, fastest, Xc, done, timings, stats)
+            status, solver_name, msg = self._lp_sequence(space, order, fastest, Xc, done, timings, stats,
+                                                         base_rows)
         else:
             timings.build = time.perf_counter() - t0
         if K == 0:
             return self.result(space, Xc, Status.OPTIMAL, None, solver_name, timings, "no job has remaining steps")
-        # levels that count as 0 (solver noise below _ZERO): their single-job slots are cleared
-        noise = space.throughput_values(Xc) / fastest <= _ZERO
-        Xc[:n][noise] = 0.0
+        # levels that count as 0 (solver noise below _ZERO) and finished jobs: their single-job slots
+        # are cleared (with extra rows, only if every row still holds: a guarantee may need them)
+        drop = (space.throughput_values(Xc) / fastest <= _ZERO) | (space.steps <= 0)
+        cleared = Xc.copy()
+        cleared[:n][drop] = 0.0
+        if base_rows or not space.check(cleared):
+            Xc = cleared
         thr = space.throughput_values(Xc)
         with np.errstate(divide="ignore"):
             dur = space.steps / thr
@@ -145,8 +162,11 @@ class ShortestJobFirst(Policy):
 
     # ------------------------------------------------------------------ LP sequence
     def _lp_sequence(self, space: AllocationSpace, order: np.ndarray, fastest: np.ndarray, Xc: np.ndarray,
-                     k: int, timings: Timings, stats: dict[str, int]) -> tuple[Status, str, str]:
-        """Settle levels ``order[k:]`` (``Xc`` holds the settled prefix and is updated in place)."""
+                     k: int, timings: Timings, stats: dict[str, int], base_rows: bool = True
+                     ) -> tuple[Status, str, str]:
+        """Settle levels ``order[k:]`` (``Xc`` holds the settled prefix and is updated in place).
+        ``base_rows=False`` (a space with rows beyond time and capacity): nothing is closed or
+        zeroed, and the level-1 shortcut is checked against every row (module docstring)."""
         t0 = time.perf_counter()
         n, K = len(space.jobs), order.size
         model = Model(self.name)
@@ -168,12 +188,13 @@ class ShortestJobFirst(Policy):
         # take capacity; pair slots stay open: a pair with a later job may help an earlier one)
         single_cols = X.cols[:n]
         closed = np.zeros(n, bool)
-        closed[order[k:]] = True
-        shut = np.setdiff1d(np.arange(n), order[:k])
-        c = single_cols[shut]
-        lp.set_col_bounds(c[c >= 0], 0.0, 0.0)
+        if base_rows:
+            closed[order[k:]] = True
+            shut = np.setdiff1d(np.arange(n), order[:k])
+            c = single_cols[shut]
+            lp.set_col_bounds(c[c >= 0], 0.0, 0.0)
         finished = np.flatnonzero(space.steps <= 0)
-        if finished.size and space.num_pairs:
+        if finished.size and space.num_pairs and base_rows:
             on_pair = np.isin(space.pair_jobs, finished).any(axis=1)
             pc = X.cols[n:][on_pair]
             lp.set_col_bounds(pc[pc >= 0], 0.0, 0.0)
@@ -206,8 +227,8 @@ class ShortestJobFirst(Policy):
             fix(prefix, np.asarray(Mn[prefix] @ self._columns(X, Xc, model.num_cols)).ravel())
         cap = space.capacity_matrix()
         cfg_type = space.config_type
-        best_cfgs = [np.flatnonzero(space.single_mask[m] & (space.T[m] >= fastest[m] * (1 - 1e-12)))
-                     for m in range(n)]
+        W = slot_workers_matrix(space)
+        fastest_cfgs = space.single_mask & (space.T >= fastest[:, None] * (1 - 1e-12))
         pair_rows_of = None
         if space.num_pairs:
             pair_rows_of = sp.csr_matrix((np.ones(2 * space.num_pairs), (space.pair_jobs.ravel(),
@@ -219,14 +240,18 @@ class ShortestJobFirst(Policy):
             # (1) saturate from free capacity: level 1 is the upper bound, so this is optimal
             busy_pairs = pair_rows_of is not None and np.any(Xc[n:][pair_rows_of[j].indices] > 0)
             if not busy_pairs:
-                mine = np.bincount(cfg_type, weights=space.scale[j] * Xc[j], minlength=len(space.counts))
+                mine = np.bincount(cfg_type, weights=W[j] * Xc[j], minlength=len(space.counts))
                 free = space.counts - (used - mine)
-                ok = [c for c in best_cfgs[j] if free[cfg_type[c]] >= space.scale[j] - 1e-9]
-                if ok:
+                cand = np.flatnonzero(fastest_cfgs[j])
+                ok = cand[free[cfg_type[cand]] >= W[j, cand] - 1e-9]
+                if not base_rows:  # the other rows (cores, memory, quotas, guarantees) must hold too
+                    first = next((c for c in ok.tolist() if not space.check(_moved(Xc, j, c))), None)
+                    ok = ok[:0] if first is None else np.array([first])
+                if ok.size:
                     Xc[j] = 0.0
                     Xc[j, ok[0]] = 1.0
                     used = used - mine
-                    used[cfg_type[ok[0]]] += space.scale[j]
+                    used[cfg_type[ok[0]]] += W[j, ok[0]]
                     open_jobs(np.array([j]))
                     fix(np.array([j]), np.ones(1))
                     stats["levels_saturated"] += 1
@@ -244,7 +269,8 @@ class ShortestJobFirst(Policy):
                 status = raw.status
                 break
             Xc[:] = X.value(raw.x)
-            Xc[order[k + 1:]] = 0.0  # later jobs' single-job slots: freeing them keeps every level
+            if base_rows:
+                Xc[order[k + 1:]] = 0.0  # later jobs' single-job slots: freeing them keeps every level
             used = cap @ Xc.ravel()
             v = float((Mn[j] @ raw.x)[0])
             if v <= _ZERO:
@@ -275,3 +301,11 @@ class ShortestJobFirst(Policy):
         m = cols >= 0
         x[cols[m]] = Xc[m]
         return x
+
+
+def _moved(Xc: np.ndarray, j: int, c: int) -> np.ndarray:
+    """``Xc`` with job ``j`` alone on configuration ``c`` all the time."""
+    X = Xc.copy()
+    X[j] = 0.0
+    X[j, c] = 1.0
+    return X

@@ -17,9 +17,7 @@ from policyopt.reconfig.trace import trace_problem, transformers_trace
 # allox / gandiva place one worker per scale factor and shortest_job_first saturates jobs from
 # scale·counts free capacity (not run); the water-filling class aggregation uses scale·counts
 # (its exact unaggregated path is run instead); makespan_under_budget needs a budget option.
-SPECIAL = {"allox": None, "gandiva": None, "shortest_job_first": None,
-           "max_min_fairness_water_filling": {"aggregate": False}, "hierarchical": {"aggregate": False},
-           "makespan_under_budget": {"budget": 1e9}, "max_sum_throughput": {"normalize": True}}
+SPECIAL = {"makespan_under_budget": {"budget": 1e9}, "max_sum_throughput": {"normalize": True}}
 
 
 @pytest.fixture(scope="module")
