@@ -118,7 +118,8 @@ def run_policy(name: str, problem: Problem, **options: Any) -> dict[str, Any]:
     return {"policy": name, "jobs": len(problem.jobs), "pairs": space.num_pairs, "status": res.status.value,
             "wall_s": wall, "build_s": res.timings.build, "compile_s": res.timings.compile,
             "solve_s": res.timings.solve, "levels": wf.get("iterations"), "lp_solves": wf.get("lp_solves"),
-            "objective": res.objective, "total_u": float(u.sum()), "violations": space.check(res.X)}
+            "objective": res.objective, "total_u": float(u.sum()), "violations": space.check(res.X),
+            "compactions": wf.get("compactions"), "priced": wf.get("pair_columns_priced")}
 
 
 ENTITY_SETS = {
@@ -138,12 +139,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args(argv)
     data = load_gavel()
-    print("| policy | entities | jobs | pairs | levels | LPs | build s | compile s | solve s | wall s | objective |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    print("| policy | entities | jobs | pairs | levels | LPs | compactions | pair cols priced | build s | compile s | "
+          "solve s | wall s | objective |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 
     def show(r: dict[str, Any], ents: str) -> None:
         assert not r["violations"], r["violations"]
         print(f"| {r['policy']} | {ents} | {r['jobs']} | {r['pairs']} | {r['levels']} | {r['lp_solves']} | "
+              f"{r['compactions'] if r['compactions'] is not None else '-'} | "
+              f"{r['priced'] if r['priced'] is not None else '-'} | "
               f"{r['build_s']:.3f} | {r['compile_s']:.3f} | {r['solve_s']:.3f} | {r['wall_s']:.3f} | "
               f"{r['objective']:.4f} |", flush=True)
 
@@ -163,7 +167,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for n in args.pairs_sizes:
         base = gavel_problem(n, args.seed, data=data, colocated=True)
         show(run_policy("max_min_fairness_water_filling", base, space_sharing=True), "-")
-        for name in ("2 fair + 1 fifo", "3 fair"):
+        for name in ("2 fair + 1 fifo", "3 fair", "3 fifo"):
             spec = ENTITY_SETS[name]
             hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
             show(run_policy("hierarchical", hp, space_sharing=True), name)

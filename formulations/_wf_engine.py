@@ -25,7 +25,11 @@ FAIRNESS = "fairness"
 FIFO = "fifo"
 _DUAL_TOL = 1e-9     # relative dual threshold for a bottleneck certificate
 _SLACK_TOL = 1e-8    # relative improvement above which a job counts as able to exceed its level
+_ZERO_TOL = 1e-6     # a fifo job that can gain at most this (u units) is bottlenecked at 0
 _MARGIN = 1e-12       # relative margin when a requirement is reset to what a solution delivers
+
+_PRICE_TOL = 1e-9    # reduced cost above which a closed pair column is admitted (column generation)
+PAIR_COLUMN_MODES = ("auto", "all", "price")
 
 _ACTIVE, _WAITING, _FROZEN = 0, 1, 2
 
@@ -58,11 +62,16 @@ class FillOutcome:
     forced: int = 0                     # jobs frozen without a certificate (numerical fallback)
     speculated: int = 0                 # fifo jobs frozen at their caps by verified chain steps
     speculation_failures: int = 0       # chain steps re-solved with a shorter chain
+    priced_columns: int = 0             # pair columns admitted by column generation
+    priced_rounds: int = 0              # re-solves after admitting priced columns
+    compactions: int = 0                # model rebuilds that dropped settled jobs
     timings: Timings = field(default_factory=Timings)
     trace: list[np.ndarray] | None = None  # guaranteed levels after each iteration (opt-in)
 
     def summary(self) -> dict[str, Any]:
         return {"iterations": len(self.deltas), "lp_solves": self.lp_solves,
+                "pair_columns_priced": self.priced_columns, "pricing_rounds": self.priced_rounds,
+                "compactions": self.compactions,
                 "certified_by_duals": self.certified_by_duals, "certified_by_twins": self.certified_by_twins,
                 "certified_by_slack": self.certified_by_slack,
                 "forced": self.forced, "speculated": self.speculated,
@@ -93,7 +102,8 @@ class WaterFillingEngine:
                  omega: np.ndarray, solver: Any, options: SolverOptions, *,
                  capacity: np.ndarray | None = None, certify: str = "duals", record_trace: bool = False,
                  max_iterations: int | None = None, polish: bool = False, max_lookahead: int = 256,
-                 aggregate: bool = True) -> None:
+                 aggregate: bool = True, pair_columns: str = "auto", pair_seed: int = 4,
+                 compact: bool = True, window: int = 64) -> None:
         n = len(space.jobs)
         self.full_space = space
         self.space: Any = space
@@ -117,7 +127,12 @@ class WaterFillingEngine:
             raise InputError("jobs[].weight", om[om <= 0].tolist(), "weights must be positive")
         self.omega = om
         self.cls = np.arange(n)
-        if aggregate and not space.num_pairs:
+        # symmetry reduction and compaction rebuild the model over their own job-class space, which
+        # knows only time and per-type capacity rows: spaces that add rows (execution plans: cores,
+        # memory, quotas, SLAs) or count workers per slot differently are solved as they are
+        plain = _plain_space(space)
+        compact = compact and plain
+        if aggregate and plain and not space.num_pairs:
             self._aggregate()
             n = len(self.space.jobs)
         # ω_m·q_m: a class of q interchangeable jobs weighs q times one of them in its group
@@ -125,10 +140,18 @@ class WaterFillingEngine:
         self.solver = solver
         self.options = options
         self.capacity = capacity
+        self.capacity0 = capacity
         if certify not in ("duals", "duals+slack"):
             raise InputError("options.certify", certify, "must be 'duals' or 'duals+slack'")
         self.certify = certify
         self.record_trace = record_trace
+        if pair_columns not in PAIR_COLUMN_MODES:
+            raise InputError("options.pair_columns", pair_columns, f"must be one of {list(PAIR_COLUMN_MODES)}")
+        self.pair_columns = pair_columns
+        self.pair_seed = max(1, int(pair_seed))
+        self.price_batch = max(64, len(space.jobs))
+        self.priced_rounds = 0
+        self.priced_columns = 0
         self.max_iterations = max_iterations if max_iterations is not None else 4 * n + 10
         self.polish = polish
         self.max_lookahead = max(1, int(max_lookahead))
@@ -140,6 +163,23 @@ class WaterFillingEngine:
         self._level_columns()
         self.twin = self._twins()
         self._xp: np.ndarray | None = None   # last level LP's allocation, made exactly feasible
+        # compaction (see _compact): the model holds the jobs idx0 of the space s0 (after aggregation);
+        # per-job arrays of s0 are kept to bring waiting fifo jobs back in
+        self.compact = bool(compact)
+        self.window = max(8, int(window))
+        self.compactions = 0
+        self.s0 = self.space
+        self.idx0 = np.arange(n)
+        self.level0 = np.zeros(n)            # final levels of jobs dropped from the model
+        self.settled0 = np.zeros(n, bool)    # dropped for good (the others out of the model are waiting)
+        P0 = self.space.num_pairs
+        self.pairs0 = np.arange(P0)          # s0 pair rows in the model
+        self.admitted_pairs0 = np.zeros(P0, bool)  # pair rows whose columns pricing opened
+        self.fixed_X0: np.ndarray | None = None  # allocations of settled jobs (rows of s0 × configs)
+        self.per_job0 = {"nu": self.nu, "omega": self.omega, "group_of": self.group_of, "wq": self.wq,
+                         "cap": self.cap, "cap_type": self.cap_type}
+        self.groups0 = list(self.groups)
+        self._zero_run = np.zeros(len(self.groups), bool)  # fifo: last job froze at 0 (test the next first)
         self._build()
 
     # ------------------------------------------------------------------ symmetry reduction
@@ -245,15 +285,17 @@ class WaterFillingEngine:
         self.job_xcols = sp.csr_matrix((np.ones(int(keep.sum())), (mem.rows[keep], xcols[keep])),
                                        shape=(n, sf.num_cols))
         self.col_x = np.unique(xcols[keep])
+        self._init_pair_pricing(X)
         # the first (cold) solve: interior point + crossover is much faster on large models; the
         # warm re-solves then use the primal simplex method from the crossover basis
         self.first_algorithm = self.options.algorithm
         if self.options.algorithm == "auto":
-            self.first_algorithm = "ipm" if sf.num_cols >= 4000 else "simplex"
+            self.first_algorithm = "ipm" if sf.num_cols >= 20000 else "simplex"
         opts = self.options.with_(algorithm=self.first_algorithm)
         if getattr(self.solver, "name", "") == "highs":  # levels are carried over many LPs: tight tolerances
             opts = opts.with_(extra={"primal_feasibility_tolerance": 1e-9, **opts.extra})
         self.loaded = self.solver.load(sf, opts)
+        self._model_solves = 0
         if self.capacity is not None:
             cap_rows = np.arange(*sf.row_blocks["X_capacity"])
             self.loaded.set_row_bounds(cap_rows, np.full(cap_rows.size, -np.inf), np.asarray(self.capacity, float))
@@ -264,6 +306,208 @@ class WaterFillingEngine:
         self.timings.build += t1 - t0
         self.timings.compile += t2 - t1
         self.timings.solve += time.perf_counter() - t2
+
+    def _init_pair_pricing(self, X: Variable) -> None:
+        """Pair columns by column generation (``pair_columns``: ``price``, or ``auto`` when there are
+        more than ``4·n`` pairs and several groups or a fifo group): only each job's ``pair_seed`` best pairs (by normalized combined
+        throughput ``Σ_side Tp/T_best``) start open; :meth:`_solve` admits the others on positive
+        reduced cost. ``all``: every pair column is open from the start."""
+        sp_ = self.space
+        n = len(sp_.jobs)
+        self.admitted = np.ones(self.col_x.size, bool)
+        self._shut = np.zeros(self.col_x.size, bool)
+        P = sp_.num_pairs
+        # auto: many pairs and several groups (hierarchical: many levels, each a warm re-solve); one
+        # fairness group needs few levels, where a single solve over every column is faster
+        many_levels = len(self.groups) > 1 or bool(self.is_fifo.any())
+        self.pricing = bool(P) and (self.pair_columns == "price"
+                                    or (self.pair_columns == "auto" and P > 4 * n and many_levels))
+        if not self.pricing:
+            return
+        best = np.maximum(np.where(sp_.single_mask, sp_.T, 0.0).max(axis=1), 1e-300)
+        pj = sp_.pair_jobs
+        gain = (np.where(sp_.pair_mask, sp_.Tp[:, :, 0], 0.0) / best[pj[:, 0], None]
+                + np.where(sp_.pair_mask, sp_.Tp[:, :, 1], 0.0) / best[pj[:, 1], None]).max(axis=1)
+        # each job's pair_seed best pairs (rank within the job's pairs, by gain)
+        owner = np.concatenate([pj[:, 0], pj[:, 1]])
+        pidx = np.concatenate([np.arange(P), np.arange(P)])
+        order = np.lexsort((-np.concatenate([gain, gain]), owner))
+        sorted_owner = owner[order]
+        rank = np.arange(order.size) - np.searchsorted(sorted_owner, sorted_owner, side="left")
+        seed = np.zeros(P, bool)
+        seed[pidx[order[rank < self.pair_seed]]] = True
+        seed |= self.admitted_pairs0[self.pairs0] if hasattr(self, "pairs0") else False
+        pair_cols = X.cols[n:]
+        closed = pair_cols[~seed]
+        closed = closed[closed >= 0]
+        self.admitted[np.searchsorted(self.col_x, closed)] = False
+
+    # ------------------------------------------------------------------ compaction
+    def _droppable(self, state: np.ndarray, level: np.ndarray) -> np.ndarray:
+        """Settled jobs whose rows and columns can leave the model without changing any later LP:
+        frozen at (or within ``_ZERO_TOL`` of) 0 — their allocation, at most that, is kept as it is —
+        or frozen at their cap on a unique single-job slot type (``u_m ≥ c_m`` forces their whole
+        time onto that type, so their allocation is fixed up to the solver tolerance and is moved
+        into the capacity)."""
+        frozen = state == _FROZEN
+        at_cap = frozen & (level >= self.cap * (1.0 - 1e-9)) & (self.cap_type >= 0)
+        out = (frozen & (level <= _ZERO_TOL)) | at_cap
+        sp_ = self.space
+        if sp_.num_pairs and self._xp is not None and out.any():
+            # a job leaves only with its pair rows empty: they leave with it
+            busy = self._xp[len(sp_.jobs):].sum(axis=1)
+            in_pair = np.zeros(state.size)
+            for side in (0, 1):
+                np.maximum.at(in_pair, sp_.pair_jobs[:, side], busy)
+            out &= in_pair <= 1e-12
+        return out
+
+    def _fifo_window(self, lookahead: np.ndarray) -> np.ndarray:
+        """Waiting jobs per fifo group held in the model: enough for the longest speculative chain."""
+        return np.maximum(self.window, 4 * lookahead)
+
+    def _excess_waiting(self, state: np.ndarray, lookahead: np.ndarray) -> np.ndarray:
+        """Waiting fifo jobs beyond their group's window (they hold nothing; they wait outside)."""
+        out = np.zeros(state.size, bool)
+        win = self._fifo_window(lookahead)
+        for gi in np.flatnonzero(self.is_fifo).tolist():
+            mem = self.groups[gi].members
+            waiting = mem[state[mem] == _WAITING]
+            out[waiting[int(win[gi]):]] = True
+        return out
+
+    def _pending(self) -> np.ndarray:
+        """s0 jobs that are neither in the model nor settled: waiting fifo jobs outside the window."""
+        out = ~self.settled0
+        out[self.idx0] = False
+        return out
+
+    def _want_compact(self, state: np.ndarray, level: np.ndarray, lookahead: np.ndarray) -> bool:
+        if not self.compact:
+            return False
+        shed = self._droppable(state, level) | self._excess_waiting(state, lookahead)
+        if shed.sum() >= max(64, state.size // 3):
+            return True
+        pending = self._pending()
+        if not pending.any():
+            return False
+        # refill: a fifo group with jobs outside the model and too few waiting inside
+        need = np.bincount(self.per_job0["group_of"][pending], minlength=len(self.groups)) > 0
+        for gi in np.flatnonzero(need & self.is_fifo).tolist():
+            mem = self.groups[gi].members
+            if int((state[mem] == _WAITING).sum()) <= lookahead[gi]:
+                return True
+        return False
+
+    def _to_s0(self, values: np.ndarray) -> np.ndarray:
+        """Per-job values of the model's jobs as values over ``s0`` (others: their final levels, 0
+        for waiting jobs outside the model)."""
+        if self.idx0.size == self.level0.size and self.fixed_X0 is None:
+            return values
+        v0 = self.level0.copy()
+        v0[self.idx0] = values
+        return v0
+
+    def _compact(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray,
+                 lookahead: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Rebuild the level LP over the jobs still in play. Settled jobs leave for good (exact: see
+        :meth:`_droppable`): their levels and allocations are kept aside and the capacity shrinks by
+        what they use. Waiting fifo jobs beyond their group's window leave too, and jobs waiting
+        outside come back when a group's window runs short — a waiting job holds nothing and enters
+        no row, so where it waits changes no LP. Every per-job and per-level-column array is
+        re-indexed; the next LP starts cold on the smaller model. An LP's cost grows with its size,
+        so this pays on long fifo chains (most of their jobs wait, then end at their cap or at 0)."""
+        s0 = self.s0
+        n0, C = len(s0.jobs), len(s0.configs)
+        if self.fixed_X0 is None:
+            self.fixed_X0 = np.zeros((len(s0.rows), C))
+        xp0 = np.zeros((len(s0.rows), C))
+        if self._xp is not None:
+            xp0[self.rows0] = self._xp
+        if self.pricing:  # pair rows pricing opened stay open in the next model
+            self.admitted_pairs0[self.pairs0[self._admitted_pair_rows()]] = True
+        drop = self._droppable(state, level)
+        gone = np.flatnonzero(drop)
+        self.fixed_X0[self.idx0[gone]] = xp0[self.idx0[gone]]
+        self.level0[self.idx0[gone]] = level[gone]
+        self.settled0[self.idx0[gone]] = True
+        # s0-wide view of who is waiting, then each fifo group's window (in its fifo order)
+        state0 = np.full(n0, _FROZEN, np.int64)
+        state0[self._pending()] = _WAITING
+        state0[self.idx0] = state
+        state0[self.settled0] = _FROZEN
+        inmodel = ~self.settled0 & (state0 != _WAITING)
+        win = self._fifo_window(lookahead)
+        for gi, g in enumerate(self.groups0):
+            waiting = g.members[state0[g.members] == _WAITING]
+            inmodel[waiting[: int(win[gi]) if self.is_fifo[gi] else waiting.size]] = True
+        new_idx0 = np.flatnonzero(inmodel)
+        # per-model-job values carried over (jobs coming back in: waiting, level 0, nothing held)
+        pos = np.full(n0, -1, np.int64)
+        pos[self.idx0] = np.arange(self.idx0.size)
+        old = pos[new_idx0]
+        came = old < 0
+        oldc = np.maximum(old, 0)
+        new_state = np.where(came, _WAITING, state[oldc])
+        new_level = np.where(came, 0.0, level[oldc])
+        old_k_of_job = self.k_of_job
+        fair_k = np.full(len(self.groups), -1, np.int64)
+        fk = self.k_job < 0
+        fair_k[self.k_group[fk]] = np.flatnonzero(fk)
+        # capacity left for the model: the base capacity minus what every settled job uses
+        base = np.asarray(self.capacity0 if self.capacity0 is not None else s0.counts, float)
+        per_config = ((self._mult0(np.arange(n0)) * s0.scale)[:, None] * self.fixed_X0[:n0]).sum(axis=0)
+        remaining = np.maximum(base - np.bincount(s0.config_type, weights=per_config, minlength=base.size), 0.0)
+        # rebuild the model's job space and re-index
+        self.idx0 = new_idx0
+        if isinstance(s0, _ClassSpace):
+            self.space = _ClassSpace(self._full_of_s0(), self._rep0(new_idx0), self._mult0(new_idx0))
+            self.pairs0 = np.zeros(0, np.int64)
+        else:  # the base space (possibly with pairs): pair rows whose two jobs stay
+            inv0 = np.full(n0, -1, np.int64)
+            inv0[new_idx0] = np.arange(new_idx0.size)
+            self.pairs0 = (np.flatnonzero((inv0[s0.pair_jobs] >= 0).all(axis=1)) if s0.num_pairs
+                           else np.zeros(0, np.int64))
+            self.space = s0.restrict(new_idx0, self.pairs0)
+        for key, arr in self.per_job0.items():
+            setattr(self, key, arr[new_idx0])
+        pos[:] = -1
+        pos[new_idx0] = np.arange(new_idx0.size)
+        self.groups = [FillGroup(g.name, g.kind, g.weight, pos[g.members][pos[g.members] >= 0]) for g in self.groups0]
+        self._level_columns()
+        kj = np.maximum(self.k_job, 0)
+        from_job = (self.k_job >= 0) & ~came[kj]
+        old_k = np.where(self.k_job >= 0, old_k_of_job[oldc[kj]], fair_k[self.k_group])
+        beta = np.where(from_job | (self.k_job < 0), beta[np.maximum(old_k, 0)], 0.0)
+        self.twin = self._twins()
+        self._xp = xp0[self.rows0]
+        self.capacity = remaining
+        self.compactions += 1
+        self._build()
+        return new_state, new_level, beta
+
+    @property
+    def rows0(self) -> np.ndarray:
+        """s0 rows of the model's rows: its jobs, then its pairs."""
+        return np.concatenate([self.idx0, len(self.s0.jobs) + self.pairs0])
+
+    def _full_of_s0(self) -> Any:
+        return self.s0.full if isinstance(self.s0, _ClassSpace) else self.s0
+
+    def _rep0(self, idx: np.ndarray) -> np.ndarray:
+        """Rows of the full space behind jobs ``idx`` of ``s0``."""
+        return self.s0.rep[idx] if isinstance(self.s0, _ClassSpace) else idx
+
+    def _mult0(self, idx: np.ndarray) -> np.ndarray:
+        return self.s0.mult[idx] if isinstance(self.s0, _ClassSpace) else np.ones(idx.size)
+
+    def _admitted_pair_rows(self) -> np.ndarray:
+        """Pair rows of the model with an admitted column."""
+        n = len(self.space.jobs)
+        pc = self.X.cols[n:]
+        open_col = np.zeros(self.sf.num_cols, bool)
+        open_col[self.col_x[self.admitted]] = True
+        return ((pc >= 0) & open_col[np.maximum(pc, 0)]).any(axis=1)
 
     def _initial_state(self) -> np.ndarray:
         state = np.full(len(self.space.jobs), _WAITING, np.int64)
@@ -290,8 +534,10 @@ class WaterFillingEngine:
         else:  # row lower bounds
             self.loaded.set_row_bounds(idx[ch], new[ch], inf)
 
-    def _apply(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray) -> np.ndarray:
-        """Bounds of one level LP; returns which level columns are active."""
+    def _apply(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray,
+               open_jobs: np.ndarray | None = None) -> np.ndarray:
+        """Bounds of one level LP; returns which level columns are active. ``open_jobs``: jobs whose
+        columns stay open even if they are waiting or frozen at 0 (the exceed test's candidates)."""
         active = state == _ACTIVE
         k_act = np.zeros(self.k_group.size, bool)
         k_act[self.k_of_job[active]] = True
@@ -303,8 +549,11 @@ class WaterFillingEngine:
         # a waiting fifo job (or one frozen at exactly 0) holds no allocation: its columns are closed,
         # which keeps the simplex from pivoting through allocations nobody asked for
         closed = (state == _WAITING) | ((state == _FROZEN) & (level <= 0.0))
+        if open_jobs is not None:
+            closed &= ~open_jobs
         shut = np.asarray(self.job_xcols[closed].sum(axis=0)).ravel()[self.col_x] > 0
-        self._push("x_hi", "col_hi", self.col_x, np.where(shut, 0.0, 1.0))
+        self._shut = shut
+        self._push("x_hi", "col_hi", self.col_x, np.where(shut | ~self.admitted, 0.0, 1.0))
         Omega = np.bincount(self.k_of_job[active], weights=self.wq[active], minlength=self.k_group.size)
         B = np.where(self.k_job >= 0, beta, Omega * beta)
         self._push("G_lo", "row_lo", self.rows_G, np.where(k_act, B, -np.inf))
@@ -323,7 +572,20 @@ class WaterFillingEngine:
         lookahead = np.ones(len(self.groups), np.int64)  # fifo: jobs per chain step (1 = no speculation)
         streak = np.zeros(len(self.groups), np.int64)     # fifo: jobs frozen at their caps in a row
         stuck_run = 0
-        while np.any(state == _ACTIVE):
+        while True:
+            stalled = self.compact and not np.any(state == _ACTIVE) and self._pending().any()
+            if stalled or self._want_compact(state, level, lookahead):
+                state, level, beta = self._compact(state, level, beta, lookahead)
+                thr = self.space.throughput_matrix()
+                x_last = None
+                for gi in np.flatnonzero(self.is_fifo).tolist():  # groups that ran out of waiting jobs
+                    mem = self.groups[gi].members
+                    if mem.size and not np.any(state[mem] == _ACTIVE):
+                        self._start_next(gi, state, level, beta, bool(self._zero_run[gi]), out)
+            if not np.any(state == _ACTIVE):
+                if self.compact and self._pending().any():
+                    continue  # a fifo group's window was used up: refill it (progress: jobs come in)
+                break
             if len(out.deltas) >= self.max_iterations:
                 out.status, out.message = Status.ERROR, f"water-filling stopped after {len(out.deltas)} levels"
                 break
@@ -363,7 +625,7 @@ class WaterFillingEngine:
             level[frozen] = _floor_at(level[frozen], u[frozen])
             # new levels: what the LP promised, never above what its solution delivers
             inc = self._rates(active) * d
-            delivered = np.full(K, np.inf)
+            delivered = np.full(self.k_group.size, np.inf)
             np.minimum.at(delivered, self.k_of_job[active], u[active] / self.omega[active])
             beta = np.where(k_act, np.maximum(_floor_at(beta + inc, delivered), 0.0), beta)
             yA = res.row_duals[self.rows_A]
@@ -414,20 +676,27 @@ class WaterFillingEngine:
             nfrozen += self._advance_fifo(state, level, beta, newly, out)
             out.frozen_per_iteration.append(int(nfrozen))
             if out.trace is not None:
-                out.trace.append(self._guaranteed_levels(state, level, beta))
+                out.trace.append(self._to_s0(self._guaranteed_levels(state, level, beta)))
         if out.status is Status.OPTIMAL and x_last is not None and self.polish:
             polished = self._polish(state, level)
             x_last = polished if polished is not None else x_last
         out.lp_solves = self.lp_solves
+        out.priced_columns, out.priced_rounds = self.priced_columns, self.priced_rounds
         full = self.full_space
         out.X = np.zeros((len(full.rows), len(full.configs)))
-        if x_last is not None:
-            Xc = self.X.value(x_last)
-            if self.space is full:
+        if x_last is not None or self.fixed_X0 is not None:
+            Xc = self.X.value(x_last) if x_last is not None else self._xp
+            if self.fixed_X0 is not None:  # compacted: dropped jobs' allocations + the model's
+                X0 = self.fixed_X0.copy()
+                if Xc is not None:
+                    X0[self.rows0] = Xc
+                Xc = X0
+            if self.s0 is full:
                 out.X = Xc
             else:
                 out.X[: len(full.jobs)] = Xc[self.cls]
-        out.levels = self._expand(level)
+        out.levels = self._expand(self._to_s0(level))
+        out.compactions = self.compactions
         if out.trace is not None:
             out.trace = [self._expand(t) for t in out.trace]
         out.timings = self.timings
@@ -552,10 +821,31 @@ class WaterFillingEngine:
         point + crossover on large models — then warm primal simplex from the last basis."""
         t0 = time.perf_counter()
         res = self.loaded.solve()
-        if self.lp_solves == 0 and self.options.algorithm in ("auto", "simplex"):
+        if self._model_solves == 0 and self.options.algorithm in ("auto", "simplex"):
             _use_algorithm(self.loaded, "simplex")
-        self.timings.solve += time.perf_counter() - t0
+        self._model_solves += 1
         self.lp_solves += 1
+        while self.pricing and res.ok and res.col_duals is not None:
+            # column generation: a closed pair column with a positive reduced cost could raise the
+            # objective; open those and re-solve (warm) until none is left — then x and the duals are
+            # optimal for the LP over ALL pair columns, so every certificate above stays exact
+            d = res.col_duals[self.col_x]
+            enter = ~self.admitted & ~self._shut & (d > _PRICE_TOL)
+            if not enter.any():
+                break
+            if enter.sum() > self.price_batch:  # partial pricing: the most attractive columns first
+                cand = np.flatnonzero(enter)
+                enter[:] = False
+                enter[cand[np.argpartition(-d[cand], self.price_batch)[: self.price_batch]]] = True
+            self.admitted |= enter
+            self._cur["x_hi"][enter] = 1.0
+            k = int(enter.sum())
+            self.loaded.set_col_bounds(self.col_x[enter], np.zeros(k), np.ones(k))
+            self.priced_rounds += 1
+            self.priced_columns += k
+            res = self.loaded.solve()
+            self.lp_solves += 1
+        self.timings.solve += time.perf_counter() - t0
         return res
 
     def _guaranteed_levels(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray) -> np.ndarray:
@@ -565,30 +855,56 @@ class WaterFillingEngine:
 
     def _advance_fifo(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray, newly: np.ndarray,
                       out: FillOutcome) -> int:
-        """Start the next job of every fifo group whose current job froze. When that job froze at
-        level 0, first test (one LP) whether any waiting job of the group can get anything at all;
-        if none can, they all freeze at 0 now (each would be bottlenecked at 0 on its turn, since
-        levels only rise). Returns how many jobs the zero test froze."""
+        """Start the next job of every fifo group whose current job froze (see :meth:`_start_next`).
+        Returns how many jobs the zero tests froze."""
         extra = 0
         heads = newly[self.is_fifo[self.group_of[newly]]]
         for h in heads.tolist():
-            mem = self.groups[self.group_of[h]].members
-            waiting = mem[state[mem] == _WAITING]
-            if not waiting.size:
-                continue
-            if level[h] <= _SLACK_TOL:
-                cand = np.zeros(state.size, bool)
-                cand[waiting] = True
-                if not self._can_exceed(cand, state, level, beta):
-                    state[waiting] = _FROZEN
-                    level[waiting] = 0.0
-                    out.certified_by_slack += int(waiting.size)
-                    extra += int(waiting.size)
-                    continue
-            nxt = waiting[0]
-            state[nxt] = _ACTIVE
-            beta[self.k_of_job[nxt]] = 0.0
+            extra += self._start_next(int(self.group_of[h]), state, level, beta, bool(level[h] <= _ZERO_TOL), out)
         return extra
+
+    def _start_next(self, gi: int, state: np.ndarray, level: np.ndarray, beta: np.ndarray, zero: bool,
+                    out: FillOutcome) -> int:
+        """Activate the first waiting job of fifo group ``gi``. When the previous job froze at level 0
+        (``zero``), first test (one LP) whether any waiting job of the group in the model can get
+        anything at all; if none can, they all freeze at 0 now (each would be bottlenecked at 0 on
+        its turn, since levels only rise). Returns how many jobs that froze."""
+        mem = self.groups[gi].members
+        waiting = mem[state[mem] == _WAITING]
+        self._zero_run[gi] = zero
+        if not waiting.size:
+            return 0
+        start, frozen = 0, 0
+        if zero:
+            # the first waiting job that can get anything: test waiting[lo:hi]; a job that gains in
+            # the test's solution can, so the search narrows to the jobs before the first such one;
+            # a range where nobody gains is proven stuck at 0 (levels only rise: each would be on
+            # its turn) and the job after it — shown able to gain by an earlier test — starts
+            lo, hi = 0, waiting.size
+            while lo < hi:
+                cand = np.zeros(state.size, bool)
+                cand[waiting[lo:hi]] = True
+                gain = self._exceed_amounts(cand, state, level, beta, abs_tol=_ZERO_TOL)
+                if gain is None:
+                    break
+                first = np.flatnonzero(gain[waiting[lo:hi]])
+                if first.size:
+                    hi = lo + int(first[0])
+                    continue
+                state[waiting[lo:hi]] = _FROZEN
+                level[waiting[lo:hi]] = 0.0
+                out.certified_by_slack += hi - lo
+                frozen += hi - lo
+                lo = hi
+                break
+            start = lo
+            if start >= waiting.size:
+                return frozen
+        nxt = waiting[start]
+        state[nxt] = _ACTIVE
+        beta[self.k_of_job[nxt]] = 0.0
+        self._zero_run[gi] = False
+        return frozen
 
     def _rates(self, active: np.ndarray) -> np.ndarray:
         """``r_k = dλ_k/dΔ``: ``W_g/Ω_g`` (fairness, ``Ω_g`` = Σ ω over active members), ``W_g`` (fifo);
@@ -598,13 +914,23 @@ class WaterFillingEngine:
         Omega = np.bincount(self.k_of_job[active], weights=self.wq[active], minlength=K)
         return np.where(self.k_job >= 0, Wk, Wk / np.where(Omega > 0, Omega, 1.0))
 
-    def _can_exceed(self, cand: np.ndarray, state: np.ndarray, level: np.ndarray, beta: np.ndarray) -> bool:
+    def _can_exceed(self, cand: np.ndarray, state: np.ndarray, level: np.ndarray, beta: np.ndarray,
+                    abs_tol: float = 0.0) -> bool:
+        """One LP (:meth:`_exceed_amounts`); ``False`` (optimum 0) proves that no candidate can
+        exceed its level."""
+        gain = self._exceed_amounts(cand, state, level, beta, abs_tol)
+        return gain is None or bool(gain.any())
+
+    def _exceed_amounts(self, cand: np.ndarray, state: np.ndarray, level: np.ndarray, beta: np.ndarray,
+                        abs_tol: float = 0.0) -> np.ndarray | None:
         """One LP: ``Δ = 0``, every job held at its guaranteed level (active: ``ω·β``, frozen: ℓ,
         waiting: 0); maximize ``Σ_{m∈cand} s_m`` with ``s_m ≤ u_m − level_m``, ``s_m ∈ [0, 1]``.
-        ``False`` (optimum 0) proves that no candidate can exceed its level."""
+        Returns which candidates gain more than the tolerance in the optimal solution — each of them
+        *can* exceed its level (the solution shows how) — or ``None`` when the LP gave no answer.
+        All ``False`` (optimum 0) proves that no candidate can."""
         n = state.size
         L = self.loaded
-        self._apply(state, level, beta)
+        self._apply(state, level, beta, open_jobs=cand)
         guaranteed = self._guaranteed_levels(state, level, beta)
         F_lo = np.where(cand, guaranteed, np.where(state == _FROZEN, level, -np.inf))
         self._push("F_lo", "row_lo", self.rows_F, F_lo)
@@ -619,9 +945,9 @@ class WaterFillingEngine:
         L.set_col_bounds(self.col_s, np.zeros(n), np.zeros(n))
         L.set_col_bounds(self.col_delta, np.full(1, -np.inf), np.full(1, np.inf))
         if not res.ok or res.x is None:
-            return True  # no proof: keep the jobs unfrozen (always safe)
-        tol = _SLACK_TOL * max(float(guaranteed[cand].max(initial=0.0)), 1.0)
-        return float(res.x[self.col_s][cand].max(initial=0.0)) > tol
+            return None  # no proof: keep the jobs unfrozen (always safe)
+        tol = max(_SLACK_TOL * max(float(guaranteed[cand].max(initial=0.0)), 1.0), abs_tol)
+        return cand & (res.x[self.col_s] > tol)
 
     def _polish(self, state: np.ndarray, level: np.ndarray) -> np.ndarray | None:
         """Final LP: every job held at its level, maximize ``Σ_m u_m``. Any optimum of a positive
@@ -661,6 +987,14 @@ def _max_slot_throughput(space: AllocationSpace) -> np.ndarray:
     return best
 
 
+def _plain_space(space: AllocationSpace) -> bool:
+    """True when the space's rows are the base ones (job time, per-type capacity with ``sf`` workers
+    per slot): no subclass overrides how rows are added or how slots count workers."""
+    cls = type(space)
+    return (cls.add_allocation is AllocationSpace.add_allocation
+            and cls.slot_workers is AllocationSpace.slot_workers)
+
+
 def _unique_in_order(a: np.ndarray) -> np.ndarray:
     _, idx = np.unique(a, return_index=True)
     return a[np.sort(idx)]
@@ -672,6 +1006,8 @@ class _ClassSpace:
     ``Σ_class q·sf·X[class, c on t] ≤ count_t``; ``thr`` per member. Single rows only (no pairs)."""
 
     def __init__(self, space: AllocationSpace, rep: np.ndarray, mult: np.ndarray) -> None:
+        self.full = space
+        self.rep = np.asarray(rep, np.int64)
         self.jobs = IndexSet("jobs", [f"class{i}" for i in range(rep.size)])
         self.rows = IndexSet("rows", self.jobs.labels)
         self.configs = space.configs

@@ -44,11 +44,27 @@ simplex re-solve (the first, cold LP uses interior point + crossover).
    reveal), one LP with ``Δ = 0`` maximizes ``Σ s_m`` over candidates held at their levels; optimum
    0 proves none of them can exceed — first for the rest of the groups that just lost a member,
    later for everyone. A fifo job that froze at 0 triggers the same test for its group's waiting
-   jobs: if none can get anything, all freeze at 0 (levels only rise, so each would on its turn).
+   jobs (their columns opened for the test): if none can gain more than ``1e-6`` (u units), all
+   freeze at 0 (levels only rise, so each would on its turn).
 5. *Speculative fifo chains.* After fifo jobs froze at their caps twice in a row, the next step
    holds the next ``L`` jobs at their caps and raises the one after them; if the water reached that
    job, each held job hit its cap at a lower water level where every requirement was lower — the
    step is exact; otherwise it is re-solved with a shorter chain (``L`` doubles on success).
+
+**Keeping the LPs small.** Two exact reductions:
+
+6. *Compaction* (``compact``, no space sharing). A job frozen at 0, or at its cap on a unique
+   single-job slot type (``u_m ≥ c_m`` forces its whole time onto that type), takes no further part:
+   its allocation is fixed, so once a third of the model has settled the LP is rebuilt without those
+   jobs and with the capacity they use removed. Waiting fifo jobs hold nothing and enter no row, so
+   only a window of each group (``fifo_window``, at least 4× its speculative chain) is in the model;
+   the window is refilled when it runs short. Long fifo chains — most jobs wait, then end at their
+   cap or at 0 — thus solve LPs over a few hundred jobs instead of thousands.
+7. *Pair pricing* (``pair_columns``, space sharing). Each job's best pairs start open; after every
+   LP, closed pair columns with a positive reduced cost ``c_j − yᵀA_j`` are opened and the LP re-solved
+   (warm) until none is left. Then ``x`` and ``y`` are optimal for the LP over every pair column, so
+   the certificates above hold unchanged (column generation); only a small share of the pair
+   columns ever opens (``extra["water_filling"]["pair_columns_priced"]``).
 
 Numerics: requirements for the next LP are set from the LP's allocation made exactly feasible
 (clipped, scaled into the time and capacity rows), so every re-solve has a feasible point; a job
@@ -82,6 +98,13 @@ WATER_FILLING_OPTIONS: tuple[Option, ...] = (
     Option("record_trace", bool, False, "keep the guaranteed levels after every iteration in extra"),
     Option("aggregate", bool, True, "merge interchangeable jobs of a fairness group into one class (exact)"),
     Option("fifo_lookahead", int, 256, "longest speculative fifo chain (1 = one fifo job per level LP)"),
+    Option("pair_columns", str, "auto", "space-sharing pair columns: all (every pair in every LP), price "
+           "(column generation: each job's best pairs first, the rest admitted on positive reduced cost — "
+           "exact), auto (price when there are more than 4 pairs per job)", ("auto", "all", "price")),
+    Option("compact", bool, True, "rebuild the level LP without settled jobs (frozen at 0, or at their cap on "
+           "a unique type) and with only a window of each fifo group's waiting jobs (exact; no space sharing)"),
+    Option("fifo_window", int, 64, "with compact: waiting jobs of each fifo group held in the level LP (at "
+           "least 4× the current speculative chain)"),
     Option("polish", bool, False, "finish with one LP maximizing Σ u_m over the final levels (removes the "
            "≤1e-8 relative slack the tolerances may leave; slow on large degenerate models)"),
 )
@@ -107,7 +130,9 @@ class WaterFillingPolicy(Policy):
         engine = WaterFillingEngine(space, nu, groups, omega, self.get_solver(Feature.LP | Feature.DUALS),
                                     self.solver_options(), certify=self.config["certify"],
                                     record_trace=self.config["record_trace"], polish=self.config["polish"],
-                                    max_lookahead=self.config["fifo_lookahead"], aggregate=self.config["aggregate"])
+                                    max_lookahead=self.config["fifo_lookahead"], aggregate=self.config["aggregate"],
+                                    pair_columns=self.config["pair_columns"], compact=self.config["compact"],
+                                    window=self.config["fifo_window"])
         out = engine.run()
         timings = out.timings
         timings.build += build0

@@ -38,6 +38,7 @@ and a pair is kept if either job proposed it: O(n·k) pairs.
 """
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass
 from typing import Any
 
@@ -445,6 +446,36 @@ class AllocationSpace:
                 cols.append((n + kk) * C + kc)
                 vals.append(0.5 * price_c[kc] * self.slot_workers(n + kk, kc))
         return Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, len(self.rows) * C))
+
+    def restrict(self, jobs: np.ndarray, pairs: np.ndarray | None = None) -> "AllocationSpace":
+        """The space of the jobs at positions ``jobs`` (in that order) on the same cluster, with the
+        pair rows ``pairs`` (positions in ``pair_jobs``; default: every pair whose two jobs are kept).
+        Rows are the kept jobs, then the kept pairs. Per-job arrays, masks and pair data are sliced,
+        nothing is rebuilt; ``problem`` still refers to the whole problem. Only for spaces whose rows
+        are the base ones (subclasses that add rows or count workers differently must override)."""
+        cls = type(self)
+        if cls.add_allocation is not AllocationSpace.add_allocation or cls.slot_workers is not AllocationSpace.slot_workers:
+            raise NotImplementedError(f"{cls.__name__}.restrict: the space adds its own rows")
+        jobs = np.asarray(jobs, np.int64)
+        n = len(self.jobs)
+        inv = np.full(n, -1, np.int64)
+        inv[jobs] = np.arange(jobs.size)
+        if pairs is None:
+            pairs = np.flatnonzero((inv[self.pair_jobs] >= 0).all(axis=1)) if self.num_pairs else np.zeros(0, np.int64)
+        pairs = np.asarray(pairs, np.int64)
+        pj = inv[self.pair_jobs[pairs]]
+        if np.any(pj < 0):
+            raise InputError("pairs", pairs[(pj < 0).any(axis=1)].tolist(), "pair rows need both jobs kept")
+        sub = copy.copy(self)
+        sub.jobs = IndexSet("jobs", self.jobs.labels[jobs])
+        for name in ("T", "scale", "weights", "steps", "time_since_start", "single_mask"):
+            setattr(sub, name, getattr(self, name)[jobs])
+        sub.pair_jobs, sub.Tp, sub.pair_mask = pj.reshape(-1, 2), self.Tp[pairs], self.pair_mask[pairs]
+        rows = np.concatenate([jobs, n + pairs])
+        sub.rows = IndexSet("rows", self.rows.labels[rows])
+        sub.row_scale, sub.mask = self.row_scale[rows], self.mask[rows]
+        sub._thr_matrix = None
+        return sub
 
     # ------------------------------------------------------------------ model building
     def add_allocation(self, model: Model, name: str = "X") -> Variable:

@@ -3,6 +3,7 @@ the published MILP method, and the speed-ups (speculative FIFO chains, twin cert
 changing the answer."""
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -134,3 +135,67 @@ def test_needs_entities() -> None:
                     entities=ents)
     with pytest.raises(InputError, match=r"jobs\[b\]\.entity"):
         solve(prob2, "hierarchical")
+
+
+@pytest.mark.skipif(not GAVEL.exists(), reason=f"Gavel throughputs missing: expected {GAVEL}")
+def test_pair_column_generation_is_exact() -> None:
+    """Pair columns priced in by reduced cost (each job's 2 best pairs to start) give the same levels
+    as the LP over every pair column, with space sharing, a fifo entity and two fairness entities."""
+    from policyopt.data.gavel import load_gavel
+
+    data = load_gavel()
+    rng = np.random.default_rng(3)
+    n = 40
+    types = rng.integers(0, len(data.job_types), n)
+    cl = Cluster.from_counts({"v100": 8, "p100": 8, "k80": 8}, gpus_per_server=4)
+    base = data.problem(types, cl, colocated="types")
+    ents = {"e0": Entity("e0", 1.0, "fairness"), "e1": Entity("e1", 2.0, "fifo"), "e2": Entity("e2", 3.0, "fairness")}
+    owner = rng.integers(0, 3, n)
+    prob = base.with_jobs([replace(j, entity=f"e{o}") for j, o in zip(base.jobs, owner)])
+    prob = Problem(prob.cluster, prob.jobs, prob.colocated, ents, prob.colocated_types)
+    full = get_policy("hierarchical", space_sharing=True, pair_columns="all").solve(prob)
+    priced = get_policy("hierarchical", space_sharing=True, pair_columns="price").solve(prob)
+    assert full.ok and priced.ok
+    wf = priced.extra["water_filling"]
+    assert wf["pair_columns_priced"] > 0  # some columns did enter on their reduced cost
+    assert priced.space.check(priced.X, tol=1e-7) == []
+    assert u_of(priced) == pytest.approx(u_of(full), rel=1e-6, abs=1e-7)
+    assert priced.colocated_allocation
+
+
+def test_fifo_job_after_one_stuck_at_zero_still_runs() -> None:
+    """Hand-solved: fifo order a, b, c; a and b run only on the single A GPU, c only on the single B
+    GPU. a fills A (its cap); b can get nothing (A is a's) and freezes at 0; c must still get B —
+    the zero test may freeze c only if c could not get anything either."""
+    jobs = (Job("a", {"A": 1.0}, arrival=0.0, entity="e"), Job("b", {"A": 1.0}, arrival=1.0, entity="e"),
+            Job("c", {"B": 1.0}, arrival=2.0, entity="e"))
+    prob = Problem(Cluster.from_counts({"A": 1, "B": 1}), jobs, entities={"e": Entity("e", 1.0, "fifo")})
+    for opts in ({}, {"compact": False}, {"fifo_lookahead": 1}):
+        res = get_policy("hierarchical", **opts).solve(prob)
+        assert res.ok
+        assert res.allocation["a"]["A"] == pytest.approx(1.0)
+        assert res.allocation["b"].get("A", 0.0) == pytest.approx(0.0, abs=1e-9)
+        assert res.allocation["c"]["B"] == pytest.approx(1.0)
+
+
+@pytest.mark.skipif(not GAVEL.exists(), reason=f"Gavel throughputs missing: expected {GAVEL}")
+def test_compaction_is_exact() -> None:
+    """Rebuilding the level LP without settled jobs and with a small window of waiting fifo jobs (8,
+    so windows run out and refill many times) gives the same levels as one model over every job."""
+    from policyopt.data.gavel import load_gavel
+
+    data = load_gavel()
+    rng = np.random.default_rng(5)
+    n = 240
+    types = rng.integers(0, len(data.job_types), n)
+    cl = Cluster.from_counts({"v100": 30, "p100": 30, "k80": 30}, gpus_per_server=4)
+    base = data.problem(types, cl)
+    ents = {"e0": Entity("e0", 1.0, "fifo"), "e1": Entity("e1", 2.0, "fifo"), "e2": Entity("e2", 1.0, "fairness")}
+    owner = rng.integers(0, 3, n)
+    prob = Problem(cl, tuple(replace(j, entity=f"e{o}") for j, o in zip(base.jobs, owner)), entities=ents)
+    one = get_policy("hierarchical", compact=False).solve(prob)
+    small = get_policy("hierarchical", fifo_window=8).solve(prob)
+    assert one.ok and small.ok
+    assert small.extra["water_filling"]["compactions"] >= 3
+    assert small.space.check(small.X, tol=1e-7) == []
+    assert u_of(small) == pytest.approx(u_of(one), rel=1e-6, abs=2e-6)
