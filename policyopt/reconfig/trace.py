@@ -15,13 +15,13 @@ of every resource (default 50%).
 
 :func:`simulate_fluid` runs rounds of ``round_seconds``: each round the scheduler decides one
 configuration per active job (:func:`~.rounds.reconfig_round`); a job that is reconfigured (or
-resumed after a pause) loses ``δ`` of the round; jobs finish mid-round at their exact time. It is a
-small reference loop for the issue's comparisons (the project simulator will call
-:func:`~.rounds.reconfig_round` the same way).
+resumed after a pause) loses ``δ`` of the round; jobs finish mid-round at their exact time. It is the
+project simulator's loop (:class:`policyopt.sim.reconfig_sim.ReconfigSimulator`, behind
+``policyopt simulate --generator transformers``) with a decision every round and node moves not
+charged, returning the compact :class:`SimResult`.
 """
 from __future__ import annotations
 
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping, Sequence
 
@@ -215,56 +215,25 @@ def simulate_fluid(trace: Sequence[TraceJob], scheduler: Scheduler | str, *, nod
     """Round-based simulation of ``trace`` (module docstring). ``scheduler``: a policy name (its
     ``policy_options`` passed on) or a callable ``(problem, received) -> RoundDecision``.
     ``reconfigure`` sets ``reconfig.options.reconfigure``; ``amortize`` also sets
-    ``round_seconds`` there (reconfiguration cost in the objective)."""
+    ``round_seconds`` there (reconfiguration cost in the objective).
+
+    The loop is the project simulator's (:class:`policyopt.sim.reconfig_sim.ReconfigSimulator`) with a
+    decision every round and node moves not charged; jobs in ``(arrival, id)`` order."""
+    from policyopt.sim.reconfig_sim import ReconfigSimConfig, ReconfigSimulator
+
     sched = policy_scheduler(scheduler, **policy_options) if isinstance(scheduler, str) else scheduler
     jobs = sorted(trace, key=lambda j: (j.arrival, j.id))
-    states = {j.id: JobState() for j in jobs}
-    by_id = {j.id: j for j in jobs}
-    opts = ReconfigOptions(reconfigure=reconfigure, round_seconds=round_seconds if amortize else None)
-    t, rounds, sla_misses = 0.0, 0, 0
-    decision_seconds: list[float] = []
-    while rounds < max_rounds:
-        active = [j for j in jobs if j.arrival <= t + 1e-9 and states[j.id].finish is None]
-        pending = [j for j in jobs if j.arrival > t + 1e-9]
-        if not active:
-            if not pending:
-                break
-            t = pending[0].arrival
-            continue
-        problem = trace_problem(active, t, nodes=nodes, states=states, quota_fraction=quota_fraction, options=opts)
-        received = {j.id: states[j.id].run_seconds / max(t - j.arrival, round_seconds) for j in active}
-        t0 = time.perf_counter()
-        dec = sched(problem, received)
-        decision_seconds.append(time.perf_counter() - t0)
-        for rep in dec.sla_report:
-            d = dec.jobs[rep["job"]]
-            if rep["admitted"] and d.throughput < rep["required"] * (1 - 1e-6):
-                sla_misses += 1
-        for j in active:
-            st = states[j.id]
-            d = dec.jobs[j.id]
-            if not d.running:
-                st.current, st.ran_last_round = None, False
-                continue
-            delta = float(j.extra["checkpoint_seconds"])
-            pay = delta if (d.reconfigured or (st.run_seconds > 0 and not st.ran_last_round)) else 0.0
-            if d.reconfigured:
-                st.reconfigurations += 1
-            usable = max(round_seconds - pay, 0.0)
-            left = by_id[j.id].steps - st.steps_done
-            if d.throughput > 0 and left <= d.throughput * usable:
-                run = left / d.throughput
-                st.finish = t + pay + run
-                st.steps_done = by_id[j.id].steps
-                st.run_seconds += pay + run
-            else:
-                st.steps_done += d.throughput * usable
-                st.run_seconds += round_seconds
-            st.current, st.ran_last_round = d.current(), True
-        t += round_seconds
-        rounds += 1
-    done = {j.id: states[j.id].finish - j.arrival for j in jobs if states[j.id].finish is not None}
-    finish = [s.finish for s in states.values() if s.finish is not None]
-    return SimResult(done, {j.id: bool(j.extra["guaranteed"]) for j in jobs if j.id in done},
-                     {j.id: states[j.id].reconfigurations for j in jobs}, float(max(finish) if finish else 0.0),
-                     rounds, decision_seconds, sla_misses, len(jobs) - len(done))
+    config = ReconfigSimConfig(policy=scheduler if isinstance(scheduler, str) else "custom", nodes=nodes,
+                               reconfigure=reconfigure, round_seconds=round_seconds, quota_fraction=quota_fraction,
+                               amortize=amortize, reschedule="rounds", charge_migrations=False,
+                               max_rounds=max_rounds, window=(0.0, 1.0))
+    res = ReconfigSimulator(config, scheduler=sched).run(jobs)
+    jf = res.jobs
+    fin = np.isfinite(jf["finish"].to_numpy(float))
+    ids = jf["id"].tolist()
+    jct = dict(zip([i for i, f in zip(ids, fin) if f], jf["jct"].to_numpy(float)[fin].tolist()))
+    g = dict(zip(ids, jf["guaranteed"].tolist()))
+    misses = int(res.rounds["sla_violations"].sum() + res.rounds["sla_shortfall"].sum()) if len(res.rounds) else 0
+    return SimResult(jct, {k: bool(g[k]) for k in jct}, dict(zip(ids, jf["reconfigurations"].astype(int).tolist())),
+                     float(jf["finish"].max()) if fin.any() else 0.0, int(res.metrics["executed_rounds"]),
+                     res.recomputes["recompute_seconds"].astype(float).tolist(), misses, int((~fin).sum()))

@@ -1,6 +1,23 @@
-"""Trace-driven simulation: traces, the round simulator, metrics and experiments."""
+"""Trace-driven simulation: traces, the round simulator, metrics and experiments.
+
+The reconfiguration-aware simulation (``--generator transformers``) lives in
+:mod:`policyopt.sim.reconfig_sim`; its names are exported lazily here (it imports
+:mod:`policyopt.reconfig`, which itself imports :mod:`policyopt.sim.traces`).
+"""
+from typing import Any
+
 from .simulator import SimConfig, SimResult, Simulator, simulate
 from .traces import GENERATORS, TraceJob, gavel_trace, load_trace, save_trace, shockwave_trace
 
 __all__ = ["GENERATORS", "TraceJob", "gavel_trace", "load_trace", "save_trace", "shockwave_trace",
-           "SimConfig", "SimResult", "Simulator", "simulate"]
+           "SimConfig", "SimResult", "Simulator", "simulate", "ReconfigSimConfig", "ReconfigSimulator",
+           "simulate_reconfig"]
+_LAZY = ("ReconfigSimConfig", "ReconfigSimulator", "simulate_reconfig")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        from . import reconfig_sim
+
+        return getattr(reconfig_sim, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -2,6 +2,8 @@
 
 * :func:`jct_cdf_figure` — CDF of JCT (steady-state window) for one or more runs;
 * :func:`utilization_figure` — GPU utilization per round over simulated time;
+* :func:`resources_figure` — GPU, CPU-core and host-memory utilization per round (reconfiguration
+  simulations);
 * :func:`jct_vs_load_figure` — average JCT against the input job rate, one line per policy, with
   the spread over seeds.
 """
@@ -13,7 +15,7 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["jct_cdf_figure", "utilization_figure", "jct_vs_load_figure", "bar_figure"]
+__all__ = ["jct_cdf_figure", "utilization_figure", "resources_figure", "jct_vs_load_figure", "bar_figure"]
 
 
 def _plt() -> Any:
@@ -63,6 +65,30 @@ def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
         ax.plot(t, u, label=label, lw=1)
     ax.set_xlabel("simulated time (hours)")
     ax.set_ylabel("GPU utilization")
+    ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
+def resources_figure(res: Any, path: str | Path) -> Path:
+    """Allocated share of the cluster's GPUs, CPU cores and host memory per round (held time over
+    round length) against simulated hours; ``res.rounds`` needs ``utilization``, ``cpu_utilization``
+    and ``host_mem_utilization``."""
+    plt = _plt()
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    r = res.rounds
+    if len(r):
+        t = (r["start"].to_numpy(float) - r["start"].iloc[0]) / 3600.0
+        for col, label in (("utilization", "GPUs"), ("cpu_utilization", "CPU cores"),
+                           ("host_mem_utilization", "host memory")):
+            ax.step(t, r[col].to_numpy(float), where="post", label=label, lw=1)
+    ax.set_xlabel("simulated time (hours)")
+    ax.set_ylabel("allocated fraction")
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)

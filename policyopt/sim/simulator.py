@@ -166,9 +166,12 @@ class SimResult:
     metrics: dict[str, Any]
     timings: dict[str, float]
     runs: Any = None
+    tables: dict[str, Any] = field(default_factory=dict)  # more per-run DataFrames, written as NAME.csv
 
     def write(self, directory: str | Path, figures: bool = True) -> dict[str, Path]:
-        """``metrics.json``, ``jobs.csv``, ``rounds.csv``, ``recomputes.csv`` (+ figures) in ``directory``."""
+        """``metrics.json``, ``jobs.csv``, ``rounds.csv``, ``recomputes.csv``, ``runs.csv`` (when recorded),
+        one ``NAME.csv`` per entry of ``tables`` (+ figures: ``jct_cdf.png``, ``utilization.png``, and
+        ``resources.png`` when the rounds carry CPU / host-memory utilization) in ``directory``."""
         import json
 
         d = Path(directory)
@@ -182,11 +185,16 @@ class SimResult:
         if self.runs is not None:
             out["runs"] = d / "runs.csv"
             self.runs.to_csv(out["runs"], index=False)
+        for name, table in self.tables.items():
+            out[name] = d / f"{name}.csv"
+            table.to_csv(out[name], index=False)
         if figures:
-            from .plots import jct_cdf_figure, utilization_figure
+            from .plots import jct_cdf_figure, resources_figure, utilization_figure
 
             out["jct_cdf"] = jct_cdf_figure({self.metrics["policy"]: self}, d / "jct_cdf.png")
             out["utilization"] = utilization_figure({self.metrics["policy"]: self}, d / "utilization.png")
+            if "cpu_utilization" in self.rounds:
+                out["resources"] = resources_figure(self, d / "resources.png")
         return out
 
 

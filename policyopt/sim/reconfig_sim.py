@@ -1,0 +1,572 @@
+r"""Reconfiguration-aware round simulation: ``policyopt simulate --generator transformers``.
+
+Jobs of the ``transformers`` trace (:func:`policyopt.reconfig.transformers_trace`) run on ``nodes``
+identical nodes of 8 GPUs / 96 cores / 1.6 TB host memory
+(:data:`~policyopt.reconfig.A100_NODE`); tenant ``prod`` (guaranteed jobs, with a quota of
+``quota_fraction`` of every resource) and ``research`` (best effort). Time advances in rounds of
+``round_seconds``; at the start of a round at time ``t``:
+
+1. **Arrivals** with ``arrival ≤ t`` join the active set (a job arriving mid-round waits for the next
+   round). With nothing active the clock jumps to the next arrival.
+2. **Decision.** ``reschedule = "events"`` (default, as the main simulator's recomputation): when an
+   arrival or a completion happened since the last decision, at most once every
+   ``recompute_interval`` seconds (default: one round); otherwise every job keeps its configuration
+   and nodes. ``reschedule = "rounds"``: every round. A decision builds the active jobs'
+   :class:`~policyopt.reconfig.ReconfigProblem` (:func:`~policyopt.reconfig.trace.trace_problem`:
+   requests, remaining steps, training time ``T``, reconfiguration count ``N``, ``δ``, current
+   configurations, the ``prod`` quota; ``options.reconfigure`` = what may change) and calls
+   :func:`~policyopt.reconfig.reconfig_round`: the policy over the
+   :class:`~policyopt.reconfig.MultiResourceSpace` (LP policies rounded to one configuration per
+   job; integral ones as they are), placed on nodes. The space enforces the reconfiguration rule: a
+   running job with ``(T − (N+1)·δ)/T < threshold`` keeps its current configuration (or pauses).
+3. **Node relabeling.** Nodes of a type are identical, so the new placement's node indices are
+   permuted (a linear assignment maximizing the GPUs of continuing jobs that stay where they were).
+   A job that keeps its configuration but still lands on other nodes is *migrated*.
+4. **Execution.** A running job pays ``δ`` (checkpoint + restore, per job) out of the round when it is
+   reconfigured (plan or resources change), migrated (``charge_migrations``), or resumed after a
+   pause — not on its first start — then progresses at its placement's throughput (steps/s). A job
+   that completes mid-round has its exact finish time as JCT and frees its resources at the round
+   end. ``T`` grows by the seconds the job held its resources; ``N`` by one per reconfiguration.
+
+**SLA accounting** (per round, from the deciding round's ``sla_report``): an admitted guaranteed job
+whose guarantee is feasible (``met``: the least shortfall ``u* = 0``) is *violated* when it does not
+run or runs below its reference throughput ``r_m``; admitted jobs whose guarantees cannot all be met
+together (``u* > 0``) count as *shortfall* rounds; guaranteed jobs beyond the quota as *unadmitted*.
+
+Metrics (``metrics.json``): those of :func:`~policyopt.sim.metrics.compute_metrics` (``avg_jct``,
+``p99_jct`` over the steady-state window, ``makespan``, ``utilization`` …) plus
+``guaranteed_avg_jct``, ``guaranteed_p99_jct``, ``best_effort_avg_jct``, ``best_effort_p99_jct`` (same
+window), ``reconfigurations``, ``migrations``, ``resumes``, ``checkpoint_seconds_lost``,
+``sla_violations``, ``sla_shortfall_rounds``, ``guaranteed_unadmitted_rounds``, ``cpu_utilization``,
+``host_mem_utilization``. Finish-time fairness uses the request: ``X_iso`` = the job's requested
+configuration a fraction ``min(1, G/(n̄·g_m))`` of the time (``G`` cluster GPUs, ``g_m`` requested).
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import InputError, UnknownNameError
+from ..mechanism import RecomputeClock
+from ..reconfig.examples import A100_NODE, GPUS_PER_NODE
+from ..reconfig.rounds import RoundDecision, reconfig_round
+from ..reconfig.spec import RECONFIGURE_MODES, CurrentConfig, NodeType, ReconfigOptions, ReconfigProblem
+from ..reconfig.trace import PRICE_PER_GPU_HOUR, JobState, trace_problem
+from .metrics import DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, steady_state_window
+from .simulator import SimResult, _progress
+from .traces import TraceJob
+
+__all__ = ["ReconfigSimConfig", "ReconfigSimulator", "simulate_reconfig", "relabel_nodes", "RESCHEDULE_MODES",
+           "REQUIRED_EXTRA", "Scheduler"]
+
+#: when a decision is taken: on arrival / completion events (rate-limited), or every round
+RESCHEDULE_MODES: tuple[str, ...] = ("events", "rounds")
+#: fields a trace job's ``extra`` must hold (what :func:`~policyopt.reconfig.transformers_trace` writes)
+REQUIRED_EXTRA: tuple[str, ...] = ("model", "node_type", "gpus", "cpus", "plan", "guaranteed", "checkpoint_seconds")
+PHASES = ("problem", "decide", "relabel", "execute")
+#: ``(problem, received share of time) -> RoundDecision``
+Scheduler = Callable[[ReconfigProblem, Mapping[str, float]], RoundDecision]
+#: one node slice of a placement: (node type index, node index, GPUs, cores, host bytes)
+NodeSlice = tuple[int, int, int, float, float]
+
+
+def _positive(name: str, v: Any, allow_zero: bool = False) -> None:
+    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and \
+        bool(np.isfinite(v)) and (v >= 0 if allow_zero else v > 0)
+    if not ok:
+        raise InputError(name, v, "must be a " + ("non-negative" if allow_zero else "positive") + " number")
+
+
+@dataclass
+class ReconfigSimConfig:
+    """Settings of a reconfiguration-aware simulation (module docstring for the semantics).
+
+    ``checkpoint_seconds``: ``δ`` for every job (None: each job's own, ``20 s + 16·P bytes / 5 GB/s``
+    from the trace). ``amortize``: also put ``δ`` in the objective (``options.round_seconds``).
+    """
+
+    policy: str = "rubick_greedy"
+    policy_options: Mapping[str, Any] = field(default_factory=dict)
+    nodes: int = 4
+    reconfigure: str = "all"
+    threshold: float = 0.97
+    round_seconds: float = 360.0
+    checkpoint_seconds: float | None = None
+    quota_fraction: float | None = 0.5
+    amortize: bool = False
+    reschedule: str = "events"
+    recompute_interval: float | None = None  # None: one round
+    charge_migrations: bool = True
+    seed: int = 0
+    window: tuple[float, float] = DEFAULT_WINDOW
+    until: str = "all"  # all | window
+    max_seconds: float | None = None
+    max_rounds: int | None = None
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if isinstance(self.nodes, bool) or not isinstance(self.nodes, (int, np.integer)) or self.nodes < 1:
+            raise InputError("nodes", self.nodes, "must be a positive integer (nodes of 8 GPUs)")
+        if self.reconfigure not in RECONFIGURE_MODES:
+            raise UnknownNameError("reconfigure", self.reconfigure, RECONFIGURE_MODES)
+        _positive("threshold", self.threshold, True)
+        if self.threshold > 1:
+            raise InputError("threshold", self.threshold, "must be in [0, 1]")
+        _positive("round_seconds", self.round_seconds)
+        if self.checkpoint_seconds is not None:
+            _positive("checkpoint_seconds", self.checkpoint_seconds, True)
+        if self.quota_fraction is not None:
+            _positive("quota_fraction", self.quota_fraction, True)
+            if self.quota_fraction > 1:
+                raise InputError("quota_fraction", self.quota_fraction, "must be in [0, 1]")
+        if self.reschedule not in RESCHEDULE_MODES:
+            raise UnknownNameError("reschedule", self.reschedule, RESCHEDULE_MODES)
+        if self.recompute_interval is not None:
+            _positive("recompute_interval", self.recompute_interval, True)
+        if "reconfigure" in self.policy_options:
+            raise InputError("policy_options.reconfigure", self.policy_options["reconfigure"],
+                             "set what may change with reconfigure (--reconfigure), not as a policy option")
+        steady_state_window(10, self.window)
+        if self.until not in ("all", "window"):
+            raise InputError("until", self.until, "must be 'all' or 'window'")
+        if self.max_seconds is not None:
+            _positive("max_seconds", self.max_seconds)
+        if self.max_rounds is not None and (isinstance(self.max_rounds, bool) or
+                                            not isinstance(self.max_rounds, (int, np.integer)) or self.max_rounds < 1):
+            raise InputError("max_rounds", self.max_rounds, "must be a positive integer")
+        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
+            raise InputError("seed", self.seed, "must be an integer")
+
+    @property
+    def options(self) -> ReconfigOptions:
+        """The ``reconfig.options`` of every round's problem."""
+        return ReconfigOptions(reconfigure=self.reconfigure, threshold=float(self.threshold),
+                               round_seconds=float(self.round_seconds) if self.amortize else None)
+
+    def to_dict(self) -> dict[str, Any]:
+        from dataclasses import asdict
+
+        return asdict(self)
+
+
+@dataclass(frozen=True)
+class _Run:
+    """What one job runs while a decision holds."""
+
+    node_type: str
+    config: str
+    plan: str
+    gpus: int
+    cpus: float
+    host: float
+    thr: float
+    reconfigured: bool
+    current: CurrentConfig | None
+    slices: tuple[NodeSlice, ...]
+
+    def where(self) -> tuple[tuple[int, int, int], ...]:
+        return tuple(sorted((s[0], s[1], s[2]) for s in self.slices))
+
+
+def relabel_nodes(prev: Mapping[Any, Sequence[NodeSlice]], new: Mapping[Any, Sequence[NodeSlice]],
+                  keep: Sequence[Any], node_gpus: Sequence[np.ndarray]) -> list[np.ndarray]:
+    """Per node type, the permutation ``π`` (new node index → relabeled index) that maximizes
+    ``Σ_{jobs k in keep} Σ_{i,j} [π(j) = i]·min(g_k,i^prev, g_k,j^new)`` — the GPUs of continuing
+    jobs that stay on the nodes they held (a linear assignment; only nodes with the same GPU count
+    are exchanged). ``node_gpus[t]`` holds the GPUs of every node of type ``t``."""
+    from scipy.optimize import linear_sum_assignment
+
+    perms = [np.arange(len(g)) for g in node_gpus]
+    rows = [(k, s[0], s[1], s[2]) for k in keep for s in prev.get(k, ())]
+    cols = [(k, s[0], s[1], s[2]) for k in keep for s in new.get(k, ())]
+    if not rows or not cols:
+        return perms
+    import pandas as pd
+
+    a = pd.DataFrame(rows, columns=["job", "type", "old", "g_old"])
+    b = pd.DataFrame(cols, columns=["job", "type", "new", "g_new"])
+    pairs = a.merge(b, on=["job", "type"])
+    for t, caps in enumerate(node_gpus):
+        sel = pairs[pairs["type"] == t]
+        if sel.empty:
+            continue
+        W = np.zeros((caps.size, caps.size))
+        np.add.at(W, (sel["old"].to_numpy(int), sel["new"].to_numpy(int)),
+                  np.minimum(sel["g_old"].to_numpy(float), sel["g_new"].to_numpy(float)))
+        W[caps[:, None] != caps[None, :]] = -1e9  # never swap nodes of different sizes
+        old, new_idx = linear_sum_assignment(W, maximize=True)
+        perm = np.empty(caps.size, np.int64)
+        perm[new_idx] = old
+        perms[t] = perm
+    return perms
+
+
+class ReconfigSimulator:
+    """Simulate a transformers trace under ``config`` (module docstring). ``scheduler`` overrides the
+    decision (default: :func:`~policyopt.reconfig.reconfig_round` with ``config.policy``)."""
+
+    def __init__(self, config: ReconfigSimConfig | None = None, *, scheduler: Scheduler | None = None,
+                 node: NodeType = A100_NODE) -> None:
+        import policyopt.reconfig  # noqa: F401  (registers rubick_greedy, synergy_like, sia_like, fluid_srpt)
+        from ..policy import get_policy
+
+        self.config = config or ReconfigSimConfig()
+        self.node = node
+        if scheduler is None:
+            policy = get_policy(self.config.policy, **dict(self.config.policy_options))
+
+            def scheduler(problem: ReconfigProblem, received: Mapping[str, float]) -> RoundDecision:
+                return reconfig_round(problem, policy, received=received)
+        self.scheduler = scheduler
+
+    # ------------------------------------------------------------------ checks
+    def _prepare(self, trace: Sequence[TraceJob]) -> list[TraceJob]:
+        cfg = self.config
+        if not trace:
+            raise InputError("trace", [], "the trace has no jobs")
+        for j in trace:
+            missing = [k for k in REQUIRED_EXTRA if k not in j.extra]
+            if missing:
+                raise InputError(f"trace[{j.id}].extra.{missing[0]}", None,
+                                 "not a transformers-trace job (see policyopt.reconfig.transformers_trace)")
+        ids = [j.id for j in trace]
+        if len(set(ids)) != len(ids):
+            raise InputError("trace[].id", next(i for i in ids if ids.count(i) > 1), "duplicate job id")
+        jobs = sorted(trace, key=lambda j: j.arrival)  # stable: ties keep the trace order
+        if cfg.checkpoint_seconds is not None:
+            jobs = [replace(j, extra={**j.extra, "checkpoint_seconds": float(cfg.checkpoint_seconds)}) for j in jobs]
+        total = cfg.nodes * GPUS_PER_NODE
+        for j in jobs:
+            if int(j.extra["gpus"]) > total:
+                raise InputError(f"trace[{j.id}].gpus", int(j.extra["gpus"]),
+                                 f"requests more GPUs than the {cfg.nodes} nodes have ({total}); use more nodes")
+        delta = np.array([float(j.extra["checkpoint_seconds"]) for j in jobs])
+        if delta.max() >= cfg.round_seconds:
+            k = int(np.argmax(delta))
+            raise InputError("round_seconds", cfg.round_seconds,
+                             f"must exceed every job's checkpoint-restore time (job {jobs[k].id}: {delta[k]:.0f} s)")
+        return jobs
+
+    # ------------------------------------------------------------------ main loop
+    def run(self, trace: Sequence[TraceJob]) -> SimResult:
+        """Simulate ``trace``; per-job / per-round / per-decision DataFrames, metrics, and the
+        per-round ``runs`` and per-node ``placements`` tables."""
+        import pandas as pd
+
+        cfg, node = self.config, self.node
+        t_wall = time.perf_counter()
+        jobs = self._prepare(trace)
+        N = len(jobs)
+        ids = [j.id for j in jobs]
+        index = {jid: i for i, jid in enumerate(ids)}
+        L = float(cfg.round_seconds)
+        interval = L if cfg.recompute_interval is None else float(cfg.recompute_interval)
+        options = cfg.options
+        G = cfg.nodes * GPUS_PER_NODE
+        cap = np.array([G, cfg.nodes * node.cpus_per_node, cfg.nodes * node.host_mem_per_node], float)
+        node_gpus = [np.full(cfg.nodes, GPUS_PER_NODE, np.int64)]
+
+        arrival = np.array([j.arrival for j in jobs], float)
+        steps = np.array([j.steps for j in jobs], float)
+        delta = np.array([float(j.extra["checkpoint_seconds"]) for j in jobs])
+        req_gpus = np.array([int(j.extra["gpus"]) for j in jobs], np.int64)
+        guaranteed = np.array([bool(j.extra["guaranteed"]) for j in jobs])
+        p0 = trace_problem(jobs, 0.0, nodes=cfg.nodes, node=node, quota_fraction=cfg.quota_fraction, options=options)
+        ref = np.array([jb.throughputs[node.name] for jb in p0.jobs], float)  # r_m, steps/s of the request
+
+        done = np.zeros(N)
+        run_s = np.zeros(N)  # T of the rule: seconds holding resources
+        n_rec = np.zeros(N, np.int64)
+        n_mig = np.zeros(N, np.int64)
+        n_res = np.zeros(N, np.int64)
+        n_pre = np.zeros(N, np.int64)
+        n_runs = np.zeros(N, np.int64)
+        first = np.full(N, np.nan)
+        finish = np.full(N, np.nan)
+        overhead = np.zeros(N)
+        compute = np.zeros(N)
+        attained = np.zeros(N)
+        cost = np.zeros(N)
+        ran_last = np.zeros(N, bool)
+        current: list[CurrentConfig | None] = [None] * N
+        held: dict[int, _Run] = {}
+        sla: list[tuple[int, float, bool, bool]] = []  # (job, required, admitted, met) of the last decision
+        space_mode = cfg.reconfigure
+
+        timings = {p: 0.0 for p in PHASES}
+        round_rows: list[tuple] = []
+        run_rows: list[tuple] = []
+        place_rows: list[tuple] = []
+        decision_rows: list[tuple] = []
+        clock = RecomputeClock(interval)
+        active: list[int] = []
+        nxt = 0
+        t = float(arrival[0])
+        t0 = t
+        horizon = np.inf if cfg.max_seconds is None else t0 + float(cfg.max_seconds)
+        lo, hi = steady_state_window(N, cfg.window)
+        rounds = 0
+        stalled = False
+        bar = _progress(N, cfg.progress)
+        try:
+            while True:
+                while nxt < N and arrival[nxt] <= t + 1e-9:
+                    active.append(nxt)
+                    clock.note("arrival", float(arrival[nxt]), ids[nxt])
+                    nxt += 1
+                if cfg.until == "window" and np.isfinite(finish[lo:hi]).all():
+                    break
+                if t >= horizon or (cfg.max_rounds is not None and rounds >= cfg.max_rounds):
+                    break
+                if not active:
+                    if nxt >= N:
+                        break
+                    round_rows.append((t, float(arrival[nxt]) - t, 0, 0, False, *([0.0] * 5), *([0] * 6), 0.0))
+                    t = float(arrival[nxt])
+                    continue
+                # ---- decision (or keep the last one)
+                decided = cfg.reschedule == "rounds" or not held or clock.due(t + 1e-6 * L)
+                if decided:
+                    r0 = time.perf_counter()
+                    states = {ids[i]: JobState(float(done[i]), float(run_s[i]), int(n_rec[i]), current[i])
+                              for i in active}
+                    problem = trace_problem([jobs[i] for i in active], t, nodes=cfg.nodes, node=node, states=states,
+                                            quota_fraction=cfg.quota_fraction, options=options)
+                    received = {ids[i]: float(run_s[i] / max(t - arrival[i], L)) for i in active}
+                    r1 = time.perf_counter()
+                    dec = self.scheduler(problem, received)
+                    r2 = time.perf_counter()
+                    new = self._runs(dec, index)
+                    keep = [k for k in new if k in held and ran_last[k] and not new[k].reconfigured]
+                    perms = relabel_nodes({k: held[k].slices for k in keep}, {k: r.slices for k, r in new.items()},
+                                          keep, node_gpus)
+                    new = {k: replace(r, slices=tuple((s[0], int(perms[s[0]][s[1]]), *s[2:]) for s in r.slices))
+                           for k, r in new.items()}
+                    migrated = {k for k in keep if new[k].where() != held[k].where()}
+                    r3 = time.perf_counter()
+                    clock.mark_recomputed(t)
+                    held = new
+                    sla = [(index[e["job"]], float(e["required"]), bool(e["admitted"]), bool(e["met"]))
+                           for e in dec.sla_report]
+                    space_mode = str(getattr(dec.space, "reconfigure", space_mode))
+                    solve_s = float(dec.result.timings.total)
+                    decision_rows.append((t, len(active), str(dec.result.status), r1 - r0, r2 - r1, solve_s,
+                                          dec.result.objective, len(held), r3 - r2))
+                    timings["problem"] += r1 - r0
+                    timings["decide"] += r2 - r1
+                    timings["relabel"] += r3 - r2
+                else:
+                    migrated = set()
+                # ---- execution
+                e0 = time.perf_counter()
+                R = np.array(sorted(held), np.int64)
+                thr = np.array([held[k].thr for k in R.tolist()], float)
+                gpus = np.array([held[k].gpus for k in R.tolist()], float)
+                cpus = np.array([held[k].cpus for k in R.tolist()], float)
+                host = np.array([held[k].host for k in R.tolist()], float)
+                rec = np.array([decided and held[k].reconfigured for k in R.tolist()], bool)
+                mig = np.isin(R, list(migrated)) & bool(cfg.charge_migrations)
+                res = (run_s[R] > 0) & ~ran_last[R]
+                pay = np.minimum(np.where(rec | mig | res, delta[R], 0.0), L)
+                usable = L - pay
+                left = steps[R] - done[R]
+                fin = (thr > 0) & (left <= thr * usable)
+                need = np.where(fin, left / np.where(thr > 0, thr, 1.0), usable)
+                occupied = np.where(fin, pay + need, L)
+                progress = np.where(fin, left, thr * usable)
+                T_before, N_before = run_s[R].copy(), n_rec[R].copy()
+                first[R] = np.where(np.isnan(first[R]), t, first[R])
+                done[R] = np.where(fin, steps[R], done[R] + progress)
+                finish[R[fin]] = t + pay[fin] + need[fin]
+                run_s[R] += occupied
+                n_rec[R] += rec
+                n_mig[R] += mig
+                n_res[R] += res
+                n_runs[R] += 1
+                overhead[R] += pay
+                compute[R] += need
+                attained[R] += gpus * occupied
+                cost[R] += gpus * occupied / 3600.0 * PRICE_PER_GPU_HOUR
+                A = np.array(active, np.int64)
+                stopped = A[ran_last[A] & ~np.isin(A, R)]
+                n_pre[stopped] += 1
+                ran_last[A] = np.isin(A, R)
+                for i in A.tolist():
+                    current[i] = held[i].current if i in held else None
+                viol = short = unadm = 0
+                for m, required, admitted, met in sla:
+                    if not np.isnan(finish[m]) and finish[m] <= t:
+                        continue  # finished in an earlier round
+                    below = m not in held or held[m].thr < required * (1 - 1e-6)
+                    viol += admitted and met and below
+                    short += admitted and not met and below
+                    unadm += not admitted
+                for q, k in enumerate(R.tolist()):
+                    r = held[k]
+                    run_rows.append((t, ids[k], decided, r.node_type, r.config, r.plan, r.gpus, r.cpus, r.host,
+                                     ";".join(str(s[1]) for s in r.slices), r.thr, float(ref[k]), bool(rec[q]),
+                                     bool(mig[q]), bool(res[q]), float(pay[q]), float(need[q]), float(progress[q]),
+                                     float(T_before[q]), int(N_before[q]), float(delta[k])))
+                    place_rows.extend((t, ids[k], r.node_type, s[1], s[2], s[3], s[4]) for s in r.slices)
+                round_rows.append((t, L, len(active), int(R.size), decided, float((gpus * occupied).sum()),
+                                   float((gpus * need).sum()), float((cpus * occupied).sum()),
+                                   float((host * occupied).sum()), float(np.sum(progress / (L * ref[R]))),
+                                   int(rec.sum()), int(mig.sum()), int(res.sum()), int(viol), int(short), int(unadm),
+                                   float(pay.sum())))
+                # ---- completions
+                gone = R[fin]
+                for k in gone.tolist():
+                    clock.note("completion", float(finish[k]), ids[k])
+                    del held[k]
+                if gone.size:
+                    active = [a for a in active if a not in set(gone.tolist())]
+                    bar.update(int(gone.size))
+                timings["execute"] += time.perf_counter() - e0
+                rounds += 1
+                t_next = t + L
+                if decided and R.size == 0:  # the policy runs nothing: only an arrival can change that
+                    if nxt >= N:
+                        stalled = True
+                        t = t_next
+                        break
+                    t_next = max(t_next, float(arrival[nxt]))
+                    held = {}
+                    if t_next > t + L:
+                        round_rows.append((t + L, t_next - t - L, len(active), 0, False, *([0.0] * 5), *([0] * 6),
+                                           0.0))
+                t = t_next
+                bar.set_postfix_str(f"t={(t - t0) / 3600:.1f}h active={len(active)}", refresh=False)
+        finally:
+            bar.close()
+        return self._result(jobs, ref, req_gpus, guaranteed, delta, steps, arrival, done, first, finish, n_runs,
+                            compute, overhead, attained, n_rec, n_mig, n_pre, n_res, cost, round_rows, run_rows,
+                            place_rows, decision_rows, timings, t, t0, rounds, stalled, space_mode, cap, t_wall, pd)
+
+    # ------------------------------------------------------------------ pieces
+    @staticmethod
+    def _runs(dec: RoundDecision, index: Mapping[str, int]) -> dict[int, _Run]:
+        """Per running job (simulator index): configuration, throughput and per-node slices."""
+        space = dec.space
+        labels = space.jobs.labels.tolist()
+        cfg_labels = space.configs.labels
+        types = space.worker_types.labels
+        out: dict[int, _Run] = {}
+        for m, p in dec.assignment.placements.items():
+            jid = str(labels[m])
+            d = dec.jobs[jid]
+            if not d.running or d.plan is None:
+                continue
+            slices = tuple((int(p.node_type), int(nd), int(g), float(c), float(h))
+                           for nd, g, c, h in zip(p.nodes, p.gpus, p.cpus, p.host))
+            out[index[jid]] = _Run(str(types[p.node_type]), str(cfg_labels[p.col]) + ("|spread" if p.spread else ""),
+                                   d.plan.label, int(d.gpus), float(sum(p.cpus)), float(sum(p.host)),
+                                   float(d.throughput), bool(d.reconfigured), d.current(), slices)
+        return out
+
+    def _result(self, jobs: Sequence[TraceJob], ref: np.ndarray, req_gpus: np.ndarray, guaranteed: np.ndarray,
+                delta: np.ndarray, steps: np.ndarray, arrival: np.ndarray, done: np.ndarray, first: np.ndarray,
+                finish: np.ndarray, n_runs: np.ndarray, compute: np.ndarray, overhead: np.ndarray,
+                attained: np.ndarray, n_rec: np.ndarray, n_mig: np.ndarray, n_pre: np.ndarray, n_res: np.ndarray,
+                cost: np.ndarray, round_rows: list[tuple], run_rows: list[tuple], place_rows: list[tuple],
+                decision_rows: list[tuple], timings: dict[str, float], t: float, t0: float, rounds: int, stalled: bool,
+                space_mode: str, cap: np.ndarray, t_wall: float, pd: Any) -> SimResult:
+        cfg = self.config
+        N = len(jobs)
+        lo, hi = steady_state_window(N, cfg.window)
+        jct = finish - arrival
+        nbar = average_contention(arrival, finish)
+        thr_iso = isolated_throughput(ref[:, None], req_gpus.astype(float), np.array([cap[0]]),
+                                      np.nan_to_num(nbar, nan=1.0))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            iso_jct = steps / np.where(thr_iso > 0, thr_iso, np.nan)
+            rho = np.where(np.isfinite(jct), jct / iso_jct, np.nan)
+        e = [j.extra for j in jobs]
+        job_df = pd.DataFrame({
+            "id": [j.id for j in jobs], "arrival": arrival, "job_type": [x["model"] for x in e],
+            "scale_factor": req_gpus, "model": [x["model"] for x in e], "entity": [j.entity for j in jobs],
+            "guaranteed": guaranteed, "gpus": req_gpus, "cpus": [int(x["cpus"]) for x in e],
+            "plan": [_plan_label(x["plan"]) for x in e], "reference_throughput": ref, "steps": steps,
+            "steps_done": done, "weight": [j.weight for j in jobs], "slo_seconds": np.full(N, np.nan),
+            "checkpoint_seconds": delta, "first_start": first, "finish": finish, "jct": jct, "rounds_run": n_runs,
+            "compute_seconds": compute, "overhead_seconds": overhead, "attained_gpu_seconds": attained,
+            "reconfigurations": n_rec, "migrations": n_mig, "preemptions": n_pre, "resumes": n_res, "cost": cost,
+            "avg_contention": nbar, "isolated_jct": iso_jct, "rho": rho,
+            "in_window": (np.arange(N) >= lo) & (np.arange(N) < hi)})
+        rounds_df = pd.DataFrame(round_rows, columns=[
+            "start", "length", "active_jobs", "running_jobs", "decided", "busy_gpu_seconds", "compute_gpu_seconds",
+            "busy_cpu_seconds", "busy_host_byte_seconds", "norm_throughput", "reconfigurations", "migrations",
+            "resumes", "sla_violations", "sla_shortfall", "guaranteed_unadmitted", "checkpoint_seconds"])
+        rounds_df["available_gpus"] = int(cap[0])
+        length = rounds_df["length"].to_numpy(float)
+        rounds_df["utilization"] = rounds_df["busy_gpu_seconds"] / (cap[0] * length)
+        rounds_df["cpu_utilization"] = rounds_df["busy_cpu_seconds"] / (cap[1] * length)
+        rounds_df["host_mem_utilization"] = rounds_df["busy_host_byte_seconds"] / (cap[2] * length)
+        rec_df = pd.DataFrame(decision_rows, columns=["time", "jobs", "status", "problem_seconds", "recompute_seconds",
+                                                      "policy_seconds", "objective", "running", "relabel_seconds"])
+        runs_df = pd.DataFrame(run_rows, columns=[
+            "round_start", "job", "decided", "node_type", "config", "plan", "gpus", "cpus", "host_bytes", "nodes",
+            "throughput", "reference_throughput", "reconfigured", "migrated", "resumed", "overhead_seconds",
+            "compute_seconds", "steps", "trained_seconds_before", "reconfigurations_before", "checkpoint_seconds"])
+        place_df = pd.DataFrame(place_rows, columns=["round_start", "job", "node_type", "node", "gpus", "cpus",
+                                                     "host_bytes"])
+        wall = time.perf_counter() - t_wall
+        timings["total"] = wall
+        timings["other"] = wall - sum(timings[p] for p in PHASES)
+        span = float(length.sum())
+        win = np.zeros(N, bool)
+        win[lo:hi] = True
+
+        def stats(mask: np.ndarray) -> tuple[float | None, float | None]:
+            x = jct[mask & win & np.isfinite(jct)]
+            return (float(x.mean()), float(np.percentile(x, 99))) if x.size else (None, None)
+
+        g_avg, g_p99 = stats(guaranteed)
+        b_avg, b_p99 = stats(~guaranteed)
+        extra = {
+            "policy": cfg.policy, "policy_kind": "reconfig", "generator": "transformers",
+            "cluster": {self.node.name: int(cap[0])}, "nodes": cfg.nodes,
+            "node": {"gpus": GPUS_PER_NODE, "cpus": self.node.cpus_per_node,
+                     "host_mem_bytes": self.node.host_mem_per_node},
+            "reconfigure": cfg.reconfigure, "space_mode": space_mode, "threshold": cfg.threshold,
+            "round_seconds": cfg.round_seconds, "reschedule": cfg.reschedule,
+            "recompute_interval": cfg.round_seconds if cfg.recompute_interval is None else cfg.recompute_interval,
+            "checkpoint_seconds": cfg.checkpoint_seconds, "quota_fraction": cfg.quota_fraction,
+            "seed": int(cfg.seed), "stalled": stalled, "simulated_seconds": t - t0, "wall_seconds": wall,
+            "phase_seconds": dict(timings), "decisions": len(rec_df), "executed_rounds": rounds,
+            "num_guaranteed": int(guaranteed.sum()), "num_best_effort": int((~guaranteed).sum()),
+            "guaranteed_avg_jct": g_avg, "guaranteed_p99_jct": g_p99,
+            "best_effort_avg_jct": b_avg, "best_effort_p99_jct": b_p99,
+            "reconfigurations": int(n_rec.sum()), "resumes": int(n_res.sum()),
+            "checkpoint_seconds_lost": float(overhead.sum()),
+            "sla_violations": int(rounds_df["sla_violations"].sum()),
+            "sla_shortfall_rounds": int(rounds_df["sla_shortfall"].sum()),
+            "guaranteed_unadmitted_rounds": int(rounds_df["guaranteed_unadmitted"].sum()),
+            "cpu_utilization": float(rounds_df["busy_cpu_seconds"].sum() / (cap[1] * span)) if span > 0 else None,
+            "host_mem_utilization": (float(rounds_df["busy_host_byte_seconds"].sum() / (cap[2] * span))
+                                     if span > 0 else None),
+        }
+        metrics = compute_metrics(job_df, rounds_df, rec_df, window=cfg.window,
+                                  available_gpu_seconds=float(cap[0] * span), extra=extra)
+        cluster = {self.node.name: int(cap[0])}
+        return SimResult(cfg, cluster, job_df, rounds_df, rec_df, metrics, timings, runs_df,  # type: ignore[arg-type]
+                         tables={"placements": place_df})
+
+
+def _plan_label(plan: Mapping[str, Any]) -> str:
+    from ..perfmodel import Plan
+
+    return Plan(**dict(plan)).label
+
+
+def simulate_reconfig(trace: Sequence[TraceJob], config: ReconfigSimConfig | None = None,
+                      **overrides: Any) -> SimResult:
+    """Run one simulation: ``simulate_reconfig(transformers_trace(20, 4.0, seed=1), policy="fluid_srpt",
+    nodes=2, reconfigure="all")``."""
+    if config is None:
+        config = ReconfigSimConfig(**overrides)
+    elif overrides:
+        config = replace(config, **overrides)
+    return ReconfigSimulator(config).run(trace)
