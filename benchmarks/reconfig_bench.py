@@ -3,6 +3,7 @@ timings (512 jobs / 64 nodes; 4,096 jobs with POP).
 
     python benchmarks/reconfig_bench.py                 # everything (about 15 minutes on 2 cores)
     python benchmarks/reconfig_bench.py --parts example,round,timing
+    python benchmarks/reconfig_bench.py --parts pop     # 4,096 jobs / 512 nodes, POP k = 4, 8, 16
     python benchmarks/reconfig_bench.py --output reconfig.json
 
 Parts:
@@ -13,15 +14,25 @@ Parts:
   allocation each method runs, jobs running, GPUs used, guarantees met;
 * ``sim`` — fluid round simulations (:func:`policyopt.reconfig.simulate_fluid`) of a static batch and
   of a Poisson trace: average / p99 JCT, makespan, guaranteed and best-effort JCT, reconfigurations;
-* ``timing`` — seconds per allocation for 512 jobs on 64 nodes (space, LP, rounding; greedy), and
-  4,096 jobs on 512 nodes without and with POP (k = 8).
+* ``timing`` — seconds per allocation for 512 jobs on 64 nodes (space, LP, rounding; greedy);
+* ``pop`` — 4,096 jobs on 512 nodes unpartitioned vs POP (``policyopt.pop.pop``) with k = 4, 8, 16:
+  whole-solve seconds sequential and parallel, the sub-problem phase alone (sum of the sub-problems'
+  seconds in one process; wall seconds of the parallel phase), the slowest sub-problem, quality
+  (objective / the unpartitioned objective; both sum-combined objectives are Σ over jobs), rows of
+  the *full* problem's space the merged allocation violates (0 expected) and guaranteed SLAs met,
+  counted on the full space's SLA rows. The 1-minute load average and the parallel capacity
+  (``pop_bench.parallel_capacity``: work of 2 concurrent processes / work of 1; 2.0 on two idle
+  cores) are printed — the development machine's 2 cores are shared.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
+import sys
 import time
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -29,8 +40,12 @@ import numpy as np
 from policyopt import get_policy
 from policyopt.reconfig import MultiResourceSpace, two_job_example
 from policyopt.reconfig.placement import integralize
-from policyopt.reconfig.pop_support import reconfig_pop
+from policyopt.pop import pop
+from policyopt.reconfig.pop_support import allocation_array
 from policyopt.reconfig.trace import simulate_fluid, trace_problem, transformers_trace
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from pop_bench import parallel_capacity  # noqa: E402  (the POP part's machine probe)
 
 METHODS: list[tuple[str, str, dict[str, Any]]] = [
     ("LP fluid_srpt", "fluid_srpt", {}),
@@ -148,25 +163,93 @@ def part_timing(repeat: int) -> dict[str, Any]:
             rows.append({"case": "512 jobs / 64 nodes", "step": "rounding + placement + fill", "seconds": t_r, "size": ""})
     t, _ = _time(lambda: get_policy("rubick_greedy").solve(p), 1)
     rows.append({"case": "512 jobs / 64 nodes", "step": "rubick_greedy solve()", "seconds": t, "size": ""})
-    big = trace_problem(transformers_trace(4096, static=True, seed=22), nodes=512)
-    t, res = _time(lambda: get_policy("fluid_srpt").solve(big), 1)
-    rows.append({"case": "4096 jobs / 512 nodes", "step": "fluid_srpt, no POP", "seconds": t,
-                 "size": f"LP {res.timings.solve:.3f} s"})
-    for parallel in (False, True):
-        pol = reconfig_pop(get_policy("fluid_srpt"), 8, 0, parallel=parallel)
-        t, r2 = _time(lambda: pol.solve(big), 1)
-        pinfo = r2.extra["pop"]
-        rows.append({"case": "4096 jobs / 512 nodes", "step": f"fluid_srpt, POP k={pinfo['k']} "
-                     f"({'parallel, ' + str(pinfo['workers']) + ' workers' if parallel else 'sequential'})",
-                     "seconds": t, "size": f"objective {r2.objective:.4g} vs {res.objective:.4g} unpartitioned"})
     print("## Time per allocation\n")
     print(table(rows, ["case", "step", "seconds", "size"]), "\n")
     return {"rows": rows}
 
 
+# ---------------------------------------------------------------------------------------- POP
+POP_POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "fluid_srpt": ("fluid_srpt", {}),
+    "max_sum_throughput": ("max_sum_throughput", {"normalize": True}),
+    "max_min_fairness": ("max_min_fairness", {}),
+}
+
+
+def _pop_quality(space: MultiResourceSpace, allocation: dict[str, dict[str, float]]) -> tuple[int, str]:
+    """Violated rows of the full space (job time, GPUs, cores, host memory, quotas) and guaranteed
+    SLAs met (admitted jobs whose full-space SLA row holds) of an allocation."""
+    X = allocation_array(space, allocation)
+    viol = len(space._violations(X, sla=False))
+    share = space.sla_matrix() @ X.ravel()
+    met = int(np.sum(share >= space.sla_target - 1e-6))
+    return viol, f"{met}/{space.sla_jobs.size}"
+
+
+def part_pop(jobs: int, nodes: int, ks: list[int], policies: list[str], repeat: int, seed: int = 22
+             ) -> dict[str, Any]:
+    """Unpartitioned vs POP (module docstring). Timings: the fastest of ``repeat`` runs, sequential
+    and parallel runs alternating so both see the same background load."""
+    load0, cap0 = os.getloadavg()[0], parallel_capacity()
+    big = trace_problem(transformers_trace(jobs, static=True, seed=seed), nodes=nodes)
+    space = MultiResourceSpace(big)  # the full space, to evaluate merged allocations (not timed)
+    rows = []
+    for name in policies:
+        pname, opts = POP_POLICIES[name]
+        policy = get_policy(pname, **opts)
+        policy.solve(big)  # warm-up: per-model configuration grids are cached per process
+        t_full, full = np.inf, None
+        for _ in range(repeat):
+            t0 = time.perf_counter()
+            full = policy.solve(big)
+            t_full = min(t_full, time.perf_counter() - t0)
+        assert full is not None
+        viol, met = _pop_quality(space, full.allocation)
+        rows.append({"policy": name, "k": "-", "sequential s": t_full, "parallel s": "", "sub-problems seq s": "",
+                     "sub-problems par s": "", "slowest sub-problem s": "", "objective": full.objective,
+                     "quality": 1.0, "violations": viol, "SLAs met": met, "k_reason": ""})
+        print(f"  {name} unpartitioned: {t_full:.3f} s", flush=True)
+        for k in ks:
+            best = {"seq": np.inf, "par": np.inf, "seq_phase": np.inf, "par_phase": np.inf}
+            part_s = np.full(k, np.inf)
+            res = None
+            for _ in range(repeat):
+                for parallel in (True, False):
+                    t0 = time.perf_counter()
+                    r = pop(policy, k, 0, parallel=parallel).solve(big)
+                    dt = time.perf_counter() - t0
+                    info = r.extra["pop"]
+                    if parallel:
+                        best["par"] = min(best["par"], dt)
+                        best["par_phase"] = min(best["par_phase"], info["parallel_seconds"] or np.inf)
+                    else:
+                        best["seq"] = min(best["seq"], dt)
+                        best["seq_phase"] = min(best["seq_phase"], info["sequential_seconds"])
+                        secs = np.asarray(info["partition_seconds"])
+                        part_s = np.minimum(part_s[: secs.size], secs)
+                        res = r
+            assert res is not None
+            info = res.extra["pop"]
+            viol, met = _pop_quality(space, res.allocation)
+            rows.append({"policy": name, "k": info["k"], "sequential s": best["seq"], "parallel s": best["par"],
+                         "sub-problems seq s": best["seq_phase"], "sub-problems par s": best["par_phase"],
+                         "slowest sub-problem s": float(part_s.max()), "objective": res.objective,
+                         "quality": (res.objective / full.objective) if full.objective else "",
+                         "violations": viol, "SLAs met": met, "k_reason": info["k_reason"] or ""})
+            print(f"  {name} k={k}: sequential {best['seq']:.3f} s, parallel {best['par']:.3f} s", flush=True)
+    load1, cap1 = os.getloadavg()[0], parallel_capacity()
+    print(f"\n## POP: {jobs} jobs on {nodes} nodes ({nodes * 8} GPUs), fastest of {repeat}; load average "
+          f"{load0:.2f} before, {load1:.2f} after, {os.cpu_count()} CPUs; parallel capacity (work of 2 "
+          f"concurrent processes / work of 1) {cap0:.2f} before, {cap1:.2f} after\n")
+    print(table(rows, ["policy", "k", "sequential s", "parallel s", "sub-problems seq s", "sub-problems par s",
+                       "slowest sub-problem s", "quality", "violations", "SLAs met"]), "\n")
+    return {"jobs": jobs, "nodes": nodes, "repeat": repeat, "load_before": load0, "load_after": load1,
+            "capacity_before": cap0, "capacity_after": cap1, "rows": rows}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("--parts", default="example,round,sim,timing")
+    ap.add_argument("--parts", default="example,round,sim,timing,pop")
     ap.add_argument("--round-jobs", type=int, default=96)
     ap.add_argument("--round-nodes", type=int, default=8)
     ap.add_argument("--sim-jobs", type=int, default=40)
@@ -175,6 +258,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--round-seconds", type=float, default=1800.0)
     ap.add_argument("--seed", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pop-jobs", type=int, default=4096)
+    ap.add_argument("--pop-nodes", type=int, default=512)
+    ap.add_argument("--pop-ks", default="4,8,16")
+    ap.add_argument("--pop-policies", default="fluid_srpt,max_sum_throughput",
+                    help=f"comma-separated, of {', '.join(POP_POLICIES)}")
+    ap.add_argument("--pop-repeat", type=int, default=1)
     ap.add_argument("--output", default=None, help="write every table as JSON")
     a = ap.parse_args(argv)
     parts = set(a.parts.split(","))
@@ -188,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
         out["sim_poisson"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, a.rate, a.round_seconds)
     if "timing" in parts:
         out["timing"] = part_timing(a.repeat)
+    if "pop" in parts:
+        out["pop"] = part_pop(a.pop_jobs, a.pop_nodes, [int(k) for k in a.pop_ks.split(",")],
+                              a.pop_policies.split(","), a.pop_repeat)
     if a.output:
         with open(a.output, "w") as f:
             json.dump(out, f, indent=2, default=str)

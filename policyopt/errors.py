@@ -48,6 +48,9 @@ class InputError(PolicyOptError, ValueError):
         self.problem = problem
         super().__init__(f"{field}: {problem} (got {_short(value)})")
 
+    def __reduce__(self) -> tuple[Any, ...]:  # picklable: errors cross process boundaries (POP, executor)
+        return (InputError, (self.field, self.value, self.problem))
+
 
 class UnknownNameError(InputError, KeyError):
     """A name (policy, solver, worker type, job id, ...) that is not known."""
@@ -57,6 +60,9 @@ class UnknownNameError(InputError, KeyError):
         shown = ", ".join(known_list[:20]) + (" ..." if len(known_list) > 20 else "")
         super().__init__(field, value, f"unknown name; known: {shown or '(none)'}")
         self.known = known_list
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (UnknownNameError, (self.field, self.value, self.known))
 
     def __str__(self) -> str:  # KeyError would otherwise quote the message
         return Exception.__str__(self)
@@ -71,10 +77,14 @@ class AlignmentError(ModelingError):
 
     def __init__(self, dim: str, left: Iterable[Any], right: Iterable[Any]) -> None:
         lhs, rhs = list(left), list(right)
+        self._args = (dim, lhs, rhs)
         super().__init__(
             f"dimension {dim!r} has different labels on the two operands: "
             f"{_short(lhs)} vs {_short(rhs)}; reindex explicitly before combining"
         )
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (AlignmentError, self._args)
 
 
 class SolverError(PolicyOptError, RuntimeError):

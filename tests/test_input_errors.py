@@ -172,3 +172,16 @@ def test_cli_missing_optional_dependency_is_one_line(monkeypatch, capsys) -> Non
     assert cli.main(["policies"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "policyopt[torch]" in err
+
+
+def test_errors_survive_pickling() -> None:
+    """Errors cross process boundaries (POP workers, executor): type, field, value and message kept."""
+    import pickle
+
+    from policyopt.errors import AlignmentError, UnknownNameError
+
+    for err in (InputError("jobs[3].throughputs.v100", float("nan"), "must be finite"),
+                UnknownNameError("policy", "nope", ["a", "b"]), AlignmentError("jobs", ["a"], ["b"])):
+        back = pickle.loads(pickle.dumps(err))
+        assert type(back) is type(err) and str(back) == str(err)
+        assert getattr(back, "field", None) == getattr(err, "field", None)

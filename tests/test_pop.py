@@ -1,15 +1,20 @@
 """POP: capacity split, balanced stratified seeded partitions, routing of big jobs / capping k,
 stable partitions across rounds, cluster-wide normalizers, pairs only within groups, merging,
-parallel = sequential, and the CLI's result JSON."""
+parallel = sequential, and the CLI's result JSON — for plain problems and, through the same
+``pop``, for reconfigurable ones (rows of the full multi-resource space, SLAs, quotas, labels)."""
 from __future__ import annotations
 
 import json
+import pickle
+import subprocess
+import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from policyopt import Cluster, Colocation, Job, Problem, get_policy
+from policyopt import Cluster, Colocation, Job, Policy, Problem, get_policy
 from policyopt.allocation import AllocationSpace
 from policyopt.cli import main
 from policyopt.errors import InputError
@@ -204,3 +209,192 @@ def test_groups_that_empty_out_between_rounds_are_skipped() -> None:
     assert res.ok and set(res.allocation) == {j.id for j in fewer.jobs}
     assert sorted(res.extra["pop"]["group_sizes"]) == [0, 0, 1, 1]
     assert res.extra["pop"]["partition_seconds"].count(0.0) == 2
+
+
+# ---------------------------------------------------------------------------------------- reconfig
+# One `pop` handles ReconfigProblem through its adapter (policyopt/reconfig/pop_support.py).
+def reconfig_problem(n: int = 80, nodes: int = 16, quota: float = 0.3, seed: int = 7, max_gpus: int = 16) -> Any:
+    from policyopt.reconfig.trace import trace_problem, transformers_trace
+
+    return trace_problem(transformers_trace(n, static=True, seed=seed, max_gpus=max_gpus), nodes=nodes,
+                         quota_fraction=quota)
+
+
+@pytest.fixture(scope="module")
+def rc() -> dict[str, Any]:
+    """80 transformer jobs on 16 nodes (128 GPUs), tenant 'prod' (guaranteed jobs) with a 30% quota
+    that binds; the full problem's space and full LP; POP k = 4 sequential and parallel."""
+    from policyopt.reconfig import MultiResourceSpace
+
+    prob = reconfig_problem()
+    policy = get_policy("max_sum_throughput", normalize=True)  # Σ_m thr(m)/r_m
+    seq = pop(policy, 4, 0, parallel=False).solve(prob)
+    par = pop(policy, 4, 0).solve(prob)
+    return {"prob": prob, "full": MultiResourceSpace(prob), "seq": seq, "par": par, "full_res": policy.solve(prob)}
+
+
+def test_reconfig_merged_allocation_satisfies_every_row_of_the_full_space(rc: dict[str, Any]) -> None:
+    from policyopt.reconfig.pop_support import allocation_array
+
+    prob, full, res = rc["prob"], rc["full"], rc["seq"]
+    assert res.ok and res.extra["pop"]["k"] == 4 and res.extra["pop"]["mode"] == "sequential"
+    # labels map back to jobs: every job, every label a configuration the full space allows that job
+    assert list(res.allocation) == prob.job_ids
+    X = allocation_array(full, res.allocation)
+    for jid, alloc in res.allocation.items():
+        row = full.jobs.position(jid)
+        assert all(full.single_mask[row, full.configs.position(c)] for c in alloc)
+        assert all("|g" in c for c in alloc)  # multi-resource configurations, not plain worker types
+    # every row: job time, GPUs, cores and host memory per node type, the tenant's quota, SLAs
+    assert {"a100.cpus", "a100.host_mem_gib", "quota.prod.gpus", "quota.prod.cpus"} <= set(full.resources.labels)
+    assert full.check(X) == []
+    use = full.usage(X)
+    assert use["quota.prod.gpus"] >= 0.99 * full.resource_limits[full.resources.position("quota.prod.gpus")]  # binds
+    # POP's merged allocation is feasible for the full LP, so its (summed) objective cannot beat it
+    assert res.objective == pytest.approx(float(np.sum(full.throughput_values(X) / full.ref_thr)), rel=1e-6)
+    assert 0.95 * rc["full_res"].objective <= res.objective <= rc["full_res"].objective * (1 + 1e-7)
+    # the parallel run (forked workers) gives the same allocation
+    assert rc["par"].extra["pop"]["mode"] == "parallel" and rc["par"].allocation == res.allocation
+
+
+def test_reconfig_slas_met_or_shortfall_reported(rc: dict[str, Any]) -> None:
+    prob, full, res = rc["prob"], rc["full"], rc["seq"]
+    from policyopt.reconfig.pop_support import allocation_array
+
+    guaranteed = [j for j in prob.job_ids if prob.reconfig.jobs[j].guaranteed]
+    report = {r["job"]: r for r in res.extra["sla_report"]}
+    assert sorted(report) == sorted(guaranteed)
+    # admission is the full problem's: same admitted jobs as the full space
+    admitted = {str(full.jobs.labels[m]) for m in full.sla_jobs}
+    assert {j for j, r in report.items() if r["admitted"]} == admitted
+    assert 0 < len(admitted) < len(guaranteed)  # some guaranteed jobs exceed the quota: queued
+    assert all("quota" in r["reason"] for j, r in report.items() if not r["admitted"])
+    # an admitted job's report says met exactly when its SLA row of the FULL space holds
+    X = allocation_array(full, res.allocation)
+    share = full.sla_matrix() @ X.ravel()
+    for k, m in enumerate(full.sla_jobs.tolist()):
+        r = report[str(full.jobs.labels[m])]
+        assert r["met"] == bool(share[k] >= full.sla_target[k] - 1e-6), r
+        assert r["met"] or "reason" in r
+    info = res.extra["pop"]["sla"]
+    assert info["guaranteed"] == len(guaranteed) and info["admitted_full"] == len(admitted)
+    assert info["not_met"] == [j for j, r in report.items() if r["admitted"] and not r["met"]]
+    assert full.sla_feasible and info["met"] == len(admitted)  # feasible in the full problem: all met
+
+
+def test_reconfig_groups_split_quotas_and_admit_exactly_their_share(rc: dict[str, Any]) -> None:
+    from policyopt.pop import pop_adapter
+    from policyopt.reconfig import MultiResourceSpace
+
+    prob, full = rc["prob"], rc["full"]
+    adapter = pop_adapter(prob)
+    part = PopState(4, 0).update(prob, adapter)
+    members = part.members(prob)
+    subs = [adapter.sub_problem(part, members[p], p) for p in range(part.k)]
+    # the admitted guarantees are dealt as one block by size: groups' GPU requests within one request
+    adm = adapter.admitted
+    per_group = np.array([adapter.request[m[adm[m]], 0].sum() for m in members])
+    assert per_group.max() - per_group.min() <= adapter.request[adm, 0].max()
+    q = prob.reconfig.quotas["prod"]
+    for res_name in ("gpus", "cpus", "host_mem"):
+        total = sum(getattr(s.reconfig.quotas["prod"], res_name) for s in subs)
+        assert total == pytest.approx(getattr(q, res_name), rel=1e-9)
+    admitted_full = {str(full.jobs.labels[m]) for m in full.sla_jobs}
+    for s in subs:
+        sp = MultiResourceSpace(s)
+        assert s.nodes("a100") == int(s.nodes("a100"))  # whole nodes; the node rows follow the GPUs
+        assert {str(sp.jobs.labels[m]) for m in sp.sla_jobs} == admitted_full & set(s.job_ids)
+        assert not any(s.reconfig.jobs[j].guaranteed for j in set(s.job_ids) - admitted_full
+                       if prob.reconfig.jobs[j].guaranteed)  # queued guaranteed jobs run best-effort
+
+
+def test_reconfig_partition_stable_across_rounds() -> None:
+    from policyopt.pop import pop_adapter
+
+    pool = reconfig_problem(n=96)
+    ids = pool.job_ids
+    state = PopState(4, 1)
+    r1 = pool.with_jobs([j for j in pool.jobs if j.id in set(ids[:80])])
+    first = dict(state.update(r1, pop_adapter(r1)).group)
+    assert all(c % 8 == 0 for c in state.partition.counts.ravel())  # whole 8-GPU nodes
+    leave = set(ids[0:40:5])
+    r2 = pool.with_jobs([j for j in pool.jobs if j.id in (set(ids[:86]) - leave)])
+    part2 = state.update(r2, pop_adapter(r2))
+    kept = [j for j in first if j not in leave]
+    moved = [j for j in kept if part2.group[j] != first[j]]
+    assert len(moved) == part2.moved <= 2 and part2.arrivals == 6 and part2.departures == len(leave)
+    assert part2.sizes().max() - part2.sizes().min() <= 1
+    assert state.update(r2, pop_adapter(r2)).group == part2.group
+
+
+def test_reconfig_k_lowered_and_reported() -> None:
+    from policyopt.pop import pop_adapter
+
+    # a 32-GPU request on 8 nodes: with 4 groups of 2 nodes (16 GPUs) it fits none
+    big = reconfig_problem(n=24, nodes=8, seed=3, max_gpus=32)
+    assert max(j.scale_factor for j in big.jobs) == 32
+    part = PopState(4, 0).update(big, pop_adapter(big))
+    assert part.k == 2 and part.k_requested == 4 and "fits no group" in part.k_reason
+    # the guarantees admitted in the full problem must fit each group's nodes, else k is lowered
+    tight = reconfig_problem(n=48, nodes=8, quota=0.5, seed=5)
+    part = PopState(4, 1).update(tight, pop_adapter(tight))
+    assert part.k == 3 and "guaranteed jobs" in part.k_reason
+    res = pop("max_sum_throughput", 4, 1, parallel=False).solve(tight)
+    assert res.ok and res.extra["pop"]["k"] == 3 and res.extra["pop"]["k_reason"] == part.k_reason
+
+
+def test_cli_reconfig_pop(tmp_path: Path) -> None:
+    src, out = tmp_path / "rc.json", tmp_path / "out.json"
+    reconfig_problem(n=32, nodes=8).to_json(src)
+    assert main(["solve", "--input", str(src), "--policy", "max_sum_throughput", "--pop-k", "2", "--seed", "0",
+                 "--output", str(out)]) == 0
+    d = json.loads(out.read_text())
+    assert d["status"] == "optimal" and len(d["allocation"]) == 32
+    assert {"k", "seed", "partition_seconds", "sequential_seconds", "parallel_seconds", "sla"} <= set(d["pop"])
+    assert d["pop"]["k"] == 2 and len(d["pop"]["partition_seconds"]) == 2 and d["sla_report"]
+
+
+def test_split_counts_whole_units_and_no_reconfig_import_in_pop() -> None:
+    parts = split_counts(np.array([128, 20]), 3, units=np.array([8, 1]))
+    assert parts.sum(axis=0).tolist() == [128, 20]
+    assert all(c % 8 == 0 for c in parts[:, 0]) and sorted(parts[:, 0].tolist()) == [40, 40, 48]
+    odd = split_counts(np.array([21]), 2, units=np.array([8]))  # 2 whole nodes + a partial one of 5
+    assert sorted(odd[:, 0].tolist()) == [8, 13]
+    code = "import sys, policyopt.pop; sys.exit('policyopt.reconfig' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code]).returncode == 0
+
+
+def test_reconfig_pop_names_are_aliases() -> None:
+    from policyopt.pop import PopPolicy
+    from policyopt.reconfig.pop_support import ReconfigPop, reconfig_pop
+
+    assert ReconfigPop is PopPolicy
+    P = reconfig_pop(get_policy("fluid_srpt"), 2, 0, parallel=False)
+    assert isinstance(P, PopPolicy) and P.state.k_requested == 2 and not P.parallel
+
+
+class _FailsOnGroupWith(Policy):
+    """A policy that raises InputError (not picklable as such) on a sub-problem holding job ``bad``."""
+
+    name = "fails_on_group"
+    pop_combine = "sum"
+
+    def solve(self, problem: Problem) -> Any:
+        if "bad" in problem.job_ids:
+            raise InputError("jobs[bad]", "bad", "this group cannot be solved")
+        return get_policy("max_sum_throughput").solve(problem)
+
+
+@pytest.mark.parametrize("parallel", [False, True])
+def test_errors_in_groups_reach_the_caller_intact(parallel: bool) -> None:
+    jobs = tuple(Job(i, {"v100": 1.0 + k}) for k, i in enumerate(["a", "b", "c", "bad", "d", "e"]))
+    prob = Problem(Cluster.from_counts({"v100": 6}), jobs)
+    with pytest.raises(InputError) as err:
+        pop(_FailsOnGroupWith(), 3, 0, parallel=parallel).solve(prob)
+    assert err.value.field == "jobs[bad]" and err.value.value == "bad" and "cannot be solved" in str(err.value)
+    # what a worker sends back survives pickling and rebuilds the same error
+    from policyopt.pop import _carry
+
+    carried = pickle.loads(pickle.dumps(_carry(InputError("a.b", 3, "bad value"))))
+    again = carried.rebuild()
+    assert type(again) is InputError and (again.field, again.value, str(again)) == ("a.b", 3, "a.b: bad value (got 3)")

@@ -1,111 +1,253 @@
-r"""POP over reconfigurable problems: sub-problems solved over the multi-resource space.
+r"""POP over reconfigurable problems: the :class:`~policyopt.pop.PopAdapter` of
+:class:`~.spec.ReconfigProblem`.
 
-:func:`policyopt.pop.pop` builds every sub-problem's space as a plain ``PopSpace`` (fixed
-configurations), does not split tenant quotas, and merges allocations onto a plain
-``AllocationSpace``. :class:`ReconfigPop` keeps POP's partition (:class:`~policyopt.pop.PopState`:
-balanced, seeded, stratified, stable across rounds) and changes exactly those three points for a
-:class:`~.spec.ReconfigProblem`:
+:func:`policyopt.pop.pop` handles every problem; :meth:`ReconfigProblem.pop_adapter` returns a
+:class:`ReconfigPopAdapter`, which changes what differs from plain problems:
 
-* each group's problem keeps the ``reconfig`` section (:meth:`ReconfigProblem.with_jobs`), its
-  nodes follow the group's GPUs, and its quotas are scaled by the group's share of the GPUs;
-* each sub-problem is solved with the policy's registered space (:class:`~.space.MultiResourceSpace`;
-  its normalizer, the reference throughput, does not depend on the cluster, so no cluster-wide
-  correction is needed);
-* the merged result holds the union of the groups' allocations (configuration labels) and
-  throughputs; ``result.extra["pop"]`` has the partition summary and per-group seconds.
+* **admission first**: the full problem's admission of guaranteed jobs (arrival order, requested
+  resources within the tenant's quota and the cluster — exactly :class:`~.space.MultiResourceSpace`'s
+  rule, computed by that class over the guaranteed jobs with their requested configuration only) is
+  decided once, before splitting. Guaranteed jobs it does not admit run best-effort in their group
+  (as they do in the full problem) and keep the full problem's report;
+* **strata and units**: jobs are stratified by (admitted-guaranteed / queued-guaranteed /
+  best-effort, requested GPUs, model, tenant), so every group gets its share of the guarantees; nodes
+  are split whole (a unit is ``gpus_per_server`` GPUs), so each group's nodes follow its GPUs;
+* **the partition is checked**: the admitted guaranteed jobs of a group must fit, by their requested
+  GPUs, cores and host memory, on the group's nodes of their type; otherwise ``k`` is lowered
+  (reported in ``k_reason``);
+* **each group's problem keeps the** ``reconfig`` **section**, and tenant quotas are split:
+  group ``g`` of tenant ``τ`` gets, per resource ``r``,
+
+  .. math:: Q_{τ,r,g} = R_{τ,r,g}\,(1 + 10^{-12}) + \max(0,\ Q_{τ,r} − R_{τ,r})\cdot s_g
+
+  with ``R`` the requested resources of the admitted guaranteed jobs (``R_g`` those in group
+  ``g``) and ``s_g`` the group's share of the cluster's GPUs (the 1e-12 pad absorbs rounding in the
+  sequential admission). ``Σ_g Q_g = Q`` and every group admits exactly its share of the full
+  problem's admitted jobs, so the merged allocation satisfies the full problem's quota rows as well
+  as its GPU, core and host-memory rows (each group's nodes are its own);
+* **each sub-problem is solved over the policy's registered space** (:class:`~.space.MultiResourceSpace`;
+  its normalizer, the reference throughput, does not depend on the cluster);
+* **the merged result** holds the union of the groups' allocations by configuration label (every
+  label is a configuration of the full problem's space: :func:`allocation_array` maps them onto it)
+  and ``extra["sla_report"]``: every guaranteed job, with ``met`` and, when not met, the reason —
+  the shortfall is reported, never hidden. ``extra["pop"]["sla"]`` counts them. The merged result
+  has no ``X``/``space`` (building the full space would cost about as much as one sub-problem's
+  solve); build it with :func:`allocation_array` when needed.
+
+``ReconfigPop`` and ``reconfig_pop`` are kept as aliases of :class:`~policyopt.pop.PopPolicy` and
+:func:`~policyopt.pop.pop`.
 """
 from __future__ import annotations
 
-import multiprocessing as mp
-import os
-import time
-from concurrent.futures import ProcessPoolExecutor
+from dataclasses import replace
 from typing import Any
 
-from policyopt.pop import PopPolicy
+import numpy as np
+
+from policyopt.allocation import AllocationSpace
+from policyopt.errors import InputError
+from policyopt.policy import Policy
+from policyopt.pop import Partition, PartResult, PopAdapter, PopPolicy, pop
 from policyopt.problem import Problem
-from policyopt.result import PolicyResult, Status, Timings
+from policyopt.result import PolicyResult
 
-from .spec import ReconfigProblem
+from .space import MultiResourceSpace
+from .spec import GiB, Quota, ReconfigProblem
 
-__all__ = ["ReconfigPop", "reconfig_pop"]
+__all__ = ["ReconfigPopAdapter", "allocation_array", "ReconfigPop", "reconfig_pop"]
 
-_TASKS: tuple[Any, list[ReconfigProblem]] | None = None
-
-
-def _solve(policy: Any, sub: ReconfigProblem) -> tuple[PolicyResult, float]:
-    t0 = time.perf_counter()
-    res = policy.solve(sub)
-    res.X, res.space = None, None  # not sent back across processes
-    if hasattr(res, "assignment"):
-        del res.assignment
-    return res, time.perf_counter() - t0
+RESOURCES = ("gpus", "cpus", "host_mem")
+QUOTA_PAD = 1e-12
+_WARMED: set[Any] = set()  # (models, node types, GPUs per node, options) whose grids this process cached
 
 
-def _solve_forked(i: int) -> tuple[PolicyResult, float]:
-    assert _TASKS is not None
-    return _solve(_TASKS[0], _TASKS[1][i])
+class ReconfigPopAdapter(PopAdapter):
+    """POP's adapter for :class:`ReconfigProblem` (see the module docstring)."""
+
+    overrides_space = False  # sub-problems are solved over the policy's registered space
+
+    def __init__(self, problem: Problem) -> None:
+        if not isinstance(problem, ReconfigProblem) or problem.reconfig is None:
+            raise InputError("problem", type(problem).__name__, "ReconfigPopAdapter needs a ReconfigProblem")
+        super().__init__(problem)
+        self.spec = problem.reconfig
+        n = len(problem.jobs)
+        wts = problem.cluster.worker_types
+        self.gpn = np.array([w.gpus_per_server if w.name in self.spec.node_types and w.gpus_per_server else 1
+                             for w in wts], np.int64)
+        tpos = {w.name: i for i, w in enumerate(wts)}
+        rjobs = [self.spec.jobs[j.id] for j in problem.jobs]
+        self.job_type = np.array([tpos[r.node_type] for r in rjobs], np.int64)
+        self.tenant = np.array([j.entity or "" for j in problem.jobs], dtype=object)
+        self.guaranteed = np.array([r.guaranteed for r in rjobs], bool)
+        self.admitted = np.zeros(n, bool)
+        self.request = np.zeros((n, 3))  # requested GPUs, cores, host bytes (admission's vector)
+        self.queued_reports: dict[str, dict[str, Any]] = {}
+        self._admit()
+
+    # ------------------------------------------------------------------ the full problem's admission
+    def _admit(self) -> None:
+        """The full problem's admission: :class:`MultiResourceSpace` over the guaranteed jobs, each
+        with its requested configuration only (``reconfigure="none"``). Admission depends on nothing
+        else: arrival order (each job's key is its arrival, else its position in the full problem —
+        made explicit when only some jobs have arrivals), requests, quotas and the cluster."""
+        gidx = np.flatnonzero(self.guaranteed)
+        if not gidx.size:
+            return
+        jobs = self.problem.jobs
+        g_jobs = [jobs[i] for i in gidx.tolist()]
+        missing = [j.arrival is None for j in g_jobs]
+        if any(missing) and not all(missing):  # only then do positions in the full problem matter
+            g_jobs = [replace(j, arrival=float(i)) if j.arrival is None else j for i, j in zip(gidx.tolist(), g_jobs)]
+        only = ReconfigProblem(self.problem.cluster, tuple(g_jobs), (), self.problem.entities, (),
+                               reconfig=replace(self.spec, jobs={j.id: self.spec.jobs[j.id] for j in g_jobs},
+                                                options=replace(self.spec.options, reconfigure="none")))
+        space = MultiResourceSpace(only)
+        jf = space.jobs_frame
+        gpus = jf["gpus"].to_numpy(float)
+        self.request[gidx] = np.column_stack([gpus, jf["cpus"].to_numpy(float),
+                                              space.ref_host + self.spec.options.host_mem_per_gpu * gpus])
+        self.admitted[gidx[space.sla_jobs]] = True
+        self.queued_reports = {r["job"]: r for r in space.sla_report if not r["admitted"]}
+
+    # ------------------------------------------------------------------ partition
+    def strata_priority(self) -> np.ndarray:
+        """0: admitted guaranteed, 1: guaranteed but not admitted, 2: best-effort. Each class is
+        dealt round-robin as one block, by increasing requested GPUs, so the admitted jobs' GPU
+        requests of two groups differ by at most the largest request."""
+        return np.where(self.admitted, 0, np.where(self.guaranteed, 1, 2))
+
+    def strata_labels(self) -> list[str]:
+        """(model, tenant) per job (after the class and the requested GPUs)."""
+        return [f"{self.spec.jobs[j.id].model}|{t}" for j, t in zip(self.problem.jobs, self.tenant.tolist())]
+
+    def capacity_units(self) -> np.ndarray:
+        """Whole nodes: ``gpus_per_server`` GPUs of each reconfig node type."""
+        return self.gpn
+
+    def group_capacity(self, counts: np.ndarray) -> np.ndarray:
+        """``(k × types × 3)``: GPUs, cores and host bytes of each group's nodes."""
+        names = self.problem.cluster.names
+        per_node = np.array([[self.spec.node_types[t].cpus_per_node, self.spec.node_types[t].host_mem_per_node]
+                             if t in self.spec.node_types else [0.0, 0.0] for t in names])
+        nodes = counts / self.gpn[None, :]
+        return np.concatenate([counts[:, :, None].astype(float), nodes[:, :, None] * per_node[None, :, :]], axis=2)
+
+    def check_partition(self, group: np.ndarray, counts: np.ndarray) -> str | None:
+        """The admitted guaranteed jobs of every group fit its nodes by their requests."""
+        k, types = counts.shape
+        need = np.zeros((k, types, 3))
+        adm = np.flatnonzero(self.admitted)
+        np.add.at(need, (group[adm], self.job_type[adm]), self.request[adm])
+        cap = self.group_capacity(counts)
+        over = need > cap * (1 + 1e-9) + 1e-9
+        if not over.any():
+            return None
+        p, t, r = (int(v[0]) for v in np.nonzero(over))
+        unit = GiB if r == 2 else 1.0
+        return (f"group {p}'s guaranteed jobs (admitted in the full problem) request {need[p, t, r] / unit:.6g} "
+                f"{('GPUs', 'cores', 'GiB of host memory')[r]} of {self.problem.cluster.names[t]}, "
+                f"more than its {cap[p, t, r] / unit:.6g}")
+
+    # ------------------------------------------------------------------ sub-problems
+    def group_quotas(self, members: np.ndarray, share: float, tenants: set[str]) -> dict[str, Quota]:
+        """Quotas of a group (module docstring): its admitted jobs' requests plus ``share`` of the
+        slack, for the tenants present in the group."""
+        mine = np.zeros(len(self.problem.jobs), bool)
+        mine[members] = True
+        out = {}
+        for name, q in self.spec.quotas.items():
+            if name not in tenants:
+                continue
+            of_tenant = self.admitted & (self.tenant == name)
+            total = self.request[of_tenant].sum(axis=0)
+            group = self.request[of_tenant & mine].sum(axis=0)
+            lim = [getattr(q, r) for r in RESOURCES]
+            out[name] = Quota(*(None if v is None else float(g * (1 + QUOTA_PAD) + max(0.0, v - t) * share)
+                                for v, g, t in zip(lim, group.tolist(), total.tolist())))
+        return out
+
+    def sub_problem(self, part: Partition, members: np.ndarray, p: int) -> Problem:
+        """Group ``p``'s :class:`ReconfigProblem`: its jobs with their reconfig entries (guaranteed
+        jobs the full problem does not admit marked best-effort), its nodes, its quotas."""
+        prob = self.problem
+        jobs = tuple(prob.jobs[i] for i in members.tolist())
+        ids = {j.id for j in jobs}
+        rjobs = {j.id: (replace(self.spec.jobs[j.id], guaranteed=False) if g and not a else self.spec.jobs[j.id])
+                 for j, g, a in zip(jobs, self.guaranteed[members].tolist(), self.admitted[members].tolist())}
+        tenants = {j.entity for j in jobs if j.entity is not None} | set(prob.entities)
+        share = float(part.counts[p].sum()) / float(max(part.counts.sum(), 1))
+        spec = replace(self.spec, jobs=rjobs, quotas=self.group_quotas(members, share, tenants))
+        coloc = tuple(c for c in prob.colocated if c.jobs[0] in ids and c.jobs[1] in ids)
+        return ReconfigProblem(self.group_cluster(part.counts[p]), jobs, coloc, prob.entities,
+                               prob.colocated_types, reconfig=spec)
+
+    def prepare_workers(self) -> None:
+        """Build the space of one job per model once here, so the per-model configuration grids
+        (cached by :func:`~.catalog.model_grid`) are computed once and inherited by every forked
+        worker instead of recomputed by each, every round."""
+        first: dict[str, int] = {}
+        for i, j in enumerate(self.problem.jobs):
+            first.setdefault(self.spec.jobs[j.id].model, i)
+        key = (tuple(sorted((m, self.spec.models[m]) for m in first)), tuple(sorted(self.spec.node_types.items())),
+               tuple(self.gpn.tolist()), self.spec.options)
+        if key in _WARMED:  # this process has these grids cached already
+            return
+        members = np.array(sorted(first.values()), np.int64)
+        counts = np.array([[w.count for w in self.problem.cluster.worker_types]], np.int64)
+        part = Partition(1, 1, 0, {}, counts, self.problem.cluster.names)
+        MultiResourceSpace(self.sub_problem(part, members, 0))
+        _WARMED.add(key)
+
+    @classmethod
+    def make_space(cls, policy: Policy, context: Any, sub: Problem) -> AllocationSpace:
+        """The policy's own space (the registered :class:`MultiResourceSpace`)."""
+        return type(policy).make_space(policy, sub)
+
+    @classmethod
+    def part_report(cls, result: PolicyResult) -> dict[str, Any]:
+        """The group's SLA report (the policy's, else its space's)."""
+        rep = result.extra.get("sla_report")
+        if rep is None:
+            rep = getattr(result.space, "sla_report", [])
+        return {"sla_report": list(rep)}
+
+    # ------------------------------------------------------------------ merge
+    def finish(self, result: PolicyResult, parts: list[PartResult]) -> None:
+        """``extra["sla_report"]`` over every guaranteed job (the groups' reports, plus the full
+        problem's for jobs it does not admit) and ``extra["pop"]["sla"]`` counts."""
+        reports: dict[str, dict[str, Any]] = {}
+        for p in parts:
+            for r in p.report.get("sla_report", []):
+                reports[r["job"]] = r
+        reports.update(self.queued_reports)
+        ordered = [reports[j] for j in self.problem.job_ids if j in reports]
+        result.extra["sla_report"] = ordered
+        admitted_ids = set(np.asarray(self.problem.job_ids, dtype=object)[self.admitted].tolist())
+        result.extra["pop"] = {"sla": {
+            "guaranteed": int(self.guaranteed.sum()), "admitted_full": int(self.admitted.sum()),
+            "admitted": sum(bool(r["admitted"]) for r in ordered), "met": sum(bool(r["met"]) for r in ordered),
+            "not_met": [r["job"] for r in ordered if r["job"] in admitted_ids and not r["met"]]}}
 
 
-class ReconfigPop(PopPolicy):
-    """POP for :class:`ReconfigProblem` (plain problems go to :class:`PopPolicy` unchanged)."""
-
-    def solve(self, problem: Problem) -> PolicyResult:
-        if not isinstance(problem, ReconfigProblem):
-            return super().solve(problem)
-        global _TASKS
-        t0 = time.perf_counter()
-        part = self.state.update(problem)
-        subs = self.sub_problems(problem, part)
-        total = float(part.counts.sum())
-        subs = [s.scaled_quotas(float(part.counts[p].sum()) / total) if isinstance(s, ReconfigProblem) else s
-                for p, s in enumerate(subs)]
-        t_part = time.perf_counter() - t0
-        workers = min(part.k, self.max_workers or os.cpu_count() or 1)
-        parallel = self.parallel and part.k > 1 and workers > 1 and "fork" in mp.get_all_start_methods()
-        t1 = time.perf_counter()
-        if parallel:
-            _TASKS = (self.inner, subs)
-            try:
-                with ProcessPoolExecutor(max_workers=workers, mp_context=mp.get_context("fork")) as ex:
-                    out = list(ex.map(_solve_forked, range(len(subs))))
-            finally:
-                _TASKS = None
-        else:
-            out = [_solve(self.inner, s) for s in subs]
-        wall = time.perf_counter() - t1
-        results = [r for r, _ in out]
-        seconds = [s for _, s in out]
-        timings = Timings()
-        for r in results:
-            timings.add(r.timings)
-        timings.build += t_part
-        objs = [r.objective for r in results]
-        objective = None
-        if objs and all(o is not None for o in objs):
-            vals = [float(o) for o in objs]  # type: ignore[arg-type]
-            objective = sum(vals) if self.combine == "sum" else (min(vals) if self.combine == "min" else max(vals))
-        bad = [r for r in results if r.status is not Status.OPTIMAL]
-        allocation: dict[str, dict[str, float]] = {}
-        throughputs: dict[str, float] = {}
-        for r in results:
-            allocation.update(r.allocation)
-            throughputs.update(r.effective_throughputs)
-        order = problem.job_ids
-        res = PolicyResult(policy=self.name, solver=results[0].solver if results else "",
-                           status=bad[0].status if bad else Status.OPTIMAL, objective=objective,
-                           allocation={j: allocation[j] for j in order},
-                           effective_throughputs={j: throughputs[j] for j in order}, timings=timings,
-                           message="; ".join(f"group {i}: {r.message}" for i, r in enumerate(results) if r.message))
-        res.extra["pop"] = {**part.summary(), "combine": self.combine, "mode": "parallel" if parallel else "sequential",
-                            "workers": workers if parallel else 1, "partition_seconds": seconds,
-                            "sequential_seconds": float(sum(seconds)), "parallel_seconds": wall if parallel else None}
-        sla = [rep for r in results for rep in r.extra.get("sla_report", [])]
-        if sla:
-            res.extra["sla_report"] = sla
-        return res
+def allocation_array(space: AllocationSpace, allocation: dict[str, dict[str, float]]) -> np.ndarray:
+    """``(rows × configs)`` array of an ``{job: {configuration label: fraction}}`` allocation over
+    ``space`` (e.g. a merged POP result over the full problem's :class:`MultiResourceSpace`);
+    unknown jobs or labels raise ``UnknownNameError``."""
+    jobs = list(allocation)
+    counts = [len(allocation[j]) for j in jobs]
+    rows = np.repeat(space.jobs.positions(jobs), counts)
+    labels = [c for j in jobs for c in allocation[j]]
+    vals = np.fromiter((f for j in jobs for f in allocation[j].values()), float, len(labels))
+    X = np.zeros((len(space.rows), len(space.configs)))
+    X[rows, space.configs.positions(labels)] = vals
+    return X
 
 
-def reconfig_pop(policy: Any, k: int, seed: int = 0, **kwargs: Any) -> ReconfigPop:
-    """:func:`policyopt.pop.pop` for reconfigurable problems (see the module docstring)."""
-    return ReconfigPop(policy, k, seed, **kwargs)
+#: compatibility aliases: POP over reconfigurable problems is :func:`policyopt.pop.pop`
+ReconfigPop = PopPolicy
+
+
+def reconfig_pop(policy: Any, k: int, seed: int = 0, **kwargs: Any) -> PopPolicy:
+    """Alias of :func:`policyopt.pop.pop` (which handles reconfigurable problems itself)."""
+    return pop(policy, k, seed, **kwargs)

@@ -451,6 +451,12 @@ class ReconfigProblem(Problem):
              for t, x in self.reconfig.quotas.items()}
         return self.with_reconfig(replace(self.reconfig, quotas=q))
 
+    def pop_adapter(self) -> Any:
+        """How :func:`policyopt.pop.pop` splits this problem and merges the groups' results
+        (:class:`~policyopt.reconfig.pop_support.ReconfigPopAdapter`)."""
+        from .pop_support import ReconfigPopAdapter  # late import: pop_support imports the space
+        return ReconfigPopAdapter(self)
+
     # ------------------------------------------------------------------ JSON
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "ReconfigProblem":
