@@ -294,6 +294,10 @@ class WaterFillingEngine:
         opts = self.options.with_(algorithm=self.first_algorithm)
         if getattr(self.solver, "name", "") == "highs":  # levels are carried over many LPs: tight tolerances
             opts = opts.with_(extra={"primal_feasibility_tolerance": 1e-9, **opts.extra})
+            if self.compactions:
+                # a rebuilt model starts cold with frozen floors at what the last solution delivers
+                # (tight to ~1e-12): presolve's own tolerances can call that infeasible
+                opts = opts.with_(extra={**opts.extra, "presolve": "off"})
         self.loaded = self.solver.load(sf, opts)
         self._model_solves = 0
         if self.capacity is not None:
