@@ -199,3 +199,31 @@ def test_compaction_is_exact() -> None:
     assert small.extra["water_filling"]["compactions"] >= 3
     assert small.space.check(small.X, tol=1e-7) == []
     assert u_of(small) == pytest.approx(u_of(one), rel=1e-6, abs=2e-6)
+
+
+@pytest.mark.skipif(not GAVEL.exists(), reason=f"Gavel throughputs missing: expected {GAVEL}")
+def test_compaction_on_a_saturated_fractional_cluster() -> None:
+    """A fifo chain on a fractional capacity share with every throughput 1 (the heterogeneity-agnostic
+    static split): rebuilt models start with the capacity exactly used and floors tight to 1e-12,
+    which HiGHS's presolve used to call infeasible. Same levels as one model over every job."""
+    from policyopt.data.gavel import load_gavel
+    from policyopt.formulations.water_filling import FillGroup, WaterFillingEngine
+
+    data = load_gavel()
+    pol = get_policy("hierarchical")
+    n = 80
+    types = np.random.default_rng(0).integers(0, len(data.job_types), n)
+    cl = Cluster.from_counts({"v100": 64, "p100": 64, "k80": 64}, gpus_per_server=4)
+    base = data.problem(types, cl)
+    jobs = tuple(Job(j.id, {c: 1.0 for c, t in j.throughputs.items() if t > 0}, j.scale_factor) for j in base.jobs)
+    space = pol.make_space(Problem(cl, jobs))
+    levels = []
+    for compact in (True, False):
+        eng = WaterFillingEngine(space, normalized_throughput(space), [FillGroup("e", "fifo", 1.0, np.arange(n))],
+                                 np.ones(n), pol.get_solver(), pol.solver_options(),
+                                 capacity=space.counts / 7.0, window=8, compact=compact)
+        out = eng.run()
+        assert out.status.value == "optimal", out.message
+        assert (eng.compactions >= 3) == compact
+        levels.append(out.levels)
+    assert levels[0] == pytest.approx(levels[1], rel=1e-6, abs=1e-7)
