@@ -282,9 +282,9 @@ class WaterFillingEngine:
         mem = sp_.membership_matrix()
         xcols = X.cols.ravel()[mem.cols]
         keep = xcols >= 0
-        self.job_xcols = sp.csr_matrix((np.ones(int(keep.sum())), (mem.rows[keep], xcols[keep])),
-                                       shape=(n, sf.num_cols))
         self.col_x = np.unique(xcols[keep])
+        # (owner job, position in col_x) of every slot: a column is shut when any owner is closed
+        self._slot_job, self._slot_pos = mem.rows[keep], np.searchsorted(self.col_x, xcols[keep])
         self._init_pair_pricing(X)
         # the first (cold) solve: interior point + crossover is much faster on large models; the
         # warm re-solves then use the primal simplex method from the crossover basis
@@ -555,7 +555,8 @@ class WaterFillingEngine:
         closed = (state == _WAITING) | ((state == _FROZEN) & (level <= 0.0))
         if open_jobs is not None:
             closed &= ~open_jobs
-        shut = np.asarray(self.job_xcols[closed].sum(axis=0)).ravel()[self.col_x] > 0
+        shut = np.zeros(self.col_x.size, bool)
+        shut[self._slot_pos[closed[self._slot_job]]] = True
         self._shut = shut
         self._push("x_hi", "col_hi", self.col_x, np.where(shut | ~self.admitted, 0.0, 1.0))
         Omega = np.bincount(self.k_of_job[active], weights=self.wq[active], minlength=self.k_group.size)
