@@ -16,7 +16,7 @@ What the partition guarantees (:class:`PopState`):
 
 * **balanced, seeded, stratified**: jobs are sorted into strata (the adapter's optional priority,
   scale factor, then the adapter's stratum label — for plain problems the ``job_type``, else the
-  throughput vector), shuffled inside
+  job's fastest physical type), shuffled inside
   each stratum with ``numpy.random.default_rng(seed)`` and dealt round-robin, so group sizes differ
   by at most one and every stratum is spread as evenly as possible (every group is a miniature of
   the workload);
@@ -143,8 +143,9 @@ class Partition:
 def _job_arrays(problem: Problem, labels: list[str], priority: np.ndarray | None = None
                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per job: scale factor, best throughput per physical type (n × types), stratum id. Strata are
-    (priority, scale factor, stratum label) — for unlabelled jobs the throughput vector — numbered
-    in that order (the order in which jobs are dealt)."""
+    (priority, scale factor, stratum label) — for unlabelled jobs their fastest physical type (a
+    coarse kind: a stratum per throughput vector would make every unlabelled job its own stratum and
+    leave the seed nothing to shuffle) — numbered in that order (the order in which jobs are dealt)."""
     arr = problem.arrays
     names = problem.cluster.names
     tpos = {t: i for i, t in enumerate(names)}
@@ -155,8 +156,8 @@ def _job_arrays(problem: Problem, labels: list[str], priority: np.ndarray | None
     sf = arr.scale.astype(np.int64)
     _, code = np.unique(np.array(labels, dtype=object).astype(str), return_inverse=True)
     has = np.array([lab != "" for lab in labels], bool)
-    kind = np.where(has[:, None], 0.0, arr.T)  # unlabelled jobs: their throughput vector is the kind
-    key = np.column_stack([sf, has, np.where(has, code.ravel(), -1), kind])
+    fastest = np.argmax(best, axis=0)  # unlabelled jobs: their fastest physical type is the kind
+    key = np.column_stack([sf, has, np.where(has, code.ravel(), -1), np.where(has, -1, fastest)])
     if priority is not None:
         key = np.column_stack([np.asarray(priority, float), key])
     _, strata = np.unique(key, axis=0, return_inverse=True)

@@ -124,6 +124,10 @@ class PolicyResult:
         if self.message:
             out["message"] = self.message
         out.update(self.extra)
+        if "sla_report" not in out:  # spaces with guaranteed jobs report every SLA (met or not)
+            report = getattr(self.space, "sla_report", None)
+            if report is not None:
+                out["sla_report"] = list(report)
         return out
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -385,6 +385,14 @@ class _FailsOnGroupWith(Policy):
         return get_policy("max_sum_throughput").solve(problem)
 
 
+class _ThreeArgError(Exception):
+    """An exception whose ``__init__`` takes three arguments and that defines no ``__reduce__``."""
+
+    def __init__(self, a: str, b: int, c: str) -> None:
+        super().__init__(f"{a}{b}{c}")
+        self.a, self.b, self.c = a, b, c
+
+
 @pytest.mark.parametrize("parallel", [False, True])
 def test_errors_in_groups_reach_the_caller_intact(parallel: bool) -> None:
     jobs = tuple(Job(i, {"v100": 1.0 + k}) for k, i in enumerate(["a", "b", "c", "bad", "d", "e"]))
@@ -395,6 +403,26 @@ def test_errors_in_groups_reach_the_caller_intact(parallel: bool) -> None:
     # what a worker sends back survives pickling and rebuilds the same error
     from policyopt.pop import _carry
 
-    carried = pickle.loads(pickle.dumps(_carry(InputError("a.b", 3, "bad value"))))
+    back = pickle.loads(pickle.dumps(_carry(InputError("a.b", 3, "bad value"))))  # picklable: sent as is
+    assert type(back) is InputError and (back.field, back.value, str(back)) == ("a.b", 3, "a.b: bad value (got 3)")
+    carried = pickle.loads(pickle.dumps(_carry(_ThreeArgError("x", 1, "y"))))  # not picklable: carried
     again = carried.rebuild()
-    assert type(again) is InputError and (again.field, again.value, str(again)) == ("a.b", 3, "a.b: bad value (got 3)")
+    assert type(again) is _ThreeArgError and (again.a, again.b, again.c) == ("x", 1, "y")
+
+
+def test_seed_reshuffles_unlabelled_jobs() -> None:
+    """Jobs without a job_type are stratified by scale factor and fastest type, so the seed changes
+    which jobs share a group (it used to only renumber the groups) while sizes stay balanced."""
+    rng = np.random.default_rng(5)
+    jobs = tuple(Job(f"j{i}", {"v100": float(rng.uniform(2, 9)), "k80": float(rng.uniform(0.5, 3))})
+                 for i in range(40))
+    prob = Problem(Cluster.from_counts({"v100": 8, "k80": 8}), jobs)
+
+    def groups(seed: int) -> set[frozenset[int]]:
+        part = PopState(4, seed).update(prob)
+        return {frozenset(m.tolist()) for m in part.members(prob)}
+
+    a, b = groups(0), groups(7)
+    assert a != b
+    assert sorted(len(g) for g in a) == [10, 10, 10, 10] == sorted(len(g) for g in b)
+    assert groups(0) == a  # reproducible

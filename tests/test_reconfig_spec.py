@@ -118,3 +118,18 @@ def test_with_jobs_keeps_the_section_and_follows_the_cluster() -> None:
     assert isinstance(sub, ReconfigProblem) and list(sub.reconfig.jobs) == ["t"]
     assert sub.nodes("a100") == 1.0
     assert sub.scaled_quotas(0.5).reconfig.quotas["prod"].gpus == 4.0
+
+
+def test_cli_solve_reports_slas_and_takes_float_gpus_per_server(tmp_path, capsys) -> None:
+    """`policyopt solve --input` on a reconfig problem prints the SLA report of every guaranteed job
+    (LP policies keep it on their space), and `gpus_per_server: 8.0` is taken like 8."""
+    from policyopt.cli import main
+
+    raw = small_problem_dict()
+    raw["cluster"]["worker_types"]["a100"]["gpus_per_server"] = 8.0
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(raw))
+    assert main(["solve", "--policy", "max_sum_throughput", "--input", str(path)]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["status"] == "optimal"
+    assert [r["job"] for r in out["sla_report"]] == ["r"]

@@ -494,9 +494,11 @@ def _gpus_per_node(data: Mapping[str, Any]) -> dict[str, int]:
         return {}
     out = {}
     for name, w in wts.items():
-        if isinstance(w, Mapping) and isinstance(w.get("gpus_per_server"), int) \
-                and not isinstance(w.get("gpus_per_server"), bool) and w["gpus_per_server"] >= 1:
-            out[str(name)] = int(w["gpus_per_server"])
+        g = w.get("gpus_per_server") if isinstance(w, Mapping) else None
+        # integral numbers as Problem.from_dict takes them (8 or 8.0); anything else is left to
+        # Problem.from_dict, which names the field
+        if isinstance(g, (int, float)) and not isinstance(g, bool) and float(g).is_integer() and g >= 1:
+            out[str(name)] = int(g)
     return out
 
 

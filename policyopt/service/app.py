@@ -4,7 +4,7 @@ Endpoints (all JSON; see ``docs/service.md``)::
 
     GET    /v1/health                              liveness (no auth)
     GET    /v1/policies                            registered policies, their options and docs
-    POST   /v1/solve                               {"policy", "problem", "options"} -> result JSON
+    POST   /v1/solve                               {"policy", "problem", "options", "pop_k", "seed"} -> result JSON
     POST   /v1/sessions                            create a cluster session -> {"session_id", ...}
     GET    /v1/sessions/{sid}                      summary
     DELETE /v1/sessions/{sid}
@@ -40,14 +40,14 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 import policyopt
 from policyopt.errors import InputError, PolicyOptError, UnknownNameError
 from policyopt.policy import list_policies
-from policyopt.problem import Problem
 
 from .models import (ErrorResponse, Health, JobInfoOut, JobsAdd, NextRoundRequest, PolicyInfo, ProgressReport,
                      RoundResponse, SessionCreate, SessionInfo, SolveRequest, SolveResponse, WorkerInfoOut, WorkersAdd)
 from .limits import DEFAULT_MAX_BODY_BYTES, Limits
 from .sessions import ItemNotFound, RoundConflict, SessionManager, SessionNotFound
 from .store import ConflictError, Store
-from .validation import check_json_numbers, make_policy, prefixed, solve_checked
+from .stateless import parse_problem, result_json, wrap_pop
+from .validation import make_policy, solve_checked
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY_BYTES", "PUBLIC_PATHS"]
 
@@ -292,16 +292,20 @@ def create_app(state_path: str | Path, api_key: str | None = None, max_body_byte
     def solve(req: SolveRequest) -> JSONResponse:
         """Solve one interchange problem with a registered policy; the body of the response is the
         CLI's result JSON. With ``options.time_limit`` (default and maximum set by the server) an
-        expired solver returns ``status: "time_limit"`` and the documented fallback allocation."""
-        raw = req.problem.model_dump(exclude_unset=True)
-        check_json_numbers(raw, "problem", magnitudes=True)
-        try:
-            problem = Problem.from_dict(raw)
-        except InputError as exc:
-            raise prefixed(exc, "problem") from None
+        expired solver returns ``status: "time_limit"`` and the documented fallback allocation.
+
+        A problem with a ``reconfig`` section is a reconfiguration problem: the allocation is by
+        configuration label (``<type>|g<GPUs>|c<cores>|n<nodes>|<plan>``) and ``sla_report`` lists
+        the guaranteed jobs. With ``pop_k`` the policy runs under POP (``seed``: the partition's
+        seed, default 0), its groups solved one after another, and the result has a ``pop`` section."""
+        if req.problem.is_reconfig:  # the reconfig parser needs the JSON integers as sent
+            problem = parse_problem(req.problem.raw(), reconfig=True)
+        else:
+            problem = parse_problem(req.problem.model_dump(exclude_unset=True), reconfig=False)
         policy, _ = make_policy(req.policy, req.options, default_time_limit=limits.default_time_limit,
                                 max_time_limit=limits.max_time_limit)
-        return JSONResponse(jsonable(solve_checked(policy, problem).to_dict()))
+        policy = wrap_pop(policy, req.pop_k, req.seed)
+        return JSONResponse(jsonable(result_json(solve_checked(policy, problem))))
 
     # ------------------------------------------------------------------------------ sessions
     @app.post("/v1/sessions", status_code=201, tags=["sessions"])

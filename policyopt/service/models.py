@@ -2,7 +2,8 @@
 
 The problem models check only the *shape* of the interchange JSON (objects, lists, numbers); the
 domain rules (finite non-negative throughputs, known worker types, unique ids, a job that fits
-somewhere, ...) are checked by :meth:`policyopt.problem.Problem.from_dict`, whose errors name the
+somewhere, ...) are checked by :meth:`policyopt.problem.Problem.from_dict` — or, for a problem with
+a ``reconfig`` section, by :func:`policyopt.problem.problem_from_any` — whose errors name the
 field path. Unknown keys are passed on so that it can name them too. Numbers are strict: ``"3"``
 or ``true`` where a number belongs is rejected, never converted.
 """
@@ -10,11 +11,12 @@ from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, Strict
+from pydantic import (BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, Strict,
+                      model_validator)
 
 __all__ = [
     "Number", "WorkerTypeSpec", "ClusterSpec", "JobSpec", "ColocatedSpec", "EntitySpec", "ProblemSpec",
-    "SolveRequest", "SolveResponse", "PolicyOptionInfo", "PolicyInfo", "ErrorDetail", "ErrorResponse",
+    "ProblemJobSpec", "ReconfigSection", "SolveRequest", "SolveResponse", "PopReport", "SlaEntry", "INT_MAX", "PolicyOptionInfo", "PolicyInfo", "ErrorDetail", "ErrorResponse",
     "WorkerSpec", "SessionCreate", "WorkersAdd", "JobsAdd", "ProgressReport", "NextRoundRequest",
     "CombinationPlacement", "AllocationInfo", "RoundResponse", "SessionInfo", "JobInfoOut", "WorkerInfoOut",
     "Health",
@@ -69,21 +71,90 @@ class EntitySpec(_Open):
     policy: str | None = Field(None, description="fairness | fifo")
 
 
+class ProblemJobSpec(JobSpec):
+    """A job of a problem given to ``/v1/solve``: ``throughputs`` may be left out for the jobs of a
+    reconfiguration problem (filled with the reference steps/s of the request)."""
+
+    throughputs: dict[str, Number] | None = Field(  # type: ignore[assignment]
+        None, description="steps/s of the whole job holding scale_factor workers of a configuration "
+                          "(a worker type or <type>_unconsolidated); 0 = cannot run there. Required, "
+                          "except in a problem with a reconfig section")
+
+
+class ReconfigSection(_Open):
+    """The ``"reconfig"`` extension (docs/reconfig.md): node types, model specs, per-job requests.
+
+    Only the shape is checked here; :func:`policyopt.reconfig.problem_from_dict` checks the rest
+    (known models and node types, plans that divide the GPUs and fit in memory, ...) and names the
+    field (``problem.reconfig.jobs.<id>.plan``)."""
+
+    node_types: dict[str, dict[str, Any]] = Field(
+        description="node type (a cluster worker type) -> cpus_per_node, host_mem_per_node, gpu_mem_bytes, "
+                    "bw_intra, bw_inter, bw_pcie")
+    models: dict[str, dict[str, Any]] = Field(
+        description="model name -> params, layers, hidden, seq_len, global_batch, fwd_time_1gpu, "
+                    "bytes_per_param, perf_params")
+    jobs: dict[str, dict[str, Any]] = Field(
+        description="job id -> model, node_type, gpus, cpus, plan (the request), guaranteed, "
+                    "reconfigurations, trained_seconds, checkpoint_seconds, current")
+    quotas: dict[str, dict[str, Any]] | None = Field(None, description="tenant -> gpus, cpus, host_mem")
+    options: dict[str, Any] | None = Field(
+        None, description="reconfigure (all | plans | resources | none | dp_only | cpus_only), threshold, "
+                          "gpu_counts, cpus_per_gpu, host_mem_per_gpu, round_seconds, usable_fraction, max_tp")
+
+
 class ProblemSpec(_Open):
-    """The interchange problem (docs/schema.md)."""
+    """The interchange problem (docs/schema.md), optionally with the ``reconfig`` extension
+    (docs/reconfig.md): a problem with a ``reconfig`` section is a reconfiguration problem whose
+    configurations are (node type, GPUs, cores, nodes, plan).
+
+    :meth:`raw` is the problem exactly as sent (before numbers were converted to floats): the
+    reconfiguration parser needs JSON integers where the format says integer."""
 
     cluster: ClusterSpec
-    jobs: list[JobSpec]
+    jobs: list[ProblemJobSpec]
     colocated: list[ColocatedSpec] | None = None
     entities: dict[str, EntitySpec] | None = None
+    reconfig: ReconfigSection | None = Field(
+        None, description="reconfiguration extension (docs/reconfig.md); present = a reconfiguration problem")
+    _raw: Any = PrivateAttr(default=None)
+
+    @model_validator(mode="wrap")
+    @classmethod
+    def _keep_raw(cls, data: Any, handler: ModelWrapValidatorHandler[ProblemSpec]) -> ProblemSpec:
+        model = handler(data)
+        model._raw = data
+        return model
+
+    def raw(self) -> Any:
+        """The problem as it came in the request (a JSON object)."""
+        return self._raw
+
+    @property
+    def is_reconfig(self) -> bool:
+        """The problem has a ``reconfig`` section (``problem_from_any`` routes on the key)."""
+        return "reconfig" in self.model_fields_set
 
 
 # ------------------------------------------------------------------------------------ stateless
+#: largest integer accepted in a request (the service refuses |n| >= 2**63 everywhere)
+INT_MAX = 2 ** 63 - 1
+
+
 class SolveRequest(_Closed):
     policy: str = Field(description="registered policy name (GET /v1/policies)")
     problem: ProblemSpec
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="policy options, including solver, algorithm and time_limit")
+    pop_k: int | None = Field(
+        None, ge=1, le=INT_MAX, strict=True,
+        description="apply POP (docs/pop.md): split jobs and workers into pop_k groups, solve each group, "
+                    "merge. Only for policies whose objective recombines over groups (pop_combine). POP caps "
+                    "k at the number of jobs and lowers it when a job would fit no group (pop.k_reason). "
+                    "The groups are solved one after another inside the server (pop.mode = sequential)")
+    seed: int | None = Field(
+        None, ge=0, le=INT_MAX, strict=True,
+        description="seed of POP's partition (default 0); only with pop_k")
 
 
 class SolveResponse(_Open):
@@ -98,6 +169,41 @@ class SolveResponse(_Open):
     effective_throughputs: dict[str, float]
     timings: dict[str, float]
     message: str | None = Field(None, description="set when the fallback allocation was returned")
+    pop: PopReport | None = Field(None, description="present when the request had pop_k")
+    sla_report: list[SlaEntry] | None = Field(
+        None, description="reconfiguration problems: every guaranteed job, admitted or not, met or not")
+
+
+class PopReport(_Open):
+    """``result.extra["pop"]`` (docs/pop.md): the partition and the time spent per group."""
+
+    k: int = Field(description="groups used (<= k_requested)")
+    k_requested: int
+    seed: int
+    k_reason: str | None = Field(description="why k was lowered, else null")
+    group_sizes: list[int] = Field(description="jobs per group")
+    group_counts: dict[str, list[int]] = Field(description="worker type -> workers (GPUs) per group")
+    routed: list[str] = Field(description="jobs moved to another group because theirs could not run them")
+    combine: str = Field(description="how sub-objectives combine: sum | min | max")
+    mode: Literal["sequential", "parallel"]
+    workers: int
+    partition_seconds: list[float] = Field(description="wall seconds of each group's cut-and-solve")
+    partition_cpu_seconds: list[float]
+    worker_seconds: list[float]
+    sequential_seconds: float = Field(description="sum of partition_seconds")
+    parallel_seconds: float | None = Field(description="wall time of the parallel phase; null when sequential")
+    sla: dict[str, Any] | None = Field(None, description="reconfiguration problems: guarantee counts")
+
+
+class SlaEntry(_Open):
+    """One guaranteed job of a reconfiguration problem (``MultiResourceSpace.sla_report``)."""
+
+    job: str
+    required: float = Field(description="reference steps/s (requested resources, original plan)")
+    admitted: bool = Field(description="admitted by quota and cluster (in arrival order)")
+    time_share: float = Field(description="guaranteed share of time at >= required steps/s (1 - shortfall)")
+    met: bool
+    reason: str | None = Field(None, description="why not met (quota or resources)")
 
 
 class PolicyOptionInfo(_Open):

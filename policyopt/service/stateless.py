@@ -1,0 +1,70 @@
+"""The stateless solve (``POST /v1/solve``): problem → policy (optionally under POP) → result JSON.
+
+* :func:`parse_problem` — the interchange problem, or a reconfiguration problem when it has a
+  ``reconfig`` section (:func:`policyopt.problem.problem_from_any` routes on the key, as
+  ``policyopt solve --input`` does); errors name the field under ``problem.``.
+* :func:`wrap_pop` — ``pop(policy, k, seed, parallel=False)``: the ``k`` groups are solved one after
+  another in the request's thread. Forking worker processes from the server is avoided on purpose:
+  the server is multi-threaded (uvicorn's event loop, the thread pool running requests, HiGHS's
+  threads), and ``fork`` copies only the calling thread, so a lock held by another thread at that
+  moment stays locked in the child forever; POP's parallel phase also hands the forked workers
+  their work through one module-level slot, which two concurrent requests would overwrite.
+* :func:`result_json` — ``PolicyResult.to_dict()`` (the CLI's result JSON, with ``pop`` from
+  ``result.extra``) plus ``sla_report`` for a reconfiguration problem when the policy left it on
+  its space (``MultiResourceSpace.sla_report``) rather than in ``result.extra``.
+
+No web-framework imports: usable without the ``service`` extra.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+from policyopt.errors import InputError
+from policyopt.policy import Policy
+from policyopt.problem import Problem, problem_from_any
+from policyopt.result import PolicyResult
+
+from .validation import check_json_numbers, prefixed
+
+__all__ = ["parse_problem", "wrap_pop", "result_json"]
+
+
+def parse_problem(raw: Any, reconfig: bool) -> Problem:
+    """The problem of a request (``raw`` = its JSON object); ``reconfig``: it has a ``reconfig``
+    section. Integers beyond ±2**63 and non-zero magnitudes outside [1e-30, 1e30] are refused
+    first; every error is an ``InputError`` whose field starts with ``problem``."""
+    check_json_numbers(raw, "problem", magnitudes=True)
+    try:
+        return problem_from_any(raw) if reconfig else Problem.from_dict(raw)
+    except InputError as exc:
+        raise prefixed(exc, "problem") from None
+
+
+def wrap_pop(policy: Policy, k: int | None, seed: int | None) -> Policy:
+    """``policy`` under POP with ``k`` groups and partition seed ``seed`` (default 0), solved
+    sequentially (module docstring); ``policy`` itself when ``k`` is None. A policy whose objective
+    does not recombine over groups (``pop_combine`` None, e.g. ``hierarchical``) is an
+    ``InputError`` on ``pop_k``; a seed without ``pop_k`` is an ``InputError`` on ``seed``."""
+    if k is None:
+        if seed is not None:
+            raise InputError("seed", seed, "is the seed of POP's partition: give it only with pop_k")
+        return policy
+    from policyopt.pop import pop
+
+    try:
+        return pop(policy, k=k, seed=0 if seed is None else seed, parallel=False)
+    except InputError as exc:
+        if exc.field == "policy":
+            raise InputError("pop_k", k, f"policy {policy.name!r} cannot be partitioned by POP: {exc.problem}") from None
+        raise
+
+
+def result_json(result: PolicyResult) -> dict[str, Any]:
+    """``result.to_dict()``, with ``sla_report`` taken from ``result.space`` when the policy did not
+    put it in ``result.extra`` (LP policies over a ``MultiResourceSpace``)."""
+    out = result.to_dict()
+    if "sla_report" not in out:
+        report = getattr(result.space, "sla_report", None)
+        if report is not None:
+            out["sla_report"] = list(report)
+    return out
