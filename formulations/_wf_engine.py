@@ -65,13 +65,14 @@ class FillOutcome:
     priced_columns: int = 0             # pair columns admitted by column generation
     priced_rounds: int = 0              # re-solves after admitting priced columns
     compactions: int = 0                # model rebuilds that dropped settled jobs
+    cold_retries: int = 0               # LPs re-solved cold after a warm solve failed
     timings: Timings = field(default_factory=Timings)
     trace: list[np.ndarray] | None = None  # guaranteed levels after each iteration (opt-in)
 
     def summary(self) -> dict[str, Any]:
         return {"iterations": len(self.deltas), "lp_solves": self.lp_solves,
                 "pair_columns_priced": self.priced_columns, "pricing_rounds": self.priced_rounds,
-                "compactions": self.compactions,
+                "compactions": self.compactions, "cold_retries": self.cold_retries,
                 "certified_by_duals": self.certified_by_duals, "certified_by_twins": self.certified_by_twins,
                 "certified_by_slack": self.certified_by_slack,
                 "forced": self.forced, "speculated": self.speculated,
@@ -152,6 +153,7 @@ class WaterFillingEngine:
         self.price_batch = max(64, len(space.jobs))
         self.priced_rounds = 0
         self.priced_columns = 0
+        self.cold_retries = 0
         self.max_iterations = max_iterations if max_iterations is not None else 4 * n + 10
         self.polish = polish
         self.max_lookahead = max(1, int(max_lookahead))
@@ -702,6 +704,7 @@ class WaterFillingEngine:
                 out.X[: len(full.jobs)] = Xc[self.cls]
         out.levels = self._expand(self._to_s0(level))
         out.compactions = self.compactions
+        out.cold_retries = self.cold_retries
         if out.trace is not None:
             out.trace = [self._expand(t) for t in out.trace]
         out.timings = self.timings
@@ -826,6 +829,12 @@ class WaterFillingEngine:
         point + crossover on large models — then warm primal simplex from the last basis."""
         t0 = time.perf_counter()
         res = self.loaded.solve()
+        if res.status is Status.ERROR:
+            # HiGHS's primal simplex can stall from a warm basis (model status 'Unknown'); the same
+            # LP solved cold is fine
+            self.loaded.clear_warm_start()
+            self.cold_retries += 1
+            res = self.loaded.solve()
         if self._model_solves == 0 and self.options.algorithm in ("auto", "simplex"):
             _use_algorithm(self.loaded, "simplex")
         self._model_solves += 1

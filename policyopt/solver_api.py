@@ -97,6 +97,10 @@ class LoadedModel(ABC):
         """Switch the LP algorithm for the next solve (e.g. interior point cold, simplex warm)."""
         self.options = self.options.with_(algorithm=algorithm)
 
+    def clear_warm_start(self) -> None:
+        """Forget the basis / solution kept from the last solve, so the next solve starts cold
+        (backends that always solve from scratch: nothing to do)."""
+
 
 class RebuildingModel(LoadedModel):
     """For backends without in-place updates: keep a private copy of the standard form, apply

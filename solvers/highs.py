@@ -93,6 +93,9 @@ class HighsModel(LoadedModel):
         super().set_algorithm(algorithm)
         self._set("solver", _ALGORITHMS[self.options.algorithm])
 
+    def clear_warm_start(self) -> None:
+        _check(self.h.clearSolver(), "clearSolver")
+
     def set_sense(self, sense: str) -> None:
         super().set_sense(sense)
         hs = self._hs
