@@ -296,10 +296,6 @@ class WaterFillingEngine:
         opts = self.options.with_(algorithm=self.first_algorithm)
         if getattr(self.solver, "name", "") == "highs":  # levels are carried over many LPs: tight tolerances
             opts = opts.with_(extra={"primal_feasibility_tolerance": 1e-9, **opts.extra})
-            if self.compactions:
-                # a rebuilt model starts cold with frozen floors at what the last solution delivers
-                # (tight to ~1e-12): presolve's own tolerances can call that infeasible
-                opts = opts.with_(extra={**opts.extra, "presolve": "off"})
         self.loaded = self.solver.load(sf, opts)
         self._model_solves = 0
         if self.capacity is not None:
@@ -829,12 +825,16 @@ class WaterFillingEngine:
         point + crossover on large models — then warm primal simplex from the last basis."""
         t0 = time.perf_counter()
         res = self.loaded.solve()
-        if res.status is Status.ERROR:
-            # HiGHS's primal simplex can stall from a warm basis (model status 'Unknown'); the same
-            # LP solved cold is fine
+        if res.status in (Status.ERROR, Status.INFEASIBLE):
+            # every LP here has a feasible point (the last solution, made exactly feasible), so
+            # either answer is numerical: HiGHS's primal simplex can stall from a warm basis
+            # ('Unknown'), and a rebuilt model's cold solve starts with floors tight to ~1e-12,
+            # which presolve's tolerances can call infeasible. Solve it again cold, no presolve.
             self.loaded.clear_warm_start()
+            self.loaded.set_presolve(False)
             self.cold_retries += 1
             res = self.loaded.solve()
+            self.loaded.set_presolve(True)
         if self._model_solves == 0 and self.options.algorithm in ("auto", "simplex"):
             _use_algorithm(self.loaded, "simplex")
         self._model_solves += 1

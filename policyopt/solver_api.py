@@ -101,6 +101,10 @@ class LoadedModel(ABC):
         """Forget the basis / solution kept from the last solve, so the next solve starts cold
         (backends that always solve from scratch: nothing to do)."""
 
+    def set_presolve(self, enabled: bool) -> None:
+        """Turn the backend's presolve on or off for the next solves (backends without one: nothing
+        to do)."""
+
 
 class RebuildingModel(LoadedModel):
     """For backends without in-place updates: keep a private copy of the standard form, apply

@@ -96,6 +96,9 @@ class HighsModel(LoadedModel):
     def clear_warm_start(self) -> None:
         _check(self.h.clearSolver(), "clearSolver")
 
+    def set_presolve(self, enabled: bool) -> None:
+        self._set("presolve", "choose" if enabled else "off")
+
     def set_sense(self, sense: str) -> None:
         super().set_sense(sense)
         hs = self._hs
