@@ -38,7 +38,7 @@ from typing import Any
 import numpy as np
 
 from policyopt import get_policy
-from policyopt.reconfig import MultiResourceSpace, two_job_example
+from policyopt.reconfig import MultiResourceSpace
 from policyopt.reconfig.placement import integralize
 from policyopt.pop import pop
 from policyopt.reconfig.pop_support import allocation_array
@@ -71,20 +71,13 @@ def table(rows: list[dict[str, Any]], cols: list[str]) -> str:
 
 
 def part_example() -> dict[str, Any]:
-    ex = two_job_example()
-    rows = [{"split": "even (2+2 GPUs), best plans", "GPUs": ex.even.gpus, "plans": [p.label for p in ex.even.plans],
-             "speedups": [round(s, 3) for s in ex.even.speedup], "total (ours)": ex.even.total_speedup,
-             "total (published)": ex.published[0]},
-            {"split": "sensitivity-aware (best split)", "GPUs": ex.best.gpus, "plans": [p.label for p in ex.best.plans],
-             "speedups": [round(s, 3) for s in ex.best.speedup], "total (ours)": ex.best.total_speedup,
-             "total (published)": ex.published[1]}]
-    for s in ex.splits:
-        rows.append({"split": f"split {s.gpus}", "GPUs": s.gpus, "plans": [p.label for p in s.plans],
-                     "speedups": [round(x, 3) for x in s.speedup], "total (ours)": s.total_speedup})
-    print("## Two-job example: RoBERTa-355M + T5-1.2B on one node of 4 GPUs (speedup = throughput / "
-          "alone on all 4 GPUs with its best plan)\n")
-    print(table(rows, ["split", "GPUs", "plans", "speedups", "total (ours)", "total (published)"]), "\n")
-    return {"rows": rows, "alone_samples_per_s": ex.alone}
+    """The published two-job example (RoBERTa + T5-3B on 4 A800 GPUs): Rubick's measured totals
+    recomputed, and our model's even split, best split, greedy and LP (``policyopt.reconfig.examples``)."""
+    from policyopt.reconfig import examples as ex_mod
+
+    ex = ex_mod.rubick_two_job_example()
+    print(ex_mod.format_two_job(ex, ex_mod.measured_vs_model()), "\n")
+    return {"example": repr(ex)}
 
 
 def integral_of(res, space: MultiResourceSpace):  # type: ignore[no-untyped-def]

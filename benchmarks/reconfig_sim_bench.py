@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-DEFAULT_METHODS = ("fluid_srpt;fluid_srpt_floor:alpha=0.5;max_sum_throughput:normalize=true;"
+DEFAULT_METHODS = ("fluid_srpt;fluid_srpt_floor;fluid_srpt_floor:efficiency=0.97;max_sum_throughput:normalize=true;"
                    "rubick_greedy;rubick_greedy@plans;rubick_greedy@resources;rubick_greedy@none;"
                    "synergy_like;sia_like")
-LABELS = {"fluid_srpt_floor:alpha=0.5": "fluid_srpt_floor (alpha 0.5)",
+LABELS = {"fluid_srpt_floor:efficiency=0.97": "fluid_srpt_floor (efficiency 0.97)",
           "max_sum_throughput:normalize=true": "max_sum_throughput (normalized)",
           "rubick_greedy@plans": "rubick_greedy E (plans)", "rubick_greedy@resources": "rubick_greedy R (resources)",
           "rubick_greedy@none": "rubick_greedy N (none)"}

@@ -351,15 +351,17 @@ def check_fluid_srpt(problem: ReconfigProblem, R: Rows, res: PolicyResult) -> No
 
 
 def check_fluid_srpt_floor(problem: ReconfigProblem, R: Rows, res: PolicyResult) -> None:
-    # stage 1: z* = 1/makespan; stage 2: max Σ w·thr/s s.t. thr(m)/s_m ≥ α·z*
-    z = 1.0 / makespan_optimum(R)
-    alpha = res.extra["alpha"]
-    assert res.extra["floor_level"] == pytest.approx(z, rel=1e-6)
+    # stage 1: E* = max useful work Σ thr/eff (eff: best throughput per GPU); stage 2: max Σ w·thr/s
+    # s.t. useful work ≥ efficiency·E*
+    eff = np.max(np.where(R.allowed, R.T / R.gpus[None, :], 0.0), axis=1)
+    useful = np.where(R.allowed, R.T / eff[:, None], 0.0)
+    E, _, _ = lp_max(R, useful)
+    assert res.extra["floor_levels"]["efficiency"] == pytest.approx(E, rel=1e-6)
+    level = res.extra["efficiency"]
     coef = R.T * (R.weights / R.steps)[:, None]
-    opt, _, _ = lp_max(R, coef, A_extra=-per_job(R, R.T / R.steps[:, None]),
-                       b_extra=np.full(R.shape[0], -alpha * z * (1 - 1e-7)))
+    opt, _, _ = lp_max(R, coef, A_extra=-useful.ravel()[None, :], b_extra=np.array([-level * E * (1 - 1e-7)]))
     assert res.objective == pytest.approx(opt, rel=1e-6)
-    assert np.all(np.sum(R.T * res.X, axis=1) / R.steps >= alpha * z * (1 - 1e-6))
+    assert float(np.sum(useful * res.X)) >= level * E * (1 - 1e-6)
 
 
 def check_min_cost(problem: ReconfigProblem, R: Rows, res: PolicyResult) -> None:
