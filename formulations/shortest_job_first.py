@@ -270,9 +270,19 @@ class ShortestJobFirst(Policy):
                 break
             Xc[:] = X.value(raw.x)
             if base_rows:
+                # levels from the allocation made exactly feasible: the LP meets rows only to its
+                # tolerance, and a level it reports could then be a floor the next LP cannot meet
+                Xc[:] = space.project(Xc)
                 Xc[order[k + 1:]] = 0.0  # later jobs' single-job slots: freeing them keeps every level
+                got = np.asarray(Mn @ self._columns(X, Xc, model.num_cols)).ravel()
+                low = np.isfinite(fixed) & (got - _FIX_TOL < fixed)
+                if low.any():  # floors never above what this allocation delivers
+                    fixed[low] = np.maximum(got[low] - _FIX_TOL, 0.0)
+                    lp.set_row_bounds(level_rows[low], fixed[low], np.inf)
+                v = float(got[j])
+            else:
+                v = float((Mn[j] @ raw.x)[0])
             used = cap @ Xc.ravel()
-            v = float((Mn[j] @ raw.x)[0])
             if v <= _ZERO:
                 # (3) can any remaining job still get anything?
                 open_jobs(order[k:])

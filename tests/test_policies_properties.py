@@ -13,7 +13,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 from scipy.optimize import brentq
 
@@ -240,11 +240,19 @@ def test_one_type_unit_jobs_fifo_and_sjf_are_classical(seed: int) -> None:
 @SETTINGS
 @given(seed=st.integers(0, 2**32 - 1))
 def test_sjf_greedy_prefix_equals_lp_sequence(seed: int) -> None:
-    """The exact greedy prefix (no pairs, no ties) and the pure LP sequence settle the same levels."""
+    """The exact greedy prefix (no pairs, no ties) and the pure LP sequence settle the same levels.
+
+    The LP sequence holds each settled level only to ~1e-9 (its back-off and HiGHS's feasibility
+    tolerance), and across a near tie of relative gap δ a later job can gain ~1e-9/δ by shifting an
+    earlier job between the two types (seed 588: δ = 1.8e-5, a later level 3.8e-5 higher; δ ≈ 1e-3
+    gives ~1.5e-6). So near ties (δ < 1e-4) are skipped and levels must agree to 2e-5."""
     p = random_problem(seed, n_max=6, with_pairs=False)
+    for job in p.jobs:
+        t = np.sort([v for v in job.throughputs.values() if v > 0])
+        assume(not np.any(np.diff(t) <= 1e-4 * t[1:]))
     a = policyopt.solve(p, "shortest_job_first")
     b = policyopt.solve(p, "shortest_job_first", method="lp")
     fastest = {j.id: max(j.throughputs.values()) for j in p.jobs}
     for jid in a.extra["durations"]:
         assert a.effective_throughputs[jid] / fastest[jid] == pytest.approx(
-            b.effective_throughputs[jid] / fastest[jid], abs=1e-6), jid
+            b.effective_throughputs[jid] / fastest[jid], abs=2e-5), jid
