@@ -246,7 +246,6 @@ class LoadedLP:
         timings.compile += t1 - t0
         timings.solve += t2 - t1
         self.solves = 0
-        self.cold_retries = 0
         self.has_duals = self.solver.supports(Feature.DUALS)
         # iterative policies with algorithm "auto" on large LPs: a cold interior-point solve, then warm
         # simplex re-solves — when the loaded model can switch algorithms (``set_algorithm``)
@@ -272,16 +271,8 @@ class LoadedLP:
 
     def solve(self) -> SolveResult:
         t0 = time.perf_counter()
-        res = self.loaded.solve()
-        if res.status in (Status.INFEASIBLE, Status.ERROR) and self.solves:
-            # a re-solve after in-place updates can be declared infeasible (or left 'Unknown') by the
-            # warm start or by presolve's tolerances where floors sit at what the last solution
-            # delivered; one cold solve without presolve decides (a truly infeasible LP stays so)
-            self.loaded.clear_warm_start()
-            self.loaded.set_presolve(False)
-            res = self.loaded.solve()
-            self.loaded.set_presolve(True)
-            self.cold_retries += 1
+        # re-solves after in-place updates: an infeasible/unknown answer is checked cold (resolve)
+        res = self.loaded.resolve() if self.solves else self.loaded.solve()
         if self._switch is not None:  # later solves start from this basis
             self._switch("simplex")
             self._switch = None

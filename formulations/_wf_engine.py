@@ -801,40 +801,19 @@ class WaterFillingEngine:
         return failed
 
     def _project(self, X: np.ndarray) -> np.ndarray:
-        """The LP solution made exactly feasible (the solver meets bounds only to its tolerance):
-        clipped to [0, 1], each job's slots scaled so its time is ≤ 1, then each type's slots so its
-        capacity holds. Requirements are set from this allocation, so they are always attainable."""
-        sp_ = self.space
-        x = np.clip(X, 0.0, 1.0).ravel()
-        mem = sp_.membership_matrix()
-        busy = mem @ x
-        f = np.minimum(1.0, 1.0 / np.maximum(busy, 1e-300))
-        slot = np.ones(x.size)
-        np.minimum.at(slot, mem.cols, f[mem.rows])
-        x = x * slot
-        cap = sp_.capacity_matrix()
-        use = cap @ x
-        counts = self.capacity if self.capacity is not None else sp_.counts
-        g = np.minimum(1.0, np.asarray(counts, float) / np.maximum(use, 1e-300))
-        scale = np.ones(x.size)
-        np.minimum.at(scale, cap.cols, g[cap.rows])
-        return (x * scale).reshape(X.shape)
+        """The LP solution made exactly feasible (:meth:`AllocationSpace.project`, against the
+        engine's capacity): requirements are set from this allocation, so they are always attainable."""
+        return AllocationSpace.project(self.space, X, self.capacity)
 
     def _solve(self) -> Any:
         """Re-solve: the first (cold) solve with the configured algorithm — ``auto`` means interior
         point + crossover on large models — then warm primal simplex from the last basis."""
         t0 = time.perf_counter()
-        res = self.loaded.solve()
-        if res.status in (Status.ERROR, Status.INFEASIBLE):
-            # every LP here has a feasible point (the last solution, made exactly feasible), so
-            # either answer is numerical: HiGHS's primal simplex can stall from a warm basis
-            # ('Unknown'), and a rebuilt model's cold solve starts with floors tight to ~1e-12,
-            # which presolve's tolerances can call infeasible. Solve it again cold, no presolve.
-            self.loaded.clear_warm_start()
-            self.loaded.set_presolve(False)
-            self.cold_retries += 1
-            res = self.loaded.solve()
-            self.loaded.set_presolve(True)
+        # every LP here has a feasible point (the last solution, made exactly feasible), so an
+        # infeasible or unknown answer is numerical: resolve() checks it by one cold solve
+        before = self.loaded.cold_retries
+        res = self.loaded.resolve()
+        self.cold_retries += self.loaded.cold_retries - before
         if self._model_solves == 0 and self.options.algorithm in ("auto", "simplex"):
             _use_algorithm(self.loaded, "simplex")
         self._model_solves += 1
@@ -1063,13 +1042,9 @@ class _ClassSpace:
         return Triplets(self.config_type[cc], jj * C + cc, self.mult[jj] * self.scale[jj],
                         (len(self.worker_types), len(self.jobs) * C))
 
-    def add_allocation(self, model: Model, name: str = "X") -> Variable:
-        X = model.add_variables(name, (self.rows, self.configs), 0.0, 1.0, mask=self.mask)
-        model.add_constraints(LinExpr.from_matrix(self.membership_matrix(), X, (self.jobs,)) <= 1.0,
-                              f"{name}_job_time")
-        model.add_constraints(LinExpr.from_matrix(self.capacity_matrix(), X, (self.worker_types,)) <= self.counts,
-                              f"{name}_capacity")
-        return X
+    # the base space's rows and projection, over this space's matrices
+    add_allocation = AllocationSpace.add_allocation
+    project = AllocationSpace.project
 
 
 def _cap_type(space: AllocationSpace) -> np.ndarray:

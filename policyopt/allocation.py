@@ -447,11 +447,12 @@ class AllocationSpace:
                 vals.append(0.5 * price_c[kc] * self.slot_workers(n + kk, kc))
         return Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, len(self.rows) * C))
 
-    def project(self, X: np.ndarray) -> np.ndarray:
+    def project(self, X: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
         """``X`` made exactly feasible for the time and capacity rows (a solver meets them only to
         its tolerance): clipped to [0, 1], each job's slots scaled so its time is ≤ 1, then each
-        type's slots so its capacity holds. Only scales down, so ``≤`` rows with nonnegative
-        coefficients stay satisfied; changes ``X`` by about the solver's tolerance."""
+        type's slots so its capacity (``counts``, default the cluster's) holds. Only scales down, so
+        ``≤`` rows with nonnegative coefficients stay satisfied; changes ``X`` by about the solver's
+        tolerance."""
         x = np.clip(X, 0.0, 1.0).ravel()
         mem = self.membership_matrix()
         busy = np.bincount(mem.rows, weights=x[mem.cols], minlength=len(self.jobs))
@@ -461,7 +462,8 @@ class AllocationSpace:
         x = x * slot
         cap = self.capacity_matrix()
         use = np.bincount(cap.rows, weights=cap.vals * x[cap.cols], minlength=len(self.worker_types))
-        g = np.minimum(1.0, self.counts / np.maximum(use, 1e-300))
+        cap_t = np.asarray(self.counts if counts is None else counts, float)
+        g = np.minimum(1.0, cap_t / np.maximum(use, 1e-300))
         scale = np.ones(x.size)
         np.minimum.at(scale, cap.cols, g[cap.rows])
         return (x * scale).reshape(X.shape)

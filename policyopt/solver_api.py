@@ -72,6 +72,7 @@ class LoadedModel(ABC):
     def __init__(self, sf: StandardForm, options: SolverOptions) -> None:
         self.sf = sf
         self.options = options
+        self.cold_retries = 0  # re-solves checked by a cold solve (see resolve)
 
     @abstractmethod
     def solve(self) -> SolveResult:
@@ -104,6 +105,20 @@ class LoadedModel(ABC):
     def set_presolve(self, enabled: bool) -> None:
         """Turn the backend's presolve on or off for the next solves (backends without one: nothing
         to do)."""
+
+    def resolve(self) -> SolveResult:
+        """Re-solve after in-place updates. An ``INFEASIBLE`` or ``ERROR`` answer is checked by one
+        cold solve without presolve: a warm basis can stall the simplex (HiGHS: model status
+        'Unknown'), and presolve's tolerances can reject bounds set at what the previous solution
+        delivered. A truly infeasible LP stays infeasible. ``cold_retries`` counts the checks."""
+        res = self.solve()
+        if res.status in (Status.INFEASIBLE, Status.ERROR):
+            self.clear_warm_start()
+            self.set_presolve(False)
+            res = self.solve()
+            self.set_presolve(True)
+            self.cold_retries += 1
+        return res
 
 
 class RebuildingModel(LoadedModel):
