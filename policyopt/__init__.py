@@ -10,6 +10,7 @@ The stable public surface::
 ``solve(problem, "max_min_fairness")`` returns a :class:`PolicyResult` whose
 ``allocation[job_id][worker_type]`` is the fraction of time the job spends there.
 """
+from ._lazy import lazy_exports
 from .allocation import AllocationSpace, PairPruning
 from .errors import (AlignmentError, InfeasibleError, InputError, ModelingError, PolicyOptError, SolverError,
                      SolverNotAvailableError, UnknownNameError)
@@ -24,27 +25,17 @@ from .standard_form import StandardForm
 __version__ = "0.1.0"
 
 # Heavier parts load on first use, so ``import policyopt`` stays light.
-_LAZY = {
-    "pop": ("policyopt.pop", "pop"),
-    "RoundMechanism": ("policyopt.mechanism", "RoundMechanism"),
-    "RoundPipeline": ("policyopt.placement", "RoundPipeline"),
-    "simulate": ("policyopt.sim", "simulate"),
-    "SimConfig": ("policyopt.sim", "SimConfig"),
-    "load_gavel": ("policyopt.data", "load_gavel"),
-    "load_example": ("policyopt.examples", "load_example"),
-    "load_plugins": ("policyopt.policy", "load_plugins"),
+_LAZY = {  # name: the module that defines it
+    "pop": "policyopt.pop",
+    "RoundMechanism": "policyopt.mechanism",
+    "RoundPipeline": "policyopt.placement",
+    "simulate": "policyopt.sim",
+    "SimConfig": "policyopt.sim",
+    "load_gavel": "policyopt.data",
+    "load_example": "policyopt.examples",
+    "load_plugins": "policyopt.policy",
 }
-
-
-def __getattr__(name: str) -> object:
-    if name in _LAZY:
-        import importlib
-
-        module, attr = _LAZY[name]
-        value = getattr(importlib.import_module(module), attr)
-        globals()[name] = value
-        return value
-    raise AttributeError(f"module 'policyopt' has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _LAZY, globals())
 
 __all__ = [
     "AllocationSpace", "PairPruning",

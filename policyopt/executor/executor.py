@@ -329,11 +329,16 @@ class Executor:
         steps = final.get("steps_done")
         if isinstance(steps, int):
             rec.steps_done = steps
-        if final.get("checkpoint"):
-            rec.checkpoint = final["checkpoint"]
+        self._absorb_checkpoint_and_losses(rec, final)
+
+    @staticmethod
+    def _absorb_checkpoint_and_losses(rec: JobRecord, record: Mapping[str, Any]) -> None:
+        """A worker record's newest checkpoint and losses, where it reports them."""
+        if record.get("checkpoint"):
+            rec.checkpoint = record["checkpoint"]
         for key in ("initial_loss", "final_loss"):
-            if final.get(key) is not None:
-                setattr(rec, key, float(final[key]))
+            if record.get(key) is not None:
+                setattr(rec, key, float(record[key]))
 
     # ------------------------------------------------------------------------------ the round
     def _finished(self) -> bool:
@@ -492,11 +497,7 @@ class Executor:
             acc.train[rec.job_id] = acc.train.get(rec.job_id, 0.0) + max(0.0, train - track.last_train)
         track.last_steps, track.last_train = steps, train
         rec.steps_done = steps
-        if record.get("checkpoint"):
-            rec.checkpoint = record["checkpoint"]
-        for key in ("initial_loss", "final_loss"):
-            if record.get(key) is not None:
-                setattr(rec, key, float(record[key]))
+        self._absorb_checkpoint_and_losses(rec, record)
 
     def _stop(self, jobs: Sequence[str], now: float, running_next: set[str]) -> None:
         """SIGTERM the processes of ``jobs`` and wait until they checkpointed and exited."""

@@ -108,16 +108,20 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
     return out
 
 
-def load_jobs(path: str | Path) -> list[JobSpec]:
-    """Read and validate ``JOBS.json``."""
+def _read_json(path: str | Path, field: str) -> Any:
+    """A JSON file's content; a missing or malformed file is an :class:`InputError` on ``field``."""
     p = Path(path)
     try:
-        data = json.loads(p.read_text())
+        return json.loads(p.read_text())
     except FileNotFoundError:
-        raise InputError("jobs", str(p), "file not found") from None
+        raise InputError(field, str(p), "file not found") from None
     except json.JSONDecodeError as exc:
-        raise InputError("jobs", str(p), f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
-    return parse_jobs(data)
+        raise InputError(field, str(p), f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
+
+
+def load_jobs(path: str | Path) -> list[JobSpec]:
+    """Read and validate ``JOBS.json``."""
+    return parse_jobs(_read_json(path, "jobs"))
 
 
 #: built-in examples: ``small`` = four real CPU jobs, one per family, a few hundred steps each
@@ -147,13 +151,7 @@ def example_throughputs_path(name: str = "small") -> Path:
 
 def load_throughput_table(path: str | Path) -> dict[str, Any]:
     """Read a profiler ``throughputs.json``."""
-    p = Path(path)
-    try:
-        table = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError("throughputs", str(p), "file not found") from None
-    except json.JSONDecodeError as exc:
-        raise InputError("throughputs", str(p), f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    table = _read_json(path, "throughputs")
     if not isinstance(table, Mapping) or not isinstance(table.get("job_types"), Mapping):
         raise InputError("throughputs.job_types", None, "a profiler table needs a 'job_types' object")
     return dict(table)

@@ -7,8 +7,7 @@ sub-command) can be registered without the extra. See ``docs/service.md``.
 """
 from __future__ import annotations
 
-import importlib
-from typing import Any
+from .._lazy import lazy_exports
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY_BYTES", "Limits", "SessionManager", "Store", "ServiceThread"]
 
@@ -16,7 +15,4 @@ _WHERE = {"create_app": ".app", "DEFAULT_MAX_BODY_BYTES": ".limits", "Limits": "
           "SessionManager": ".sessions", "Store": ".store", "ServiceThread": ".server"}
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(_WHERE[name], __name__), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE, globals())

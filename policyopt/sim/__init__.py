@@ -4,8 +4,7 @@ The reconfiguration-aware simulation (``--generator transformers``) lives in
 :mod:`policyopt.sim.reconfig_sim`; its names are exported lazily here (it imports
 :mod:`policyopt.reconfig`, which itself imports :mod:`policyopt.sim.traces`).
 """
-from typing import Any
-
+from .._lazy import lazy_exports
 from .simulator import SimConfig, SimResult, Simulator, simulate
 from .traces import GENERATORS, TraceJob, gavel_trace, load_trace, save_trace, shockwave_trace
 
@@ -15,9 +14,4 @@ __all__ = ["GENERATORS", "TraceJob", "gavel_trace", "load_trace", "save_trace", 
 _LAZY = ("ReconfigSimConfig", "ReconfigSimulator", "simulate_reconfig")
 
 
-def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        from . import reconfig_sim
-
-        return getattr(reconfig_sim, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, {name: ".reconfig_sim" for name in _LAZY}, globals())

@@ -27,6 +27,15 @@ def _plt() -> Any:
     return plt
 
 
+def _save(plt: Any, fig: Any, path: str | Path) -> Path:
+    """Lay out, write (120 dpi) and close a figure; returns its path."""
+    fig.tight_layout()
+    path = Path(path)
+    fig.savefig(path, dpi=120)
+    plt.close(fig)
+    return path
+
+
 def jct_cdf_figure(runs: Mapping[str, Any], path: str | Path, window_only: bool = True) -> Path:
     """CDF of JCT in hours; ``runs`` maps a label to a :class:`~policyopt.sim.SimResult`."""
     plt = _plt()
@@ -42,11 +51,7 @@ def jct_cdf_figure(runs: Mapping[str, Any], path: str | Path, window_only: bool 
     ax.set_ylabel("fraction of jobs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
@@ -68,11 +73,7 @@ def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def resources_figure(res: Any, path: str | Path) -> Path:
@@ -92,11 +93,7 @@ def resources_figure(res: Any, path: str | Path) -> Path:
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def jct_vs_load_figure(table: Any, path: str | Path, *, x: str = "rate", y: str = "avg_jct_hours",
@@ -116,11 +113,7 @@ def jct_vs_load_figure(table: Any, path: str | Path, *, x: str = "rate", y: str 
         ax.set_title(textwrap.fill(title, 60), fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
 
 
 def bar_figure(table: Any, path: str | Path, *, metrics: list[str], hue: str = "policy",
@@ -138,8 +131,4 @@ def bar_figure(table: Any, path: str | Path, *, metrics: list[str], hue: str = "
         ax.grid(alpha=0.3, axis="y")
     if title:
         fig.suptitle(textwrap.fill(title, 40 * len(metrics)), fontsize=9)
-    fig.tight_layout()
-    path = Path(path)
-    fig.savefig(path, dpi=120)
-    plt.close(fig)
-    return path
+    return _save(plt, fig, path)
