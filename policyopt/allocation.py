@@ -79,7 +79,7 @@ class AllocationSpace:
         self.jobs = IndexSet("jobs", problem.arrays.ids)
         self.worker_types = IndexSet("worker_types", cl.names)
         self.configs = IndexSet("configs", problem.configurations)
-        n, C = len(self.jobs), len(self.configs)
+        C = len(self.configs)
         self.counts = np.array([w.count for w in cl.worker_types], dtype=np.float64)
         self.gpus_per_server = np.array([w.gpus_per_server or max(w.count, 1) for w in cl.worker_types], float)
         self.prices = np.array([np.nan if w.price_per_hour is None else w.price_per_hour

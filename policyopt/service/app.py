@@ -46,7 +46,7 @@ from .models import (ErrorResponse, Health, JobInfoOut, JobsAdd, NextRoundReques
 from .limits import DEFAULT_MAX_BODY_BYTES, Limits
 from .sessions import ItemNotFound, RoundConflict, SessionManager, SessionNotFound
 from .store import ConflictError, Store
-from .stateless import parse_problem, result_json, wrap_pop
+from .stateless import parse_problem, wrap_pop
 from .validation import make_policy, solve_checked
 
 __all__ = ["create_app", "DEFAULT_MAX_BODY_BYTES", "PUBLIC_PATHS"]
@@ -305,7 +305,7 @@ def create_app(state_path: str | Path, api_key: str | None = None, max_body_byte
         policy, _ = make_policy(req.policy, req.options, default_time_limit=limits.default_time_limit,
                                 max_time_limit=limits.max_time_limit)
         policy = wrap_pop(policy, req.pop_k, req.seed)
-        return JSONResponse(jsonable(result_json(solve_checked(policy, problem))))
+        return JSONResponse(jsonable(solve_checked(policy, problem).to_dict()))
 
     # ------------------------------------------------------------------------------ sessions
     @app.post("/v1/sessions", status_code=201, tags=["sessions"])

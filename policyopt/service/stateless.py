@@ -9,9 +9,6 @@
   threads), and ``fork`` copies only the calling thread, so a lock held by another thread at that
   moment stays locked in the child forever; POP's parallel phase also hands the forked workers
   their work through one module-level slot, which two concurrent requests would overwrite.
-* :func:`result_json` — ``PolicyResult.to_dict()`` (the CLI's result JSON, with ``pop`` from
-  ``result.extra``) plus ``sla_report`` for a reconfiguration problem when the policy left it on
-  its space (``MultiResourceSpace.sla_report``) rather than in ``result.extra``.
 
 No web-framework imports: usable without the ``service`` extra.
 """
@@ -22,11 +19,10 @@ from typing import Any
 from policyopt.errors import InputError
 from policyopt.policy import Policy
 from policyopt.problem import Problem, problem_from_any
-from policyopt.result import PolicyResult
 
 from .validation import check_json_numbers, prefixed
 
-__all__ = ["parse_problem", "wrap_pop", "result_json"]
+__all__ = ["parse_problem", "wrap_pop"]
 
 
 def parse_problem(raw: Any, reconfig: bool) -> Problem:
@@ -57,14 +53,3 @@ def wrap_pop(policy: Policy, k: int | None, seed: int | None) -> Policy:
         if exc.field == "policy":
             raise InputError("pop_k", k, f"policy {policy.name!r} cannot be partitioned by POP: {exc.problem}") from None
         raise
-
-
-def result_json(result: PolicyResult) -> dict[str, Any]:
-    """``result.to_dict()``, with ``sla_report`` taken from ``result.space`` when the policy did not
-    put it in ``result.extra`` (LP policies over a ``MultiResourceSpace``)."""
-    out = result.to_dict()
-    if "sla_report" not in out:
-        report = getattr(result.space, "sla_report", None)
-        if report is not None:
-            out["sla_report"] = list(report)
-    return out
