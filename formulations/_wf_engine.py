@@ -338,7 +338,7 @@ class WaterFillingEngine:
         rank = np.arange(order.size) - np.searchsorted(sorted_owner, sorted_owner, side="left")
         seed = np.zeros(P, bool)
         seed[pidx[order[rank < self.pair_seed]]] = True
-        seed |= self.admitted_pairs0[self.pairs0] if hasattr(self, "pairs0") else False
+        seed |= self.admitted_pairs0[self.pairs0]  # pair rows pricing opened before a compaction
         pair_cols = X.cols[n:]
         closed = pair_cols[~seed]
         closed = closed[closed >= 0]
