@@ -107,6 +107,10 @@ class LinExpr:
 
     __slots__ = ("dims", "rows", "cols", "coefs", "const")
 
+    #: numpy defers to our reflected operators (``ndarray * expr`` → ``expr.__rmul__``, ``ndarray <=
+    #: expr`` → ``expr.__ge__``) instead of broadcasting over the expression as an opaque object
+    __array_ufunc__ = None
+
     def __init__(self, dims: tuple[IndexSet, ...], rows: np.ndarray, cols: np.ndarray, coefs: np.ndarray,
                  const: np.ndarray | float = 0.0) -> None:
         self.dims = tuple(dims)
@@ -171,6 +175,9 @@ class LinExpr:
         if np.any(arr == 0):
             raise ModelingError("division of an expression by zero")
         return self * (1.0 / arr)
+
+    def __rtruediv__(self, other: Any) -> "LinExpr":
+        raise ModelingError("division by an expression is not linear")
 
     def __neg__(self) -> "LinExpr":
         return LinExpr(self.dims, self.rows, self.cols, -self.coefs, -self.const)
@@ -259,6 +266,9 @@ class LinExpr:
     def __eq__(self, rhs: Any) -> "Constraint":  # type: ignore[override]
         return Constraint(self - rhs, lower=0.0, upper=0.0)
 
+    def __ne__(self, rhs: Any) -> "Constraint":  # type: ignore[override]
+        raise ModelingError("'!=' is not a linear constraint; use <=, >= or ==")
+
     def between(self, lower: ArrayLike, upper: ArrayLike) -> "Constraint":
         return Constraint(self, lower=lower, upper=upper)
 
@@ -271,17 +281,33 @@ class LinExpr:
         return out.reshape(self.shape) + self.const
 
 
-@dataclass
+@dataclass(eq=False)
 class Constraint:
-    """``lower ≤ expr ≤ upper`` element-wise (either side may be infinite)."""
+    """``lower ≤ expr ≤ upper`` element-wise (either side may be infinite).
+
+    A constraint has no truth value: ``bool(constraint)`` raises :class:`ModelingError`. This is what
+    makes a chained comparison such as ``2 <= e <= 5`` (which Python evaluates as ``(2 <= e) and
+    (e <= 5)``) fail loudly instead of keeping only its last half; write ``e.between(2, 5)``.
+    """
 
     expr: LinExpr
     lower: ArrayLike = -np.inf
     upper: ArrayLike = np.inf
 
+    def __bool__(self) -> bool:
+        raise ModelingError("a constraint has no truth value: chained comparisons such as `2 <= e <= 5` "
+                            "are not supported (write e.between(2, 5) or two constraints), and a "
+                            "constraint cannot be used in `if`, `and`, `or` or `in`")
+
 
 class Variable:
-    """A block of LP columns over index sets; ``cols[i...] = -1`` where the slot is masked."""
+    """A block of LP columns over index sets; ``cols[i...] = -1`` where the slot is masked.
+
+    Arithmetic and comparisons delegate to :meth:`expr` (``x == 3`` is a constraint, as on a
+    :class:`LinExpr`); variables hash by identity.
+    """
+
+    __array_ufunc__ = None  # numpy defers to the reflected operators (see LinExpr)
 
     def __init__(self, model: "Model", name: str, dims: tuple[IndexSet, ...], cols: np.ndarray,
                  lower: np.ndarray, upper: np.ndarray, integer: bool) -> None:
@@ -335,6 +361,18 @@ class Variable:
 
     def __ge__(self, rhs: ArrayLike) -> Constraint:  # type: ignore[override]
         return self.expr() >= rhs
+
+    def __eq__(self, rhs: Any) -> Constraint:  # type: ignore[override]
+        return self.expr() == rhs
+
+    def __ne__(self, rhs: Any) -> Constraint:  # type: ignore[override]
+        return self.expr() != rhs
+
+    def __truediv__(self, other: ArrayLike) -> LinExpr:
+        return self.expr() / other
+
+    def __rtruediv__(self, other: Any) -> LinExpr:
+        return other / self.expr()
 
     __hash__ = object.__hash__
 

@@ -1,0 +1,146 @@
+"""The modeling operators never build a wrong model silently.
+
+Each case here was a silent or obscure failure before: a chained comparison kept only its last half,
+``Variable == value`` returned ``False``, and numpy broadcast over an expression as an opaque object
+(``ndarray * expr`` gave an object array, ``ndarray <= expr`` a boolean array).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policyopt import IndexSet, Model, SolverOptions, get_solver
+from policyopt.errors import ModelingError
+from policyopt.modeling import Constraint, LinExpr
+
+
+@pytest.fixture
+def model_x():
+    m = Model("ops")
+    x = m.add_variables("x", (IndexSet("i", ["a", "b"]),), lower=-10.0, upper=10.0)
+    return m, x
+
+
+def _solve(m: Model):
+    res = get_solver("highs").solve(m.compile(), SolverOptions())
+    assert res.status.value == "optimal"
+    return res
+
+
+@pytest.mark.parametrize("chain", [
+    lambda e: 2 <= e <= 5,
+    lambda e: 5 >= e >= 2,
+    lambda e: e <= 5 <= 7,
+    lambda e: 0 <= e == 3,
+])
+def test_chained_comparison_raises(model_x, chain):
+    _, x = model_x
+    with pytest.raises(ModelingError, match="chained comparisons"):
+        chain(x.expr())
+    with pytest.raises(ModelingError, match="chained comparisons"):
+        chain(x)
+
+
+def test_chained_comparison_cannot_reach_the_model(model_x):
+    """The measured failure: min Σx under `2 <= x <= 5` gave −20 (only x ≤ 5 kept); `between` gives 4."""
+    m, x = model_x
+    with pytest.raises(ModelingError):
+        m.add_constraints(2 <= x.expr() <= 5, "range")
+    m.add_constraints(x.expr().between(2, 5), "range")
+    m.minimize(x.sum())
+    assert _solve(m).objective == pytest.approx(4.0)
+
+
+def test_constraint_has_no_truth_value(model_x):
+    _, x = model_x
+    c = x.expr() <= 1
+    for use in (bool, lambda c: c and True, lambda c: not c, lambda c: 1 if c else 0):
+        with pytest.raises(ModelingError):
+            use(c)
+
+
+@pytest.mark.parametrize("lhs", ["var", "expr"])
+def test_eq_builds_a_constraint_on_variable_and_expression(model_x, lhs):
+    m, x = model_x
+    c = (x if lhs == "var" else x.expr()) == np.array([3.0, -2.0])
+    assert isinstance(c, Constraint)
+    m.add_constraints(c, "fix")
+    m.minimize(x.sum())
+    res = _solve(m)
+    np.testing.assert_allclose(x.value(res.x), [3.0, -2.0])
+
+
+def test_scalar_variable_eq_and_reflected_eq():
+    m = Model()
+    y = m.add_variable("y", lower=-5, upper=5)
+    c = 3 == y  # reflected: int.__eq__ gives NotImplemented, then y.__eq__(3)
+    assert isinstance(c, Constraint)
+    m.add_constraints(c, "fix")
+    m.maximize(y)
+    assert _solve(m).objective == pytest.approx(3.0)
+
+
+def test_ne_is_rejected(model_x):
+    _, x = model_x
+    with pytest.raises(ModelingError, match="!="):
+        x != 3  # noqa: B015
+    with pytest.raises(ModelingError, match="!="):
+        x.expr() != 3  # noqa: B015
+
+
+def test_variables_still_hash_by_identity(model_x):
+    m, x = model_x
+    y = m.add_variable("y")
+    d = {x: "x", y: "y"}
+    assert d[x] == "x" and d[y] == "y"
+
+
+@pytest.mark.parametrize("operand", ["var", "expr"])
+def test_ndarray_times_expression_equals_expression_times_ndarray(model_x, operand):
+    _, x = model_x
+    e = x if operand == "var" else x.expr()
+    a = np.array([2.0, -3.0])
+    left, right = a * e, e * a
+    assert isinstance(left, LinExpr) and isinstance(right, LinExpr)
+    pt = np.array([1.5, 4.0])
+    np.testing.assert_allclose(left.evaluate(pt), right.evaluate(pt))
+    np.testing.assert_allclose(left.evaluate(pt), [3.0, -12.0])
+    s = np.float64(2.0) * e
+    assert isinstance(s, LinExpr)
+    np.testing.assert_allclose(s.evaluate(pt), [3.0, 8.0])
+
+
+def test_ndarray_plus_minus_expression(model_x):
+    _, x = model_x
+    a = np.array([1.0, 2.0])
+    pt = np.array([10.0, 20.0])
+    add, sub = a + x.expr(), a - x
+    assert isinstance(add, LinExpr) and isinstance(sub, LinExpr)
+    np.testing.assert_allclose(add.evaluate(pt), [11.0, 22.0])
+    np.testing.assert_allclose(sub.evaluate(pt), [-9.0, -18.0])
+
+
+@pytest.mark.parametrize("op, sense", [
+    (lambda a, e: a <= e, "min"),  # a ≤ e: minimizing Σe puts e at a
+    (lambda a, e: a >= e, "max"),  # e ≤ a: maximizing puts e at a
+    (lambda a, e: a == e, "min"),
+    (lambda a, e: a == e, "max"),
+])
+def test_ndarray_comparison_builds_a_constraint(model_x, op, sense):
+    m, x = model_x
+    a = np.array([1.0, 2.0])
+    c = op(a, x.expr())
+    assert isinstance(c, Constraint)
+    m.add_constraints(c, "c")
+    (m.minimize if sense == "min" else m.maximize)(x.sum())
+    np.testing.assert_allclose(x.value(_solve(m).x), a)
+
+
+def test_nonlinear_operations_raise(model_x):
+    _, x = model_x
+    with pytest.raises(ModelingError, match="not linear"):
+        x * x
+    with pytest.raises(ModelingError, match="not linear"):
+        np.array([1.0, 2.0]) / x.expr()
+    with pytest.raises(ModelingError, match="not linear"):
+        1.0 / x
