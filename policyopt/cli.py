@@ -23,6 +23,7 @@ SUBCOMMAND_MODULES: list[str] = [
     "policyopt.sim.cli",
     "policyopt.mechanism.cli",
     "policyopt.bench.cli",
+    "policyopt.bench.export_cli",
     "policyopt.perfmodel.cli",
     "policyopt.estimation.cli",
     "policyopt.service.cli",
