@@ -1,6 +1,6 @@
-"""The ``policyopt`` command.
+"""Cluster-scheduling policies for deep-learning training, written as optimization problems and solved fast.
 
-Sub-commands are contributed by modules listed in :data:`SUBCOMMAND_MODULES`; each exposes
+The ``policyopt`` command. Sub-commands are contributed by modules listed in :data:`SUBCOMMAND_MODULES`; each exposes
 ``add_subparser(subparsers)`` and sets ``func`` (``args -> exit code``). Errors a user can cause
 (:class:`~policyopt.errors.PolicyOptError`) print one line and exit with code 2, never a traceback.
 """
@@ -9,27 +9,39 @@ from __future__ import annotations
 import argparse
 import importlib
 import json
+import logging
+import os
 import sys
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Iterable, Sequence
 
 from .errors import InputError, PolicyOptError
 
-__all__ = ["main", "build_parser", "dispatch", "run_standalone", "SUBCOMMAND_MODULES"]
+__all__ = ["main", "build_parser", "dispatch", "run_standalone", "SUBCOMMANDS", "SUBCOMMAND_MODULES"]
 
+#: sub-command → (the module whose ``add_subparser`` adds it, its one-line help), in ``--help``
+#: order. ``policyopt --help`` is built from this table alone; a test keeps it equal to the modules.
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "solve": ("policyopt.cli", "solve one allocation problem with a policy"),
+    "policies": ("policyopt.cli", "list registered policies"),
+    "solvers": ("policyopt.cli", "list solver backends (preference order) and their capabilities"),
+    "simulate": ("policyopt.sim.cli", "trace-driven simulation of a policy on a GPU cluster"),
+    "track-allocation": ("policyopt.mechanism.cli", "realized vs allocated time fractions over rounds"),
+    "bench": ("policyopt.bench.cli", "benchmark formulations against solver backends"),
+    "export": ("policyopt.bench.export_cli", "write a policy's compiled LP/MILP as MPS or LP with a column map"),
+    "import-solution": ("policyopt.bench.export_cli",
+                        "turn a solver's solution file for an exported model into a policyopt result"),
+    "perf-model": ("policyopt.perfmodel.cli", "fit / apply the execution-plan performance model"),
+    "estimate": ("policyopt.estimation.cli", "fill missing colocated throughputs from estimates"),
+    "serve": ("policyopt.service.cli", "run the HTTP policy service (FastAPI + uvicorn)"),
+    "profile": ("policyopt.jobs.cli", "measure steps/s of the job zoo alone and in pairs on every worker type"),
+    "run": ("policyopt.executor.cli", "run real PyTorch training jobs under a policy, round by round"),
+}
 #: modules that add sub-commands, in the order they appear in ``--help``
-SUBCOMMAND_MODULES: list[str] = [
-    "policyopt.cli",
-    "policyopt.sim.cli",
-    "policyopt.mechanism.cli",
-    "policyopt.bench.cli",
-    "policyopt.bench.export_cli",
-    "policyopt.perfmodel.cli",
-    "policyopt.estimation.cli",
-    "policyopt.service.cli",
-    "policyopt.jobs.cli",
-    "policyopt.executor.cli",
-]
+SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(mod for mod, _ in SUBCOMMANDS.values()))
+
+#: exit status when stdout's reader goes away (``policyopt policies | head -1``): 128 + SIGPIPE
+EXIT_BROKEN_PIPE = 141
 
 
 #: top-level module → the pip extra that installs it (for one-line "missing dependency" errors)
@@ -157,20 +169,69 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
     s.set_defaults(func=_cmd_solvers)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _stub(args: argparse.Namespace) -> int:
+    """The ``func`` of a command whose module is not part of this installation."""
+    raise InputError("command", args.command, "is not available in this installation of policyopt")
+
+
+def _parser(commands: Iterable[str]) -> argparse.ArgumentParser:
+    """The parser with the real sub-parsers of ``commands`` (their modules imported) and a
+    one-line placeholder for every other command (nothing imported), in :data:`SUBCOMMANDS` order."""
+    from . import __version__
+
     parser = argparse.ArgumentParser(prog="policyopt", description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE",
-                        help="import a module that registers policies (repeatable; also $POLICYOPT_PLUGINS)")
-    sub = parser.add_subparsers(dest="command", required=True)
-    for mod_name in SUBCOMMAND_MODULES:
-        try:
-            mod = importlib.import_module(mod_name)
-        except ModuleNotFoundError as exc:  # an optional part that is not built/installed
-            if exc.name and (exc.name == mod_name or mod_name.startswith(exc.name + ".")):
-                continue
-            raise
-        mod.add_subparser(sub)
+    parser.add_argument("--version", action="version", version=f"policyopt {__version__}")
+    parser.add_argument("-v", "--verbose", action="count", default=0, dest="log_more",
+                        help="more messages on stderr (debug)")
+    parser.add_argument("-q", "--quiet", action="count", default=0, dest="log_less",
+                        help="fewer messages on stderr (-q: warnings and errors, -qq: errors only)")
+    parser.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
+                        help="import a module (or a .py file) that registers policies (repeatable; also "
+                             "$POLICYOPT_PLUGINS, comma-separated)")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    wanted = {SUBCOMMANDS[c][0] for c in commands if c in SUBCOMMANDS}
+    loaded: set[str] = set()
+    for name, (mod_name, help_text) in SUBCOMMANDS.items():
+        if mod_name in wanted and mod_name not in loaded:
+            loaded.add(mod_name)
+            try:
+                mod = importlib.import_module(mod_name)
+            except ModuleNotFoundError as exc:  # an optional part that is not built/installed
+                if not (exc.name and (exc.name == mod_name or mod_name.startswith(exc.name + "."))):
+                    raise
+            else:
+                mod.add_subparser(sub)
+        if name not in sub.choices:
+            sub.add_parser(name, help=help_text, add_help=False).set_defaults(func=_stub)
     return parser
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """The ``policyopt`` parser: every sub-command's module imported (``command=None``, for the
+    command reference), or only the one that defines ``command``."""
+    return _parser(SUBCOMMANDS if command is None else [command])
+
+
+def _configure_logging(verbosity: int) -> None:
+    """Messages of the ``policyopt`` loggers go to stderr: INFO by default, DEBUG with ``-v``,
+    WARNING with ``-q``, ERROR with ``-qq``."""
+    level = {1: logging.DEBUG, 0: logging.INFO, -1: logging.WARNING}.get(max(-2, min(1, verbosity)), logging.ERROR)
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(_Formatter())
+    root = logging.getLogger("policyopt")
+    root.handlers[:] = [handler]
+    root.setLevel(level)
+    root.propagate = False
+
+
+class _Formatter(logging.Formatter):
+    """``message`` for INFO and DEBUG, ``policyopt: warning: message`` above."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        text = record.getMessage()
+        if record.levelno >= logging.WARNING:
+            return f"policyopt: {record.levelname.lower()}: {text}"
+        return text
 
 
 def dispatch(args: argparse.Namespace) -> int:
@@ -178,8 +239,6 @@ def dispatch(args: argparse.Namespace) -> int:
     returns 2, never a traceback."""
     try:
         if getattr(args, "plugin", None):
-            import os
-
             from .policy import load_plugins
 
             load_plugins(args.plugin)
@@ -187,6 +246,8 @@ def dispatch(args: argparse.Namespace) -> int:
             os.environ["POLICYOPT_PLUGINS"] = ",".join(
                 [p for p in os.environ.get("POLICYOPT_PLUGINS", "").split(",") if p] + args.plugin)
         return int(args.func(args) or 0)
+    except BrokenPipeError:
+        raise
     except PolicyOptError as exc:
         print(f"policyopt: error: {exc}", file=sys.stderr)
         return 2
@@ -209,11 +270,36 @@ def run_standalone(add: Any, argv: Sequence[str] | None = None, prog: str = "pol
     """Entry point for ``python -m policyopt.<part>.cli``: one module's sub-commands, same contract."""
     parser = argparse.ArgumentParser(prog=prog)
     add(parser.add_subparsers(dest="command", required=True))
-    return dispatch(parser.parse_args(argv))
+    args = parser.parse_args(argv)
+    _configure_logging(0)
+    return dispatch(args)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    return dispatch(build_parser().parse_args(argv))
+    """``policyopt [-q|-v] [--plugin M] COMMAND ...``: only the chosen command's module is imported
+    (``policyopt --help`` stays as fast as ``import policyopt``)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    first, _ = build_parser("").parse_known_args(argv)  # exits on --help, --version, no command
+    args = build_parser(first.command).parse_args(argv)
+    _configure_logging(args.log_more - args.log_less)
+    try:
+        code = dispatch(args)
+        sys.stdout.flush()
+    except BrokenPipeError:  # `policyopt ... | head`: the reader left; stop quietly
+        _detach_stdout()
+        return EXIT_BROKEN_PIPE
+    return code
+
+
+def _detach_stdout() -> None:
+    """Point fd 1 at /dev/null so the interpreter's final flush does not report the broken pipe."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):  # stdout replaced by an object without a file descriptor
+        pass
+    finally:
+        os.close(devnull)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -14,9 +14,15 @@ from .cli import build_parser
 HEADER = """# Command reference
 
 Generated from the parser by `python -m policyopt.cli_reference > docs/cli.md`; a test checks
-that it is current. Global option: `--plugin MODULE` imports a module that registers policies
-(repeatable; also `$POLICYOPT_PLUGINS`). Errors print one line (`policyopt: error: FIELD: PROBLEM
-(got VALUE)`) and exit with status 2.
+that it is current. `python -m policyopt` is the same command.
+
+Global options (before the command): `--plugin MODULE_OR_FILE` imports a module or a `.py` file
+that registers policies (repeatable; also `$POLICYOPT_PLUGINS`, comma-separated); `-q` / `-qq`
+show only warnings / errors on stderr, `-v` adds debug messages; `--version`.
+
+Results go to stdout, messages to stderr. Errors print one line (`policyopt: error: FIELD: PROBLEM
+(got VALUE)`) and exit with status 2; when stdout's reader goes away (`policyopt ... | head`) the
+command stops quietly with status 141.
 """
 
 

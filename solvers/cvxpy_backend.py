@@ -50,6 +50,10 @@ def _solve_cvxpy(sf: StandardForm, options: SolverOptions, sub: str | None) -> S
         kwargs.setdefault("tol_gap_abs", 1e-10)
         kwargs.setdefault("tol_gap_rel", 1e-10)
         kwargs.setdefault("tol_feas", 1e-10)
+    if solver.upper() == "HIGHS":
+        from .highs import silence_banner
+
+        silence_banner()
     t1 = time.perf_counter()
     try:
         prob.solve(solver=solver, verbose=options.verbose, **kwargs)

@@ -6,6 +6,9 @@ of the optimal objective to row ``i``'s active bound (original row scale).
 """
 from __future__ import annotations
 
+import os
+import sys
+import threading
 import time
 from typing import Any
 
@@ -13,10 +16,69 @@ import numpy as np
 
 from policyopt.errors import SolverError
 from policyopt.result import SolveResult, Status, Timings
-from policyopt.solver_api import Feature, LoadedModel, Solver, SolverOptions, register_solver
+from policyopt.solver_api import (
+    Feature,
+    LoadedModel,
+    Solver,
+    SolverOptions,
+    register_solver,
+)
 from policyopt.standard_form import StandardForm
 
 _ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp"}
+
+
+_BANNER_LOCK = threading.Lock()
+_BANNER_SILENCED_PID: int | None = None
+
+
+def silence_banner() -> None:
+    """Swallow the two-line banner HiGHS writes to stdout when the first ``Highs()`` of a process
+    is created (before ``output_flag`` can be set).
+
+    highspy prints it once per process, so the first object is created here with file descriptor 1
+    pointed at ``/dev/null`` (C-level writes included); later objects, ours or another library's
+    (PuLP's and cvxpy's HiGHS interfaces), print nothing. Idempotent and cheap after the first call;
+    called again in a forked child it does nothing (the child inherits the parent's state).
+    """
+    global _BANNER_SILENCED_PID
+    if _BANNER_SILENCED_PID is not None:
+        return
+    import highspy
+
+    with _BANNER_LOCK:
+        if _BANNER_SILENCED_PID is not None:
+            return
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):  # closed or broken stdout: nothing buffered to keep in order
+            pass
+        try:
+            saved = os.dup(1)
+        except OSError:  # no fd 1 (a daemon): the banner has nowhere to go anyway
+            highspy.Highs()
+        else:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 1)
+                highspy.Highs()
+                _flush_c_stdout()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+                os.close(devnull)
+        _BANNER_SILENCED_PID = os.getpid()
+
+
+def _flush_c_stdout() -> None:
+    """``fflush(NULL)``: the C library buffers stdout when it is a pipe, so the banner must leave
+    the buffer while fd 1 still points at ``/dev/null``."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not expected on Linux/macOS)
+        pass
 
 
 def _check(status: Any, call: str) -> None:
@@ -34,6 +96,7 @@ class HighsModel(LoadedModel):
 
         super().__init__(sf, options)
         self._hs = highspy
+        silence_banner()
         h = highspy.Highs()
         self.h = h
         self._set("output_flag", bool(options.verbose))

@@ -18,6 +18,10 @@ from policyopt.standard_form import StandardForm
 def _solve_pulp(sf: StandardForm, options: SolverOptions, sub: str | None) -> SolveResult:
     import pulp
 
+    if sub is not None and sub.lower() == "highs":
+        from .highs import silence_banner
+
+        silence_banner()
     t0 = time.perf_counter()
     sense = pulp.LpMaximize if sf.sense == "max" else pulp.LpMinimize
     prob = pulp.LpProblem("policyopt", sense)

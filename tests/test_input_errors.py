@@ -166,7 +166,7 @@ def test_cli_missing_optional_dependency_is_one_line(monkeypatch, capsys) -> Non
         raise ModuleNotFoundError("No module named 'torch'", name="torch")
 
     parser = cli.build_parser()
-    monkeypatch.setattr(cli, "build_parser", lambda: parser)
+    monkeypatch.setattr(cli, "build_parser", lambda *_: parser)
     sub = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     sub.choices["policies"].set_defaults(func=needs_torch)
     assert cli.main(["policies"]) == 2

@@ -2,6 +2,9 @@
 from __future__ import annotations
 
 import argparse
+import logging
+
+log = logging.getLogger("policyopt.cli")
 
 
 def _cmd_bench(args: argparse.Namespace) -> int:
@@ -25,8 +28,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
         print(f"\n{len(failed)} runs did not reach an optimum:")
         print(failed[[c for c in ("policy", "jobs", "backend", "status", "error") if c in failed]].to_string(index=False))
     if "agrees" in summary and not summary["agrees"].all():
-        print("\nWARNING: backends disagree on some objectives (see summary.csv rel_diff_vs_median)")
-    console.print("wrote " + ", ".join(str(p) for p in paths))
+        log.warning("backends disagree on some objectives (see summary.csv rel_diff_vs_median)")
+    log.info("wrote %s", ", ".join(str(p) for p in paths))
     return 0
 
 

@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
 
@@ -21,6 +22,8 @@ from .problem_fill import estimate_problem
 from .scaling import ScalingModel, scaling_dataset
 
 __all__ = ["add_subparser", "cmd_estimate", "main"]
+
+log = logging.getLogger("policyopt.cli")
 
 
 def cmd_estimate(args: argparse.Namespace) -> int:
@@ -44,7 +47,7 @@ def cmd_estimate(args: argparse.Namespace) -> int:
                            margin=args.margin)
     out.to_json(args.output)
     added = len(out.colocated_types) - len(problem.colocated_types)
-    print(f"added {added} estimated type colocations ({len(out.colocated_types)} in all) to {args.output}")
+    log.info("added %d estimated type colocations (%d in all) to %s", added, len(out.colocated_types), args.output)
     return 0
 
 

@@ -19,6 +19,7 @@ Exit status: 0 every job completed; 1 some job failed (the others completed); 2 
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from pathlib import Path
 from typing import Any, Sequence
@@ -26,6 +27,8 @@ from typing import Any, Sequence
 from policyopt.errors import InputError
 
 __all__ = ["add_subparser", "run_command", "resolve_throughputs", "main"]
+
+log = logging.getLogger("policyopt.cli")
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -161,7 +164,7 @@ def run_command(args: argparse.Namespace) -> int:
     path = write_report(report, output)
     if not args.quiet:
         print_summary(report)
-        print(f"wrote {path}")
+        log.info("wrote %s", path)
     if report["status"] != "finished":
         return 3
     return 1 if report["summary"]["failed"] else 0

@@ -9,12 +9,15 @@ runs it standalone.
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Any, Sequence
 
 from policyopt.errors import InputError
 
 __all__ = ["add_subparser", "run_profile", "main"]
+
+log = logging.getLogger("policyopt.cli")
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -64,7 +67,7 @@ def run_profile(args: argparse.Namespace) -> int:
         ratio = [t / s for t, s in zip(pair["throughputs"], alone)]
         print(f"pair {a} + {b} on {pair['worker_type']}: {pair['throughputs'][0]:.1f} + "
               f"{pair['throughputs'][1]:.1f} steps/s (x{ratio[0]:.2f}, x{ratio[1]:.2f} of alone)")
-    print("wrote " + ", ".join(result.paths.values()))
+    log.info("wrote %s", ", ".join(result.paths.values()))
     return 0
 
 

@@ -9,9 +9,9 @@ Bad input raises :class:`~policyopt.errors.InputError`; the top-level CLI prints
 from __future__ import annotations
 
 import argparse
+import logging
 import sys
 from typing import Sequence
-
 
 from .fit import fit_all
 from .io import read_configs, read_samples, write_predictions
@@ -19,6 +19,8 @@ from .model import compute_terms, iter_time_from_terms, param_matrix
 from .params import load_params, save_params
 
 __all__ = ["add_subparser", "cmd_fit", "cmd_predict", "main"]
+
+log = logging.getLogger("policyopt.cli")
 
 
 def cmd_fit(args: argparse.Namespace) -> int:
@@ -39,7 +41,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
     raw, clean = read_configs(args.configs)
     pred = iter_time_from_terms(compute_terms(clean), param_matrix(clean["model"], params))
     write_predictions(raw, pred, args.output)
-    print(f"wrote {len(raw)} predictions to {args.output}")
+    log.info("wrote %d predictions to %s", len(raw), args.output)
     return 0
 
 

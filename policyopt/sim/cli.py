@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
@@ -41,6 +42,8 @@ from ..problem import Entity
 
 __all__ = ["add_subparser", "run_simulate", "simulate_from_args", "build_trace", "config_from_args", "reconfig_config_from_args",
            "GENERATORS", "BACKENDS", "Generator", "Backend"]
+
+log = logging.getLogger("policyopt.cli")
 
 
 def _floats(text: str, field: str) -> list[float]:
@@ -293,7 +296,7 @@ def run_simulate(args: argparse.Namespace) -> int:
     keys += [k for k in ("reconfigure", "guaranteed_avg_jct", "best_effort_avg_jct", "reconfigurations",
                          "sla_violations") if k in m]
     print(json.dumps({k: m[k] for k in keys}, default=float))
-    print(f"wrote {out / 'metrics.json'}")
+    log.info("wrote %s", out / "metrics.json")
     return 0
 
 

@@ -281,7 +281,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     missing = missing_policies(exp)
     if missing:
         summary = {"experiment": name, "status": "skipped", "missing_policies": missing}
-        print(f"{name}: skipped, policies not registered: {', '.join(missing)}")
+        print(f"{name}: skipped, policies not registered: {', '.join(missing)}", file=sys.stderr)
         return summary
     seeds = tuple(seeds) if seeds is not None else exp.seeds
     rates = exp.rates[-1:] if quick else exp.rates

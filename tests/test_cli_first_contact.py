@@ -1,0 +1,151 @@
+"""What a new user meets first on the command line: results alone on stdout (no solver banner),
+``python -m policyopt``, ``--version``, ``-q``/``-v``, ``| head`` without a broken-pipe error, and a
+``--help`` that imports only what it shows."""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+BANNER = "Running HiGHS"
+
+
+def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
+         stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "policyopt", *args], capture_output=True, text=True, timeout=300,
+                          cwd=cwd, env={**os.environ, **(env or {})}, input=stdin)
+
+
+def _small_problem(tmp_path: Path, name: str = "small") -> Path:
+    from policyopt.examples import load_example
+
+    path = tmp_path / f"{name}.json"
+    path.write_text(load_example(name).to_json())
+    return path
+
+
+def test_solve_stdout_is_json_only(tmp_path: Path) -> None:
+    """``policyopt solve --input p.json | python -m json.tool`` works: stdout holds the JSON alone."""
+    p = _small_problem(tmp_path)
+    r = _cli("solve", "--input", str(p), "--policy", "max_min_fairness")
+    assert r.returncode == 0, r.stderr
+    assert BANNER not in r.stdout
+    assert json.loads(r.stdout)["status"] == "optimal"
+    pipe = subprocess.run(f"{sys.executable} -m policyopt solve --input {p} --policy max_min_fairness"
+                          f" | {sys.executable} -m json.tool", shell=True, capture_output=True, text=True, timeout=300)
+    assert pipe.returncode == 0 and '"status": "optimal"' in pipe.stdout, pipe.stderr
+
+
+@pytest.mark.parametrize("extra", [["--pop-k", "2"], ["--solver", "pulp:HiGHS"], ["--solver", "cvxpy:HIGHS"],
+])
+def test_no_banner_other_paths(tmp_path: Path, extra: list[str]) -> None:
+    """POP, PuLP's and cvxpy's HiGHS interfaces, a MILP-free second policy: stdout is JSON alone."""
+    args = ["solve", "--input", str(_small_problem(tmp_path))]
+    args += extra if "--policy" in extra else ["--policy", "max_min_fairness", *extra]
+    r = _cli(*args)
+    assert r.returncode == 0, r.stderr
+    assert BANNER not in r.stdout and BANNER not in r.stderr
+    json.loads(r.stdout)
+
+
+def _track_input(tmp_path: Path) -> Path:
+    import policyopt
+    from policyopt.examples import load_example
+
+    problem = load_example("small")
+    res = policyopt.solve(problem, "max_min_fairness")
+    path = tmp_path / "alloc.json"
+    path.write_text(json.dumps({
+        "allocation": res.allocation, "colocated": [],
+        "scale_factors": {j.id: j.scale_factor for j in problem.jobs},
+        "worker_counts": {w.name: w.count for w in problem.cluster.worker_types}}))
+    return path
+
+
+def test_every_quick_command_keeps_the_banner_off_stdout(tmp_path: Path, gavel_dir: Path) -> None:
+    """Each sub-command's quickest form that solves an LP (or lists what could): no banner on
+    stdout or stderr. (``serve``, ``profile`` and ``run`` need the service / torch extras and minutes;
+    they solve through the same backend code.)"""
+    env = {"POLICYOPT_GAVEL_DIR": str(gavel_dir)}
+    forms = [
+        ["policies"], ["solvers"],
+        ["simulate", "--policy", "max_min_fairness", "--generator", "gavel", "--jobs", "4", "--static",
+         "--cluster", "v100=2,p100=2,k80=2", "--seed", "0", "--output", str(tmp_path / "sim"), "--no-figures"],
+        ["track-allocation", str(_track_input(tmp_path)), "--rounds", "8"],
+        ["bench", "--policies", "max_min_fairness", "--sizes", "4", "--backends", "highs:simplex",
+         "--repeats", "1", "--output", str(tmp_path / "bench")],
+        ["estimate", "--problem", str(_small_problem(tmp_path, "gavel-small")), "--reference", "gavel",
+         "--output", str(tmp_path / "est.json")],
+    ]
+    for form in forms:
+        r = _cli(*form, env=env)
+        assert r.returncode == 0, (form, r.stderr)
+        assert BANNER not in r.stdout and BANNER not in r.stderr, form
+
+
+def test_python_m_policyopt_and_version() -> None:
+    from policyopt import __version__
+
+    r = _cli("--version", cwd=Path("/"))
+    assert r.returncode == 0 and r.stdout.strip() == f"policyopt {__version__}"
+    r = _cli("--help")
+    assert r.returncode == 0 and "usage: policyopt" in r.stdout and "simulate" in r.stdout
+
+
+def test_quiet_and_verbose_go_through_logging(tmp_path: Path, gavel_dir: Path) -> None:
+    """``wrote FILE`` is an INFO message on stderr: shown by default, hidden by ``-q``."""
+    p = _small_problem(tmp_path, "gavel-small")
+    args = ["estimate", "--problem", str(p), "--reference", "gavel", "--output", str(tmp_path / "o.json")]
+    env = {"POLICYOPT_GAVEL_DIR": str(gavel_dir)}
+    loud = _cli(*args, env=env)
+    quiet = _cli("-q", *args, env=env)
+    assert loud.returncode == quiet.returncode == 0
+    assert "estimated type colocations" in loud.stderr and loud.stdout == ""
+    assert "estimated type colocations" not in quiet.stderr
+
+
+def test_broken_pipe_is_quiet(tmp_path: Path) -> None:
+    """``policyopt solve ... | head -c 10``: no traceback, no 'Broken pipe' message."""
+    from policyopt import Cluster, Job, Problem
+
+    jobs = [Job(f"job-{i:05d}", {"v100": 1.0 + i % 7, "k80": 0.5 + i % 3}) for i in range(3000)]
+    problem = Problem(Cluster.from_counts({"v100": 100, "k80": 100}), jobs)
+    path = tmp_path / "big.json"
+    path.write_text(problem.to_json())
+    proc = subprocess.Popen([sys.executable, "-m", "policyopt", "solve", "--input", str(path), "--policy",
+                             "max_sum_throughput"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    assert proc.stdout.read(10)
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    code = proc.wait(timeout=300)
+    assert "Broken pipe" not in err and "Traceback" not in err, err
+    assert code == 141
+
+
+def test_help_table_matches_the_modules() -> None:
+    """``policyopt --help`` is built from ``SUBCOMMANDS`` without importing the sub-command modules;
+    the table must say what the modules register."""
+    from policyopt import cli
+
+    full = cli.build_parser()
+    sub = next(a for a in full._actions if isinstance(a, argparse._SubParsersAction))
+    real = {a.dest: (a.help or "") for a in sub._choices_actions}
+    assert list(real) == list(cli.SUBCOMMANDS)
+    assert {k: v for k, (_m, v) in cli.SUBCOMMANDS.items()} == real
+
+
+def test_help_imports_no_subcommand_module() -> None:
+    code = ("import sys; from policyopt.cli import main\n"
+            "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
+            "heavy = [m for m in ('policyopt.sim', 'policyopt.bench', 'pandas', 'scipy.optimize', 'policyopt.executor')"
+            " if m in sys.modules]\n"
+            "print(heavy, file=sys.stderr)\nassert not heavy, heavy\n")
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
