@@ -205,6 +205,9 @@ def get_solver(name: str | Solver | None = None, require: Feature | None = None)
         raise UnknownNameError("solver", name, _REGISTRY)
     cls = _REGISTRY[base]
     if not cls.is_available():
+        why = getattr(cls, "unavailable_reason", None)  # a backend may say more than "not installed"
+        if callable(why) and why():
+            raise SolverNotAvailableError(f"solver {base!r} is not available here: {why()}")
         raise SolverNotAvailableError(
             f"solver {base!r} is not installed (modules {', '.join(cls.required_modules)}); "
             f"install it with: pip install 'policyopt[{base}]'; installed: {', '.join(available_solvers()) or 'none'}")
