@@ -46,7 +46,6 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from scipy.optimize import linear_sum_assignment
 
 from policyopt.modeling import IndexSet, Model
 from policyopt.policy import Option, Policy, register_policy
@@ -148,6 +147,8 @@ class AlloX(Policy):
         full = cost[:, col_group]
         finite = np.isfinite(full)
         big = (full[finite].max() if finite.any() else 1.0) * (cost.shape[0] + 1) + 1.0
+        from scipy.optimize import linear_sum_assignment  # lazy: scipy.optimize costs ~0.2 s to import
+
         ri, ci = linear_sum_assignment(np.where(finite, full, big))
         level = np.full(cost.shape[0], -1, np.int64)
         ok = finite[ri, ci]

@@ -56,7 +56,6 @@ import time
 from typing import Callable
 
 import numpy as np
-from scipy.optimize import brentq
 
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model
@@ -98,6 +97,8 @@ def _model_root(lam: float, pi: np.ndarray, v: float, beta: Callable[[float], np
             return None
     if model(lo) * model(hi) > 0:
         return None
+    from scipy.optimize import brentq  # lazy: scipy.optimize costs ~0.2 s to import
+
     return float(brentq(model, lo, hi, xtol=1e-15 * max(v, 1.0), rtol=4 * np.finfo(float).eps, maxiter=200))
 
 

@@ -5,7 +5,9 @@ Most policies are :class:`LPPolicy` subclasses that only implement :meth:`LPPoli
 objective and extra rows to a model that already holds ``X`` with its time and capacity rows);
 the pipeline (space → model → compile → solve → extract → fallback) is shared, with per-phase
 timings. Register a policy with the :func:`register_policy` decorator; the runtime (CLI, mechanism,
-simulator, executor, service) looks policies up by name with :func:`get_policy`.
+simulator, executor, service) looks policies up by name with :func:`get_policy`. Policies of
+extensions (e.g. ``rubick_greedy`` of ``policyopt.reconfig``) are found by discovery
+(:mod:`policyopt.extensions`) the first time a name is not registered yet.
 
 Safe fallback: when the backend does not return an optimum (time limit, numerical error), the
 result keeps that status and carries, in this order of preference, the backend's best point if it
@@ -24,6 +26,7 @@ import numpy as np
 
 from .allocation import AllocationSpace, PairPruning
 from .errors import InputError, UnknownNameError
+from .extensions import discover
 from .modeling import Model, Variable
 from .problem import Problem
 from .result import PolicyResult, SolveResult, Status, Timings
@@ -276,14 +279,17 @@ def load_plugins(modules: Iterable[str] = ()) -> list[str]:
     return loaded
 
 
-def _ensure_loaded() -> None:
+def _ensure_loaded(name: str | None = None) -> None:
+    """The policy library and plugins; the extensions (:func:`policyopt.extensions.discover`) only
+    when ``name`` is not registered yet or every policy is wanted (``name`` None)."""
     importlib.import_module("policyopt.formulations")
-    importlib.import_module("policyopt.reconfig")  # execution-plan space + its baselines (rubick_greedy, ...)
     load_plugins()
+    if name is None or name not in _POLICIES:
+        discover()
 
 
 def policy_class(name: str) -> type[Policy]:
-    _ensure_loaded()
+    _ensure_loaded(name)
     try:
         return _POLICIES[name]
     except KeyError:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
 from .errors import InputError, UnknownNameError
+from .extensions import problem_parser
 
 __all__ = [
     "UNCONSOLIDATED_SUFFIX",
@@ -620,11 +621,13 @@ def _nan_to_none(v: Any) -> Any:
     return v
 
 
-def problem_from_any(data: Mapping[str, Any]) -> "Problem":
-    """Parse an interchange problem, including its extensions: a problem with a ``"reconfig"``
-    section (execution-plan configurations, docs/reconfig.md) becomes a ``ReconfigProblem``."""
-    if isinstance(data, Mapping) and "reconfig" in data:
-        from .reconfig.spec import problem_from_dict
+#: the top-level keys of a core problem; any other key is looked up among the registered problem kinds
+CORE_PROBLEM_KEYS = frozenset({"cluster", "jobs", "colocated", "colocated_types", "entities"})
 
-        return problem_from_dict(data)
-    return Problem.from_dict(data)
+
+def problem_from_any(data: Mapping[str, Any]) -> "Problem":
+    """Parse an interchange problem, including its extensions: a top-level key registered with
+    :func:`policyopt.extensions.register_problem_kind` routes the problem to that kind's parser
+    (``"reconfig"``: execution-plan configurations, docs/reconfig.md, a ``ReconfigProblem``)."""
+    parser = problem_parser(data, CORE_PROBLEM_KEYS) if isinstance(data, Mapping) else None
+    return parser(data) if parser is not None else Problem.from_dict(data)

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from .extensions import result_sections
+
 __all__ = ["Status", "Timings", "SolveResult", "PolicyResult"]
 
 
@@ -124,10 +126,11 @@ class PolicyResult:
         if self.message:
             out["message"] = self.message
         out.update(self.extra)
-        if "sla_report" not in out:  # spaces with guaranteed jobs report every SLA (met or not)
-            report = getattr(self.space, "sla_report", None)
-            if report is not None:
-                out["sla_report"] = list(report)
+        for name, section in result_sections().items():  # sections registered by extensions
+            if name not in out:
+                value = section(self)
+                if value is not None:
+                    out[name] = value
         return out
 
     def to_json(self, indent: int | None = 2) -> str:

@@ -1,8 +1,10 @@
 """Reconfiguration-aware multi-resource allocation: execution plans as configurations.
 
 Importing this package registers :class:`MultiResourceSpace` for :class:`ReconfigProblem` (so every
-policy solves over plan × resource configurations) and the baseline policies ``rubick_greedy``,
-``synergy_like`` and ``sia_like``. See docs/reconfig.md.
+policy solves over plan × resource configurations), the baseline policies ``rubick_greedy``,
+``synergy_like`` and ``sia_like``, the problem kind ``"reconfig"`` and the result section
+``sla_report`` (:mod:`policyopt.reconfig._extension`; the core finds this package by discovery,
+:mod:`policyopt.extensions`). See docs/reconfig.md.
 
 Public API::
 
@@ -20,7 +22,7 @@ from .spec import (RECONFIGURE_MODES, CurrentConfig, ModelEntry, NodeType, Quota
 from .space import MultiResourceSpace
 from .examples import A100_NODE, CATALOGUE, PUBLISHED_TWO_JOB, two_job_example
 from .rounds import JobDecision, RoundDecision, reconfig_round
-from . import baselines, policies  # noqa: F401  (register rubick_greedy, synergy_like, sia_like, fluid_srpt)
+from . import _extension, baselines, policies  # noqa: F401  (register the problem kind, result section, policies)
 from .trace import simulate_fluid, trace_problem, transformers_trace
 
 __all__ = [

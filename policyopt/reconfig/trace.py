@@ -23,19 +23,21 @@ charged, returning the compact :class:`SimResult`.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from policyopt.errors import InputError
 from policyopt.perfmodel import Plan
 from policyopt.problem import Cluster, Entity, Job, WorkerType
-from policyopt.sim.traces import TraceJob
 
 from .catalog import plan_rows, reference_throughputs
 from .examples import A100_NODE, CATALOGUE, GPUS_PER_NODE
 from .rounds import RoundDecision, reconfig_round
 from .spec import CurrentConfig, NodeType, Quota, ReconfigJob, ReconfigOptions, ReconfigProblem, ReconfigSpec
+
+if TYPE_CHECKING:  # the runtimes import each other only inside functions
+    from policyopt.sim.traces import TraceJob
 
 __all__ = ["MODEL_MIX", "transformers_trace", "JobState", "trace_problem", "SimResult", "simulate_fluid",
            "checkpoint_seconds"]
@@ -64,6 +66,8 @@ def transformers_trace(num_jobs: int, rate_per_hour: float | None = None, *, see
                        node: NodeType = A100_NODE, max_gpus: int | None = None) -> list[TraceJob]:
     """Seeded transformer trace (module docstring); ``extra`` holds the reconfig request.
     ``max_gpus`` drops request sizes above it (for small clusters)."""
+    from policyopt.sim.traces import TraceJob
+
     if num_jobs <= 0:
         raise InputError("jobs", num_jobs, "must be a positive number of jobs")
     if not static and not (rate_per_hour and rate_per_hour > 0):

@@ -1,8 +1,9 @@
 """Trace-driven simulation: traces, the round simulator, metrics and experiments.
 
 The reconfiguration-aware simulation (``--generator transformers``) lives in
-:mod:`policyopt.sim.reconfig_sim`; its names are exported lazily here (it imports
-:mod:`policyopt.reconfig`, which itself imports :mod:`policyopt.sim.traces`).
+:mod:`policyopt.sim.reconfig_sim`; its names are exported lazily here. It uses
+:mod:`policyopt.reconfig` only inside functions (the runtimes never import each other at module
+level; tests/test_import_graph.py).
 """
 from .._lazy import lazy_exports
 from .simulator import SimConfig, SimResult, Simulator, simulate

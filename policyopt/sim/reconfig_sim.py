@@ -45,19 +45,19 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field, replace
-from typing import Any, Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
 from ..errors import InputError, UnknownNameError
 from ..mechanism import RecomputeClock
-from ..reconfig.examples import A100_NODE, GPUS_PER_NODE
-from ..reconfig.rounds import RoundDecision, reconfig_round
-from ..reconfig.spec import RECONFIGURE_MODES, CurrentConfig, NodeType, ReconfigOptions, ReconfigProblem
-from ..reconfig.trace import PRICE_PER_GPU_HOUR, JobState, trace_problem
 from .metrics import DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, steady_state_window
 from .simulator import SimResult, _progress
 from .traces import TraceJob
+
+if TYPE_CHECKING:  # the runtimes import each other only inside functions (tests/test_import_graph.py)
+    from ..reconfig.rounds import RoundDecision
+    from ..reconfig.spec import CurrentConfig, NodeType, ReconfigOptions, ReconfigProblem
 
 __all__ = ["ReconfigSimConfig", "ReconfigSimulator", "simulate_reconfig", "relabel_nodes", "RESCHEDULE_MODES",
            "REQUIRED_EXTRA", "Scheduler"]
@@ -68,7 +68,7 @@ RESCHEDULE_MODES: tuple[str, ...] = ("events", "rounds")
 REQUIRED_EXTRA: tuple[str, ...] = ("model", "node_type", "gpus", "cpus", "plan", "guaranteed", "checkpoint_seconds")
 PHASES = ("problem", "decide", "relabel", "execute")
 #: ``(problem, received share of time) -> RoundDecision``
-Scheduler = Callable[[ReconfigProblem, Mapping[str, float]], RoundDecision]
+Scheduler = Callable[["ReconfigProblem", Mapping[str, float]], "RoundDecision"]
 #: one node slice of a placement: (node type index, node index, GPUs, cores, host bytes)
 NodeSlice = tuple[int, int, int, float, float]
 
@@ -108,6 +108,8 @@ class ReconfigSimConfig:
     progress: bool = False
 
     def __post_init__(self) -> None:
+        from ..reconfig.spec import RECONFIGURE_MODES
+
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, (int, np.integer)) or self.nodes < 1:
             raise InputError("nodes", self.nodes, "must be a positive integer (nodes of 8 GPUs)")
         if self.reconfigure not in RECONFIGURE_MODES:
@@ -143,6 +145,8 @@ class ReconfigSimConfig:
     @property
     def options(self) -> ReconfigOptions:
         """The ``reconfig.options`` of every round's problem."""
+        from ..reconfig.spec import ReconfigOptions
+
         return ReconfigOptions(reconfigure=self.reconfigure, threshold=float(self.threshold),
                                round_seconds=float(self.round_seconds) if self.amortize else None)
 
@@ -209,12 +213,15 @@ class ReconfigSimulator:
     decision (default: :func:`~policyopt.reconfig.reconfig_round` with ``config.policy``)."""
 
     def __init__(self, config: ReconfigSimConfig | None = None, *, scheduler: Scheduler | None = None,
-                 node: NodeType = A100_NODE) -> None:
+                 node: NodeType | None = None) -> None:
+        """``node``: the node type of the cluster (default :data:`~policyopt.reconfig.A100_NODE`)."""
         import policyopt.reconfig  # noqa: F401  (registers rubick_greedy, synergy_like, sia_like, fluid_srpt)
         from ..policy import get_policy
+        from ..reconfig.examples import A100_NODE
+        from ..reconfig.rounds import reconfig_round
 
         self.config = config or ReconfigSimConfig()
-        self.node = node
+        self.node = A100_NODE if node is None else node
         if scheduler is None:
             policy = get_policy(self.config.policy, **dict(self.config.policy_options))
 
@@ -224,6 +231,8 @@ class ReconfigSimulator:
 
     # ------------------------------------------------------------------ checks
     def _prepare(self, trace: Sequence[TraceJob]) -> list[TraceJob]:
+        from ..reconfig.examples import GPUS_PER_NODE
+
         cfg = self.config
         if not trace:
             raise InputError("trace", [], "the trace has no jobs")
@@ -255,6 +264,9 @@ class ReconfigSimulator:
         """Simulate ``trace``; per-job / per-round / per-decision DataFrames, metrics, and the
         per-round ``runs`` and per-node ``placements`` tables."""
         import pandas as pd
+
+        from ..reconfig.examples import GPUS_PER_NODE
+        from ..reconfig.trace import PRICE_PER_GPU_HOUR, JobState, trace_problem
 
         cfg, node = self.config, self.node
         t_wall = time.perf_counter()
@@ -473,6 +485,8 @@ class ReconfigSimulator:
                 cost: np.ndarray, round_rows: list[tuple], run_rows: list[tuple], place_rows: list[tuple],
                 decision_rows: list[tuple], timings: dict[str, float], t: float, t0: float, rounds: int, stalled: bool,
                 space_mode: str, cap: np.ndarray, t_wall: float, pd: Any) -> SimResult:
+        from ..reconfig.examples import GPUS_PER_NODE
+
         cfg = self.config
         N = len(jobs)
         lo, hi = steady_state_window(N, cfg.window)
