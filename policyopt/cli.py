@@ -12,12 +12,13 @@ import json
 import logging
 import os
 import sys
+from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from .errors import InputError, PolicyOptError
 
-__all__ = ["main", "build_parser", "dispatch", "run_standalone", "SUBCOMMANDS", "SUBCOMMAND_MODULES"]
+__all__ = ["SUBCOMMANDS", "SUBCOMMAND_MODULES", "build_parser", "dispatch", "main", "run_standalone"]
 
 #: sub-command → (the module whose ``add_subparser`` adds it, its one-line help), in ``--help``
 #: order. ``policyopt --help`` is built from this table alone; a test keeps it equal to the modules.
@@ -96,33 +97,18 @@ def _cmd_solve(args: argparse.Namespace) -> int:
 
         policy = pop(policy, k=args.pop_k, seed=args.seed)
     result = policy.solve(problem)
+    from .cli_result import exit_status, print_summary, report_notes
+
+    out = result.to_dict()
     text = result.to_json()
     if args.output:
         Path(args.output).write_text(text)
-        _print_summary(result)
+        if logging.getLogger("policyopt.cli").isEnabledFor(logging.INFO):
+            print_summary(result)
     else:
         print(text)
-    return 0
-
-
-def _print_summary(result: Any) -> None:
-    from rich.console import Console
-    from rich.table import Table
-
-    console = Console(stderr=True)
-    table = Table(title=f"{result.policy} — {result.status.value} — objective {result.objective}")
-    configs = sorted({c for a in result.allocation.values() for c in a})
-    table.add_column("job")
-    for c in configs:
-        table.add_column(c, justify="right")
-    table.add_column("steps/s", justify="right")
-    for job, alloc in list(result.allocation.items())[:40]:
-        table.add_row(job, *[f"{alloc.get(c, 0.0):.3f}" for c in configs],
-                      f"{result.effective_throughputs.get(job, 0.0):.3f}")
-    console.print(table)
-    if len(result.allocation) > 40:
-        console.print(f"... {len(result.allocation) - 40} more jobs")
-    console.print("timings (s): " + ", ".join(f"{k}={v:.4f}" for k, v in result.timings.to_dict().items()))
+    report_notes(out)
+    return exit_status(out["status"], args.allow_nonoptimal)
 
 
 def _cmd_policies(args: argparse.Namespace) -> int:
@@ -132,18 +118,23 @@ def _cmd_policies(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(pols, indent=2, default=str))
         return 0
-    for p in pols:
-        print(f"{p['name']:36s} {p['doc']}")
+    from .cli_result import wrap_rows
+
+    print(wrap_rows([(p["name"], str(p["doc"] or "")) for p in pols]))
     return 0
 
 
 def _cmd_solvers(args: argparse.Namespace) -> int:
-    from .solver_api import _REGISTRY, registered_solvers  # noqa: PLC2701
+    from .cli_result import wrap_rows
+    from .solver_api import _REGISTRY, registered_solvers
 
+    rows = []
     for name in registered_solvers():
         cls = _REGISTRY[name]
-        flags = str(cls.features).replace("Feature.", "")
-        print(f"{name:8s} {'available' if cls.is_available() else 'missing  '} {flags:40s} {cls.doc}")
+        flags = str(cls.features).replace("Feature.", "").replace("|", ", ")
+        state = "available" if cls.is_available() else "not installed"
+        rows.append((name, f"{state}; {flags}. {cls.doc}"))
+    print(wrap_rows(rows))
     return 0
 
 
@@ -160,12 +151,22 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pop-k", dest="pop_k", type=int, help="apply POP with K sub-problems")
     p.add_argument("--seed", type=int, default=0, help="seed for POP's partition")
     p.add_argument("--option", "-o", action="append", metavar="KEY=VALUE", help="policy option (repeatable)")
-    p.add_argument("--output", help="write the result JSON here (else print it)")
+    p.add_argument("--output", help="write the result JSON here and print a summary table on stderr "
+                                    "(default: the JSON alone on stdout)")
+    p.add_argument("--allow-nonoptimal", action="store_true",
+                   help="exit 0 for a result that is not optimal (time limit, infeasible, ...); by default such "
+                        "results are still written but the exit status says what happened (3-7, docs/cli.md)")
     p.set_defaults(func=_cmd_solve)
-    q = sub.add_parser("policies", help="list registered policies")
-    q.add_argument("--json", action="store_true")
+    q = sub.add_parser("policies", help="list registered policies",
+                       description="List every registered policy (built-in and from --plugin modules) with "
+                                   "its one-line description.")
+    q.add_argument("--json", action="store_true",
+                   help="print a JSON list of {name, doc, class, options} instead of the table")
     q.set_defaults(func=_cmd_policies)
-    s = sub.add_parser("solvers", help="list solver backends (preference order) and their capabilities")
+    s = sub.add_parser("solvers", help="list solver backends (preference order) and their capabilities",
+                       description="List the solver backends in preference order: whether the library is "
+                                   "installed, what it supports (LP, MILP, duals, warm start, time limit) and "
+                                   "how to name it in --solver.")
     s.set_defaults(func=_cmd_solvers)
 
 
@@ -181,10 +182,7 @@ def _parser(commands: Iterable[str]) -> argparse.ArgumentParser:
 
     parser = argparse.ArgumentParser(prog="policyopt", description=__doc__.split("\n\n")[0] if __doc__ else None)
     parser.add_argument("--version", action="version", version=f"policyopt {__version__}")
-    parser.add_argument("-v", "--verbose", action="count", default=0, dest="log_more",
-                        help="more messages on stderr (debug)")
-    parser.add_argument("-q", "--quiet", action="count", default=0, dest="log_less",
-                        help="fewer messages on stderr (-q: warnings and errors, -qq: errors only)")
+    _add_verbosity(parser, 0)
     parser.add_argument("--plugin", action="append", default=[], metavar="MODULE_OR_FILE",
                         help="import a module (or a .py file) that registers policies (repeatable; also "
                              "$POLICYOPT_PLUGINS, comma-separated)")
@@ -201,9 +199,24 @@ def _parser(commands: Iterable[str]) -> argparse.ArgumentParser:
                     raise
             else:
                 mod.add_subparser(sub)
+                for real in sub.choices.values():  # `policyopt solve ... -q` works too
+                    _add_verbosity(real, argparse.SUPPRESS)
         if name not in sub.choices:
             sub.add_parser(name, help=help_text, add_help=False).set_defaults(func=_stub)
     return parser
+
+
+def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
+    """``-v/--verbose`` and ``-q/--quiet`` (counted), skipping an option string the parser already
+    uses (``run --quiet`` is the executor's own); sub-parsers pass ``SUPPRESS`` so that they do not
+    reset what was given before the command."""
+    taken = set(parser._option_string_actions)
+    for flags, dest, text in ((("-v", "--verbose"), "log_more", "more messages on stderr (debug)"),
+                              (("-q", "--quiet"), "log_less",
+                               "fewer messages on stderr (-q: warnings and errors, -qq: errors only)")):
+        free = [f for f in flags if f not in taken]
+        if free:
+            parser.add_argument(*free, action="count", default=default, dest=dest, help=text)
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -23,6 +23,22 @@ show only warnings / errors on stderr, `-v` adds debug messages; `--version`.
 Results go to stdout, messages to stderr. Errors print one line (`policyopt: error: FIELD: PROBLEM
 (got VALUE)`) and exit with status 2; when stdout's reader goes away (`policyopt ... | head`) the
 command stops quietly with status 141.
+
+`policyopt solve` writes the result either way and says on stderr why it is not optimal (the
+policy's message, SLOs not met, SLAs not met, POP lowering `k`, colocated pairs); its exit status
+is the result's status:
+
+| exit status | result status | what was returned |
+|---|---|---|
+| 0 | `optimal` | the optimum |
+| 2 | — | nothing: an input error (one line on stderr) |
+| 3 | `time_limit` | the solver's best feasible point, else the policy's fallback allocation |
+| 4 | `infeasible` | the policy's fallback allocation (e.g. best effort for SLOs) |
+| 5 | `unbounded` | the policy's fallback allocation |
+| 6 | `error` | the policy's fallback allocation (the solver failed) |
+| 7 | any other non-optimal status | as the status says |
+
+`--allow-nonoptimal` makes 3–7 exit with 0 (for scripts that read the status from the JSON).
 """
 
 

@@ -18,7 +18,7 @@ BANNER = "Running HiGHS"
 
 def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
          stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "policyopt", *args], capture_output=True, text=True, timeout=300,
+    return subprocess.run([sys.executable, "-m", "policyopt", *args], capture_output=True, text=True, timeout=300, check=False,
                           cwd=cwd, env={**os.environ, **(env or {})}, input=stdin)
 
 
@@ -38,7 +38,7 @@ def test_solve_stdout_is_json_only(tmp_path: Path) -> None:
     assert BANNER not in r.stdout
     assert json.loads(r.stdout)["status"] == "optimal"
     pipe = subprocess.run(f"{sys.executable} -m policyopt solve --input {p} --policy max_min_fairness"
-                          f" | {sys.executable} -m json.tool", shell=True, capture_output=True, text=True, timeout=300)
+                          f" | {sys.executable} -m json.tool", shell=True, capture_output=True, text=True, timeout=300, check=False)
     assert pipe.returncode == 0 and '"status": "optimal"' in pipe.stdout, pipe.stderr
 
 
@@ -147,5 +147,74 @@ def test_help_imports_no_subcommand_module() -> None:
             "heavy = [m for m in ('policyopt.sim', 'policyopt.bench', 'pandas', 'scipy.optimize', 'policyopt.executor')"
             " if m in sys.modules]\n"
             "print(heavy, file=sys.stderr)\nassert not heavy, heavy\n")
-    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    r = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=False)
     assert r.returncode == 0, r.stderr
+
+
+# ------------------------------------------------------------------ why a result is not optimal
+def _slo_problem(tmp_path: Path) -> Path:
+    from policyopt.examples import load_example
+
+    d = json.loads(load_example("small").to_json())
+    d["jobs"][0]["slo_seconds"] = 1.0  # 100,000 steps in 1 s: no allocation meets it
+    path = tmp_path / "slo.json"
+    path.write_text(json.dumps(d))
+    return path
+
+
+def test_nonoptimal_says_why_and_exits_nonzero(tmp_path: Path) -> None:
+    """An infeasible SLO: the reason and the job are on stderr, exit 4; ``--allow-nonoptimal`` → 0;
+    the result is written either way."""
+    from policyopt.cli_result import EXIT_STATUS
+
+    p = _slo_problem(tmp_path)
+    out = tmp_path / "r.json"
+    r = _cli("solve", "--input", str(p), "--policy", "min_cost_slo", "--output", str(out))
+    assert r.returncode == EXIT_STATUS["infeasible"] == 4, r.stderr
+    assert "status infeasible" in r.stderr and "SLO of job resnet50 not met" in r.stderr
+    assert json.loads(out.read_text())["status"] == "infeasible"
+    r = _cli("solve", "--input", str(p), "--policy", "min_cost_slo", "--allow-nonoptimal")
+    assert r.returncode == 0 and json.loads(r.stdout)["slo_violations"][0]["job"] == "resnet50"
+    assert "SLO of job resnet50 not met" in r.stderr
+
+
+def test_time_limit_fallback_is_explained(tmp_path: Path) -> None:
+    r = _cli("solve", "--example", "small", "--policy", "max_min_fairness", "--time-limit", "1e-9")
+    assert json.loads(r.stdout)["status"] == "time_limit"
+    assert r.returncode == 3 and "status time_limit" in r.stderr and "fallback" in r.stderr
+
+
+def test_explain_pop_and_pairs() -> None:
+    """POP lowering k and the colocated pairs are told (as information: the result is optimal)."""
+    import logging
+
+    import policyopt
+    from policyopt.cli_result import exit_status, explain
+    from policyopt.examples import load_example
+
+    res = policyopt.pop(policyopt.get_policy("max_min_fairness"), k=4).solve(load_example("small"))
+    notes = explain(res.to_dict())
+    assert any("POP: k lowered from 4" in t for _, t in notes)
+    res = policyopt.solve(load_example("gavel-small"), "max_min_fairness", space_sharing=True)
+    notes = explain(res.to_dict())
+    pairs = res.colocated_allocation
+    assert pairs and any(f"{len(pairs)} colocated pair(s)" in t for _, t in notes)
+    assert all(level == logging.INFO for level, _ in notes)
+    assert exit_status("optimal") == 0 and exit_status("time_limit") == 3 and exit_status("new_status") == 7
+    assert exit_status("infeasible", allow_nonoptimal=True) == 0
+
+
+def test_listings_fit_80_columns() -> None:
+    for cmd in (["policies"], ["solvers"]):
+        r = _cli(*cmd, env={"COLUMNS": "80"})
+        assert r.returncode == 0
+        assert max(len(line) for line in r.stdout.splitlines()) <= 80, cmd
+
+
+def test_summary_table_fits_80_columns(tmp_path: Path) -> None:
+    r = _cli("solve", "--example", "gavel-small", "--policy", "max_min_fairness", "--space-sharing",
+             "--output", str(tmp_path / "r.json"), env={"COLUMNS": "80"})
+    assert r.returncode == 0
+    table = [line for line in r.stderr.splitlines() if line.startswith(("│", "┃"))]
+    assert table and max(len(line) for line in table) <= 80
+    assert all(f")#{i}" in r.stderr or f"A3C#{i}" in r.stderr for i in range(12))  # names wrap, never cut
