@@ -14,10 +14,9 @@
   a new variable ``τ`` (Charnes–Cooper), whatever rows the space adds;
 * :class:`LoadedLP` — compile a :class:`~policyopt.modeling.Model` once, load it into the backend
   once, then re-solve after in-place updates (row bounds, column bounds, costs) for iterative
-  policies (bisection, Newton, lexicographic sequences), with the phase timings accumulated. With
-  ``algorithm="auto"`` on large LPs: ``cold_ipm=True`` loads with interior point (several times
-  faster than simplex cold on max-min-style LPs); ``iterative=True`` switches to warm simplex after
-  the first solve when the loaded model offers ``set_algorithm(name)``.
+  policies (bisection, Newton, lexicographic sequences), with the phase timings accumulated.
+  ``algorithm="auto"`` is decided per solve by the backend (one rule:
+  :func:`policyopt.solver_api.auto_algorithm`).
 
 Only the public modeling API is used here.
 """
@@ -34,10 +33,6 @@ from policyopt.policy import Policy
 from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import Feature, LoadedModel
 
-
-#: LPs with at least this many columns are solved cold by interior point when ``cold_ipm`` is asked
-#: for (measured: on 2048-job max-min-style LPs IPM takes 0.25–0.45 s, cold dual simplex 0.6–1.9 s)
-COLD_IPM_MIN_COLS = 4000
 
 
 def policy_data(space: AllocationSpace, agnostic: bool) -> tuple[np.ndarray, np.ndarray]:
@@ -228,33 +223,21 @@ class LoadedLP:
     into ``solve``.
     """
 
-    def __init__(self, policy: Policy, model: Model, timings: Timings, iterative: bool = False,
-                 cold_ipm: bool = False) -> None:
+    def __init__(self, policy: Policy, model: Model, timings: Timings) -> None:
         self.model = model
         self.timings = timings
         t0 = time.perf_counter()
         self.sf = model.compile()
         t1 = time.perf_counter()
         self.solver = policy.get_solver(Feature.MILP if model.is_mip else Feature.LP)
-        opts = policy.solver_options()
-        auto = opts.algorithm == "auto"
-        large = self.sf.num_cols >= COLD_IPM_MIN_COLS
-        if auto and cold_ipm and large:
-            opts = opts.with_(algorithm="ipm")  # even without a later switch, IPM beats cold simplex here
-        self.loaded: LoadedModel = self.solver.load(self.sf, opts)
+        # algorithm "auto" is decided per solve by the backend (solver_api.auto_algorithm): the
+        # structured fast path, else interior point cold on large LPs and warm simplex re-solves
+        self.loaded: LoadedModel = self.solver.load(self.sf, policy.solver_options())
         t2 = time.perf_counter()
         timings.compile += t1 - t0
         timings.solve += t2 - t1
         self.solves = 0
         self.has_duals = self.solver.supports(Feature.DUALS)
-        # iterative policies with algorithm "auto" on large LPs: a cold interior-point solve, then warm
-        # simplex re-solves — when the loaded model can switch algorithms (``set_algorithm``)
-        self._switch = None
-        setter = getattr(self.loaded, "set_algorithm", None)
-        if auto and iterative and large and callable(setter):
-            if not cold_ipm:
-                setter("ipm")
-            self._switch = setter
 
     @property
     def solver_name(self) -> str:
@@ -273,9 +256,6 @@ class LoadedLP:
         t0 = time.perf_counter()
         # re-solves after in-place updates: an infeasible/unknown answer is checked cold (resolve)
         res = self.loaded.resolve() if self.solves else self.loaded.solve()
-        if self._switch is not None:  # later solves start from this basis
-            self._switch("simplex")
-            self._switch = None
         self.timings.solve += time.perf_counter() - t0
         self.solves += 1
         return res

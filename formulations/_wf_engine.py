@@ -17,7 +17,7 @@ from policyopt.allocation import AllocationSpace
 from policyopt.errors import InputError
 from policyopt.modeling import IndexSet, LinExpr, Model, Triplets, Variable
 from policyopt.result import Status, Timings
-from policyopt.solver_api import LoadedModel, SolverOptions
+from policyopt.solver_api import LoadedModel, SolverOptions, auto_algorithm
 
 __all__ = ["FillGroup", "FillOutcome", "WaterFillingEngine", "normalized_throughput", "FAIRNESS", "FIFO"]
 
@@ -292,7 +292,7 @@ class WaterFillingEngine:
         # warm re-solves then use the primal simplex method from the crossover basis
         self.first_algorithm = self.options.algorithm
         if self.options.algorithm == "auto":
-            self.first_algorithm = "ipm" if sf.num_cols >= 20000 else "simplex"
+            self.first_algorithm = auto_algorithm(sf)
         opts = self.options.with_(algorithm=self.first_algorithm)
         if getattr(self.solver, "name", "") == "highs":  # levels are carried over many LPs: tight tolerances
             opts = opts.with_(extra={"primal_feasibility_tolerance": 1e-9, **opts.extra})

@@ -41,9 +41,8 @@ step is available (a backend without duals). Stop when ``UB − LB ≤ tol·UB``
 returned allocation's objective ``ρ(X) = UB`` is within ``tol`` of the optimum — exact to the
 solver's tolerance, not a bisection stopped at a 5% bracket. When every ``t_m = 0``,
 ``β_m(v) = v`` is linear, ``G(v) = F − v`` and the first step is exact: one LP. Otherwise
-typically 2–3 LP solves. With ``algorithm="auto"`` an LP of ≥ 4000 columns is solved cold by interior
-point (several times faster than cold simplex here) and, when the backend's loaded model offers
-``set_algorithm``, re-solved by warm simplex.
+typically 2–3 LP solves. With ``algorithm="auto"`` the backend picks per solve (the structured
+fast path, interior point cold on large LPs, warm simplex re-solves: ``solver_api.auto_algorithm``).
 
 ``finish_time_fairness_agnostic``: Gavel's heterogeneity-agnostic baseline — the policy sees every
 throughput as 1 (pairs as packed/alone ratios), so it equalizes time shares; the objective it
@@ -148,7 +147,7 @@ class FinishTimeFairness(Policy):
         model.add_constraints((thr / w - lam.expr()).between(-np.inf, np.inf), "ftf")
         model.maximize(lam)
         timings.build = time.perf_counter() - t0
-        lp = LoadedLP(self, model, timings, iterative=True, cold_ipm=True)
+        lp = LoadedLP(self, model, timings)
         rows = lp.rows("ftf")
 
         # parametrize by v = 1/ρ: β_m(v) = s_m·v/((D_m − t_m·v)·w_m) is linear when t_m = 0

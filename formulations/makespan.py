@@ -89,7 +89,7 @@ class Makespan(Policy):
         u = makespan_rows(model, space, X, active, tau)
         model.maximize(u)
         timings.build = time.perf_counter() - t0
-        lp = LoadedLP(self, model, timings, iterative=self.config["fill"])
+        lp = LoadedLP(self, model, timings)
         raw = lp.solve()
         if not raw.ok or raw.x is None:
             Xf, msg = self.fallback(space, raw, X)

@@ -104,7 +104,7 @@ class MakespanUnderBudget(Policy):
         model.add_constraints((total_cost(space, X) * (tau / (3600.0 * budget))).between(-np.inf, np.inf), "budget")
         model.maximize(LinExpr((), [], [], [], 0.0))
         timings.build += time.perf_counter() - t0
-        lp = LoadedLP(self, model, timings, iterative=True)
+        lp = LoadedLP(self, model, timings)
         finish, brow = lp.rows("finish"), lp.rows("budget")
 
         def feasible(M: float) -> tuple[bool, np.ndarray | None]:

@@ -180,7 +180,7 @@ class ShortestJobFirst(Policy):
         Mn = sp.csr_matrix((Mt.vals[keep] / fastest[Mt.rows[keep]], (Mt.rows[keep], lp_col[keep])),
                            shape=(n, model.num_cols))
         timings.build += time.perf_counter() - t0
-        lp = LoadedLP(self, model, timings, iterative=True)
+        lp = LoadedLP(self, model, timings)
         level_rows = lp.rows("level")
         all_cols = np.arange(model.num_cols)
         fixed = np.full(n, -np.inf)  # lower bounds of the fixed levels

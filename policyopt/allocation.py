@@ -538,14 +538,12 @@ class AllocationSpace:
     def allocation_dict(self, X: np.ndarray) -> dict[str, dict[str, float]]:
         """``{job: {config: fraction}}`` for every configuration the job can use."""
         single, _ = self.split(X)
-        cfgs = self.configs.labels.tolist()
-        out: dict[str, dict[str, float]] = {}
         mask = self.single_mask
-        for i, jid in enumerate(self.jobs.labels.tolist()):
-            row = single[i]
-            m = mask[i]
-            out[jid] = {cfgs[c]: float(row[c]) for c in np.flatnonzero(m)}
-        return out
+        jj, cc = np.nonzero(mask)  # row-major: each job's slots are consecutive
+        items = list(zip(np.asarray(self.configs.labels, dtype=object)[cc].tolist(), single[jj, cc].tolist()))
+        ends = np.cumsum(mask.sum(axis=1)).tolist()
+        starts = [0, *ends[:-1]]
+        return {jid: dict(items[a:b]) for jid, a, b in zip(self.jobs.labels.tolist(), starts, ends)}
 
     def colocated_list(self, X: np.ndarray, tol: float = 1e-9) -> list[dict[str, Any]]:
         """``[{"jobs": [a, b], "worker_type": c, "fraction": f}]`` for pair slots with ``f > tol``."""

@@ -118,17 +118,10 @@ class Policy(ABC):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in non_default.items())})"
 
     # ------------------------------------------------------------------ helpers for subclasses
-    #: with ``algorithm="auto"``, LPs with at least this many non-zeros are solved by interior point:
-    #: on these degenerate max-min LPs HiGHS's default (dual simplex) was several times slower
-    #: (benchmarks/core_overhead.py, benchmarks/policies_bench.py)
-    IPM_NNZ_THRESHOLD: ClassVar[int] = 200_000
-
     def solver_options(self, sf: Any | None = None) -> SolverOptions:
-        """Options for the backend; ``auto`` picks interior point for large LPs (see threshold)."""
-        algorithm = self.config["algorithm"]
-        if algorithm == "auto" and sf is not None and not sf.is_mip and sf.nnz >= self.IPM_NNZ_THRESHOLD:
-            algorithm = "ipm"
-        return SolverOptions(algorithm=algorithm, time_limit=self.config["time_limit"])
+        """Options for the backend. ``algorithm="auto"`` is passed on: the backend decides per solve
+        (one rule, :func:`policyopt.solver_api.auto_algorithm`, after the structured fast path)."""
+        return SolverOptions(algorithm=self.config["algorithm"], time_limit=self.config["time_limit"])
 
     def get_solver(self, require: Feature | None = Feature.LP) -> Solver:
         return get_solver(self.config["solver"], require)

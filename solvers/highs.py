@@ -1,5 +1,11 @@
 """HiGHS through highspy: the whole model in one array ``passModel`` call; in-place updates.
 
+With ``algorithm="auto"`` an LP goes first to the structured fast path (``blocks``: identical
+per-job blocks aggregated, the small LP solved, the answer expanded and certified on the whole LP);
+when it does not apply or its certificate fails, the whole LP is solved by the algorithm of
+:func:`~policyopt.solver_api.auto_algorithm` (interior point cold on large LPs, simplex warm) and
+the result's ``options["fast_path"]`` says why.
+
 Every ``HighsStatus`` returned is checked: ``kError`` becomes :class:`SolverError` naming the call
 (and the option, for ``setOptionValue``). Duals follow HiGHS: ``row_duals[i]`` is the sensitivity
 of the optimal objective to row ``i``'s active bound (original row scale).
@@ -21,11 +27,16 @@ from policyopt.solver_api import (
     LoadedModel,
     Solver,
     SolverOptions,
+    auto_algorithm,
     register_solver,
 )
 from policyopt.standard_form import StandardForm
 
+from . import blocks
+
 _ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp"}
+#: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9
+_TIGHT = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 
 
 _BANNER_LOCK = threading.Lock()
@@ -106,6 +117,7 @@ class HighsModel(LoadedModel):
         if options.threads is not None:
             self._set("threads", int(options.threads))
         self._set("mip_rel_gap", float(options.mip_rel_gap))
+        self._warm = False  # HiGHS holds a basis / solution from an earlier run
         for k, v in options.extra.items():
             self._set(k, v)
         inf = highspy.kHighsInf
@@ -158,6 +170,7 @@ class HighsModel(LoadedModel):
 
     def clear_warm_start(self) -> None:
         _check(self.h.clearSolver(), "clearSolver")
+        self._warm = False
 
     def set_presolve(self, enabled: bool) -> None:
         self._set("presolve", "choose" if enabled else "off")
@@ -170,9 +183,49 @@ class HighsModel(LoadedModel):
 
     # ------------------------------------------------------------------ solve
     def solve(self) -> SolveResult:
+        auto = self.options.algorithm == "auto" and not self.sf.is_mip
+        note = ""
+        if auto:
+            fast, note = self._solve_structured()
+            if fast is not None:
+                return fast
+            self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm)])
+        res = self._run_highs()
+        if note:
+            res.options["fast_path"] = note
+        return res
+
+    def _solve_structured(self) -> tuple[SolveResult | None, str]:
+        """The block-aggregation fast path (module ``blocks``): the certified result, or ``None``
+        and why not (the whole LP is then solved)."""
+        t0 = time.perf_counter()
+        agg = blocks.aggregate(self.sf)
+        if agg is None:
+            return None, ""
+        small = HighsModel(agg.reduced, self.options.with_(extra={**self.options.extra, **_TIGHT}))
+        raw = small.solve()
+        if raw.status is not Status.OPTIMAL or raw.x is None or raw.row_duals is None:
+            return None, f"aggregated LP {raw.status.value} ({agg.describe()}); whole LP solved by HiGHS"
+        x, y = blocks.expand(agg, raw.x, raw.row_duals)
+        assert y is not None
+        ok, primal, bound, viol, d = blocks.certify(self.sf, x, y)
+        if not ok:
+            return None, (f"aggregation certificate failed (objective {primal:.12g}, dual bound {bound:.12g}, "
+                          f"violation {viol:.3g}; {agg.describe()}); whole LP solved by HiGHS")
+        res = SolveResult(status=Status.OPTIMAL, objective=primal, x=x, solver="highs",
+                          options={"algorithm": "auto", "fast_path": f"aggregated: {agg.describe()}; dual bound "
+                                   f"{bound:.15g}, violation {viol:.3g}", "time_limit": self.options.time_limit,
+                                   **self.options.extra},
+                          message="Optimal", iterations=raw.iterations,
+                          row_duals=self.sf.unscale_duals(y), col_duals=d)
+        res.timings = Timings(solve=time.perf_counter() - t0)
+        return res, ""
+
+    def _run_highs(self) -> SolveResult:
         hs = self._hs
         t0 = time.perf_counter()
         run_status = self.h.run()
+        self._warm = True
         ms = self.h.getModelStatus()
         if ms == hs.HighsModelStatus.kUnboundedOrInfeasible:
             # presolve could not tell which; one re-run without presolve decides

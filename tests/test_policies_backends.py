@@ -101,22 +101,24 @@ def test_allox_flow_equals_matching(seed: int) -> None:
     assert not b.space.check(b.X)
 
 
-def test_cold_ipm_then_warm_simplex_switch(monkeypatch: pytest.MonkeyPatch) -> None:
-    """With a backend whose loaded model can switch algorithms, finish-time fairness solves cold by
-    interior point, then re-solves by simplex — and reaches the same optimum."""
-    from policyopt.formulations import _common
+def test_auto_cold_ipm_then_warm_simplex(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``algorithm="auto"`` (one rule, ``solver_api.auto_algorithm``): finish-time fairness solves
+    cold by interior point on a large LP, then re-solves warm by simplex — same optimum."""
+    from policyopt import solver_api
     from policyopt.solvers.highs import HighsModel
 
     calls: list[str] = []
+    run = HighsModel._run_highs
 
-    def set_algorithm(self: HighsModel, algorithm: str) -> None:
-        calls.append(algorithm)
-        self._set("solver", {"simplex": "simplex", "ipm": "ipm"}[algorithm])
+    def recording_run(self: HighsModel):  # type: ignore[no-untyped-def]
+        v = self.h.getOptionValue("solver")
+        calls.append(v[1] if isinstance(v, tuple) else v)  # (status, value) in newer highspy
+        return run(self)
 
-    p = random_problem(7, n_max=5)
+    p = random_problem(0, n_max=5)  # two Newton LPs
     ref = policyopt.solve(p, "finish_time_fairness", algorithm="simplex")
-    monkeypatch.setattr(_common, "COLD_IPM_MIN_COLS", 0)
-    monkeypatch.setattr(HighsModel, "set_algorithm", set_algorithm, raising=False)
+    monkeypatch.setattr(solver_api, "IPM_MIN_COLS", 0)
+    monkeypatch.setattr(HighsModel, "_run_highs", recording_run)
     res = policyopt.solve(p, "finish_time_fairness")
-    assert calls and calls[0] == "simplex"  # loaded with IPM (cold_ipm), switched after the first solve
+    assert calls[0] == "ipm" and len(calls) >= 2 and set(calls[1:]) == {"simplex"}, calls
     assert res.objective == pytest.approx(ref.objective, rel=1e-7)

@@ -1,0 +1,214 @@
+"""Our whole solve against Gavel's solver stack (cvxpy + ECOS, cvxpy + Clarabel) on the same LPs.
+
+Workload: Gavel's generator (``policies_bench.workload``: job types drawn from
+``../shared/data/gavel/simulation_throughputs.json``, scale factors 1/2/4/8, N/4 GPUs of each of
+V100/P100/K80, jobs observed mid-run). For each policy and size, in one fresh process (one call per
+process, as ``policyopt solve`` does):
+
+* ``ours``: ``policy.solve(problem)`` once, timed by its ``PolicyResult.timings`` (build + compile
+  + solve + extract), with the default ``algorithm=auto``;
+* ``old``: the same with ``algorithm=simplex`` — HiGHS's dual simplex, the previous default below
+  200,000 non-zeros (``--old-max`` bounds the sizes: it is slow);
+* every LP the policy solved is recorded (the standard form at each solve, in-place updates
+  included), exported to one cvxpy problem each (``A_lo x ≥ lo``, ``A_hi x ≤ hi``, bounds on one
+  vector variable) and solved with ECOS and Clarabel; their time is the solver's own
+  (``solver_stats.solve_time``, cvxpy's compilation excluded), summed over the LPs;
+* objectives: each LP's optimum from our backend against ECOS's and Clarabel's (largest relative
+  difference over the LPs).
+
+Writes a CSV and a plot (ECOS solver time / our total time, per policy, against jobs) and prints
+the table. Timings on a shared machine are noisy; every ratio is measured side by side, in one
+process per row.
+
+    python benchmarks/solve_vs_gavel.py                       # 64 … 16,384 jobs, five policies
+    python benchmarks/solve_vs_gavel.py --quick               # 64, 256, 1,024 jobs
+    python benchmarks/solve_vs_gavel.py --sizes 2048 --policies max_min_fairness --csv out.csv
+"""
+from __future__ import annotations
+
+import argparse
+import concurrent.futures as cf
+import multiprocessing as mp
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+SIZES = (64, 128, 256, 512, 1024, 2048, 4096, 8192, 16384)
+QUICK_SIZES = (64, 256, 1024)
+#: label → (policy name, options)
+POLICIES: dict[str, tuple[str, dict[str, Any]]] = {
+    "max_min_fairness": ("max_min_fairness", {}),
+    "max_min_fairness+ss": ("max_min_fairness", {"space_sharing": True, "pair_top_k": 8}),
+    "max_sum_throughput": ("max_sum_throughput", {}),
+    "makespan": ("makespan", {}),
+    "finish_time_fairness": ("finish_time_fairness", {}),
+}
+RESULTS = Path(__file__).resolve().parent / "results"
+
+
+def to_cvxpy(sf: Any) -> Any:
+    """One cvxpy problem equal to the standard form ``sf`` (rows already scaled; any positive row
+    scaling leaves the optimum unchanged)."""
+    import cvxpy as cp
+
+    x = cp.Variable(sf.num_cols)
+    A = sf.A.tocsr()
+    lo, hi = np.flatnonzero(np.isfinite(sf.row_lower)), np.flatnonzero(np.isfinite(sf.row_upper))
+    cl, cu = np.flatnonzero(np.isfinite(sf.col_lower)), np.flatnonzero(np.isfinite(sf.col_upper))
+    cons = []
+    if lo.size:
+        cons.append(A[lo] @ x >= sf.row_lower[lo])
+    if hi.size:
+        cons.append(A[hi] @ x <= sf.row_upper[hi])
+    if cl.size:
+        cons.append(x[cl] >= sf.col_lower[cl])
+    if cu.size:
+        cons.append(x[cu] <= sf.col_upper[cu])
+    obj = sf.c @ x + sf.offset
+    return cp.Problem(cp.Maximize(obj) if sf.sense == "max" else cp.Minimize(obj), cons)
+
+
+def _recording_solver(store: list[tuple[Any, float | None]]) -> Any:
+    """A HiGHS backend that records (a copy of the standard form, our objective) at every solve."""
+    from policyopt.solvers.highs import HighsSolver
+
+    class Recording(HighsSolver):
+        def load(self, sf: Any, options: Any) -> Any:
+            model = super().load(sf, options)
+            solve = model.solve
+
+            def recorded() -> Any:
+                res = solve()
+                store.append((model.sf.copy(), res.objective))
+                return res
+
+            model.solve = recorded  # type: ignore[method-assign]
+            return model
+
+    return Recording()
+
+
+def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, ...]) -> dict[str, Any]:
+    """One row, in a fresh process: ours (first call), old, and the Gavel solvers on the same LPs."""
+    from policies_bench import workload
+
+    from policyopt.data import load_gavel
+    from policyopt.policy import get_policy
+
+    name, options = POLICIES[label]
+    problem = workload(load_gavel(), n, seed=seed)
+    pol = get_policy(name, **options)
+    t0 = time.perf_counter()
+    res = pol.solve(problem)
+    wall = time.perf_counter() - t0
+    t = res.timings
+    row: dict[str, Any] = {"policy": label, "jobs": n, "status": res.status.value, "ours_s": t.total,
+                           "ours_wall_s": wall, "build_s": t.build, "compile_s": t.compile,
+                           "solve_s": t.solve, "extract_s": t.extract, "objective": res.objective}
+    # the LPs it solved, recorded by a second (untimed) run
+    forms: list[tuple[Any, float | None]] = []
+    rec = get_policy(name, **options)
+    rec.config["solver"] = _recording_solver(forms)
+    rec.solve(problem)
+    row.update(lps=len(forms), cols=forms[0][0].num_cols, rows=forms[0][0].num_rows, nnz=forms[0][0].nnz)
+    notes = []
+    for f, _ in forms[:1]:
+        from policyopt.solvers import blocks
+
+        agg = blocks.aggregate(f)
+        notes.append("aggregated" if agg is not None else "whole LP")
+        row["groups"] = agg.groups if agg is not None else None
+    row["path"] = notes[0]
+    if old:
+        pol_old = get_policy(name, **options, algorithm="simplex")
+        r_old = pol_old.solve(problem)
+        row["old_s"] = r_old.timings.total
+        row["old_objective"] = r_old.objective
+    for solver in gavel_solvers:
+        total, worst = 0.0, 0.0
+        for f, ours in forms:
+            prob = to_cvxpy(f)
+            prob.solve(solver=solver)
+            total += float(prob.solver_stats.solve_time or 0.0)
+            if ours is None or prob.value is None or not np.isfinite(prob.value):
+                worst = np.inf
+            else:
+                worst = max(worst, abs(float(prob.value) - ours) / max(1e-12, abs(ours)))
+        key = solver.lower()
+        row[f"{key}_s"] = total
+        row[f"{key}_ratio"] = total / row["ours_s"]
+        row[f"{key}_obj_rel_diff"] = worst
+    return row
+
+
+def run_all(labels: list[str], sizes: list[int], seed: int, old_max: int, ss_max: int,
+            gavel_max: int, solvers: tuple[str, ...]) -> pd.DataFrame:
+    from tqdm import tqdm
+
+    jobs = [(lab, n) for lab in labels for n in sizes if not (lab.endswith("+ss") and n > ss_max)]
+    rows = []
+    ctx = mp.get_context("spawn")
+    for lab, n in tqdm(jobs, desc="solve_vs_gavel", file=sys.stderr):
+        # a fresh process per row: one call per process, like `policyopt solve`
+        with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
+            fut = ex.submit(measure, lab, n, seed, n <= old_max, solvers if n <= gavel_max else ())
+            rows.append(fut.result())
+    return pd.DataFrame(rows)
+
+
+def plot(df: pd.DataFrame, path: Path) -> Path:
+    """ECOS solver time / our total time against jobs, one line per policy (log-log)."""
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(7.5, 4.5))
+    ax = fig.add_subplot()
+    for lab, d in df.groupby("policy", sort=False):
+        if "ecos_ratio" in d:
+            d = d.dropna(subset=["ecos_ratio"])
+            ax.plot(d["jobs"], d["ecos_ratio"], marker="o", label=str(lab))
+    for y, txt in ((1.0, "as fast as ECOS"), (5.0, "5× (target)"), (20.0, "20× (goal)")):
+        ax.axhline(y, color="grey", lw=0.8, ls="--")
+        ax.text(df["jobs"].min(), y * 1.05, txt, fontsize=7, color="grey")
+    ax.set_xscale("log", base=2)
+    ax.set_yscale("log")
+    ax.set_xlabel("jobs (N/4 GPUs each of V100, P100, K80)")
+    ax.set_ylabel("ECOS solver time / our total time")
+    ax.set_title("policyopt solve vs Gavel's cvxpy + ECOS (same LPs)")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    return path
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=None)
+    ap.add_argument("--policies", nargs="+", default=list(POLICIES), choices=list(POLICIES))
+    ap.add_argument("--quick", action="store_true", help=f"sizes {QUICK_SIZES}")
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--old-max", type=int, default=2048, help="measure algorithm=simplex up to this size")
+    ap.add_argument("--ss-max", type=int, default=1024, help="space sharing up to this size")
+    ap.add_argument("--gavel-max", type=int, default=16384, help="run ECOS/Clarabel up to this size")
+    ap.add_argument("--solvers", nargs="+", default=["ECOS", "CLARABEL"])
+    ap.add_argument("--csv", type=Path, default=RESULTS / "solve_vs_gavel.csv")
+    ap.add_argument("--plot", type=Path, default=RESULTS / "solve_vs_gavel.png")
+    args = ap.parse_args()
+    sizes = args.sizes or list(QUICK_SIZES if args.quick else SIZES)
+    df = run_all(args.policies, sizes, args.seed, args.old_max, args.ss_max, args.gavel_max,
+                 tuple(s.upper() for s in args.solvers))
+    args.csv.parent.mkdir(parents=True, exist_ok=True)
+    df.to_csv(args.csv, index=False)
+    plot(df, args.plot)
+    cols = [c for c in ("policy", "jobs", "lps", "nnz", "path", "ours_s", "old_s", "ecos_s", "ecos_ratio",
+                        "clarabel_s", "clarabel_ratio", "ecos_obj_rel_diff", "clarabel_obj_rel_diff") if c in df]
+    with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
+        print(df[cols].to_string(index=False))
+    print(f"\nwrote {args.csv} and {args.plot}")
+
+
+if __name__ == "__main__":
+    main()

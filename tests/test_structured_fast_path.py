@@ -1,0 +1,172 @@
+"""The structured fast path (``policyopt.solvers.blocks``): identical per-job blocks aggregated,
+the small LP solved, the answer expanded and certified. Every result is cross-checked against
+HiGHS simplex on the whole LP (objective to 1e-7 relative, allocation feasible to 1e-9)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyopt import Cluster, Job, Model, Problem, SolverOptions, get_policy, get_solver
+from policyopt.modeling import IndexSet, LinExpr, Triplets
+from policyopt.solvers import blocks
+from policyopt.standard_form import StandardForm
+
+TYPES = ("v100", "p100", "k80", "a100", "t4")
+
+
+def compiled(policy: str, problem: Problem, **options: object) -> tuple[StandardForm, object, object]:
+    pol = get_policy(policy, **options)
+    space = pol.make_space(problem)
+    model = Model(policy)
+    X = space.add_allocation(model)
+    pol.build(model, space, X)  # type: ignore[attr-defined]
+    return model.compile(), space, X
+
+
+def solve_both(sf: StandardForm) -> tuple[object, object]:
+    fast = get_solver("highs").load(sf.copy(), SolverOptions()).solve()
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    return fast, ref
+
+
+def check_against_simplex(sf: StandardForm, expect_fast: bool | None = None) -> object:
+    fast, ref = solve_both(sf)
+    assert ref.ok and fast.ok  # type: ignore[attr-defined]
+    assert fast.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-9)  # type: ignore[attr-defined]
+    assert sf.violation(fast.x) <= 1e-9  # type: ignore[attr-defined]
+    used = str(fast.options.get("fast_path", "")).startswith("aggregated")  # type: ignore[attr-defined]
+    if expect_fast is not None:
+        assert used == expect_fast, fast.options  # type: ignore[attr-defined]
+    if used:  # the certificate, recomputed here from the returned duals (original rows)
+        ok, primal, bound, _, _ = blocks.certify(sf, fast.x, fast.row_duals / sf.row_scale)  # type: ignore
+        assert ok and bound == pytest.approx(primal, rel=1e-9, abs=1e-12)
+    return fast
+
+
+def kinds_problem(kinds: list[tuple[dict[str, float], int, float]], copies: list[int],
+                  counts: dict[str, int]) -> Problem:
+    jobs = []
+    for k, ((thr, sf, w), c) in enumerate(zip(kinds, copies)):
+        jobs += [Job(f"k{k}_{i}", thr, scale_factor=sf, weight=w, steps_remaining=1000.0) for i in range(c)]
+    return Problem(Cluster.from_counts(counts), tuple(jobs))
+
+
+def test_hand_case_identical_jobs() -> None:
+    """8 identical jobs on 2 GPUs of one type: each gets 1/4 of the time; t = 1/4 (X_equal = 1:
+    the equal share of a one-type cluster is the whole type)."""
+    p = kinds_problem([({"v100": 3.0}, 1, 1.0)], [8], {"v100": 2})
+    sf, _, X = compiled("max_min_fairness", p)
+    res = check_against_simplex(sf, expect_fast=True)
+    x = X.value(res.x)  # type: ignore[attr-defined]
+    assert np.allclose(x[:, 0], 0.25, atol=1e-12)
+    assert res.objective == pytest.approx(0.25, rel=1e-12)  # type: ignore[attr-defined]
+
+
+@pytest.mark.parametrize("policy,options", [("max_min_fairness", {}), ("max_sum_throughput", {}),
+                                            ("max_sum_throughput", {"normalize": True}),
+                                            ("max_min_fairness_agnostic", {})])
+def test_gavel_problems_match_simplex(gavel, policy: str, options: dict) -> None:  # type: ignore[no-untyped-def]
+    from policyopt.sim.traces import gavel_trace, parse_job_type
+
+    trace = gavel_trace(gavel, 300, static=True, multi_gpu=True, seed=3)
+    types = [gavel.type_index(*parse_job_type(j.job_type)) for j in trace]
+    p = gavel.problem(types, Cluster.from_counts({t: 75 for t in ("v100", "p100", "k80")}, gpus_per_server=4))
+    sf, space, X = compiled(policy, p, **options)
+    res = check_against_simplex(sf, expect_fast=True)
+    assert not space.check(X.value(res.x), tol=1e-9)  # type: ignore[attr-defined]
+    # and through the policy: same objective as the simplex run of the whole pipeline
+    a = get_policy(policy, **options).solve(p)
+    b = get_policy(policy, **options, algorithm="simplex").solve(p)
+    assert a.objective == pytest.approx(b.objective, rel=1e-7)
+    assert not a.space.check(a.X, tol=1e-9)
+
+
+def test_distinct_jobs_fall_back_to_whole_lp() -> None:
+    rng = np.random.default_rng(1)
+    kinds = [({t: float(rng.uniform(1, 10)) for t in TYPES[:3]}, 1, 1.0) for _ in range(40)]
+    p = kinds_problem(kinds, [1] * 40, {t: 10 for t in TYPES[:3]})
+    sf, _, _ = compiled("max_min_fairness", p)
+    assert blocks.aggregate(sf) is None
+    check_against_simplex(sf, expect_fast=False)
+
+
+def test_certificate_failure_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = kinds_problem([({"v100": 3.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "k80": 1.5}, 2, 1.0)], [20, 20],
+                      {"v100": 8, "k80": 8})
+    sf, _, _ = compiled("max_min_fairness", p)
+    real = blocks.certify
+    monkeypatch.setattr(blocks, "certify", lambda *a, **k: (False, *real(*a, **k)[1:]))
+    fast, ref = solve_both(sf)
+    assert "certificate failed" in fast.options["fast_path"]  # type: ignore[attr-defined]
+    assert fast.objective == pytest.approx(ref.objective, rel=1e-9)  # type: ignore[attr-defined]
+
+
+def test_in_place_changes_and_second_stage() -> None:
+    """The loaded model re-checks the shape at every solve: a cost changed for one job (symmetry
+    broken), a second stage (t fixed at its optimum, maximize total normalized throughput), and a
+    row added for one job all give the whole LP's optimum."""
+    kinds = [({"v100": 4.0, "p100": 2.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "p100": 1.8, "k80": 1.0}, 2, 1.0),
+             ({"v100": 1.0, "k80": 0.5}, 4, 2.0)]
+    p = kinds_problem(kinds, [12, 10, 8], {"v100": 8, "p100": 8, "k80": 12})
+    pol = get_policy("max_min_fairness")
+    space = pol.make_space(p)
+    model = Model("mmf")
+    X = space.add_allocation(model)
+    t = pol.build(model, space, X)
+    sf = model.compile()
+    fast = get_solver("highs").load(sf.copy(), SolverOptions())
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex"))
+    a, b = fast.solve(), ref.solve()
+    assert a.objective == pytest.approx(b.objective, rel=1e-9) and "aggregated" in a.options["fast_path"]
+    # second stage: t ≥ t*, maximize Σ normalized throughput (objective changed in place)
+    tcol = t.cols.ravel()
+    xcols = X.cols.ravel()[X.cols.ravel() >= 0]
+    cost = np.zeros(sf.num_cols)
+    M = space.throughput_matrix()
+    np.add.at(cost, X.cols.ravel()[M.cols], M.vals * pol.normalizer(space)[M.rows])
+    for m in (fast, ref):
+        m.set_col_bounds(tcol, np.array([a.objective * (1 - 1e-9)]), np.array([np.inf]))
+        m.set_costs(np.arange(sf.num_cols), cost)
+    a2, b2 = fast.solve(), ref.solve()
+    assert a2.objective == pytest.approx(b2.objective, rel=1e-7) and "aggregated" in a2.options["fast_path"]
+    assert fast.sf.violation(a2.x) <= 1e-9
+    # one job's cost changed: its block no longer matches its kind
+    for m in (fast, ref):
+        m.set_costs(xcols[:1], np.array([cost[xcols[0]] * 3.0]))
+    a3, b3 = fast.solve(), ref.solve()
+    assert a3.objective == pytest.approx(b3.objective, rel=1e-7)
+    assert fast.sf.violation(a3.x) <= 1e-9
+    # a row added for one job (new model): still exact
+    R, C = len(space.rows), len(space.configs)
+    first = Triplets(np.zeros(C, np.int64), np.arange(C), np.ones(C), (1, R * C))
+    model.add_constraints(LinExpr.from_matrix(first, X, (IndexSet("first", ["k0_0"]),)) <= 0.3, "cap_first")
+    check_against_simplex(model.compile())
+
+
+@st.composite
+def kind_problems(draw: st.DrawFn) -> Problem:
+    K = draw(st.integers(1, 5))
+    types = TYPES[:K]
+    counts = {t: draw(st.integers(1, 12)) for t in types}
+    n_kinds = draw(st.integers(1, 6))
+    level = st.sampled_from([0.0, 0.5, 1.0, 2.0, 3.0, 7.25])  # few values: ties and degenerate optima
+    kinds = []
+    for _ in range(n_kinds):
+        thr = {t: draw(level) for t in types}
+        sf = draw(st.sampled_from([1, 1, 2, 4]))
+        ok = [t for t in types if thr[t] > 0 and sf <= counts[t]]
+        if not ok:
+            thr[types[0]], counts[types[0]], sf = 1.0, max(counts[types[0]], 1), 1
+        kinds.append(({t: v for t, v in thr.items() if v > 0}, sf, draw(st.sampled_from([1.0, 2.0]))))
+    copies = [draw(st.integers(2, 9)) for _ in kinds]
+    return kinds_problem(kinds, copies, counts)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind_problems(), st.sampled_from(["max_min_fairness", "max_sum_throughput"]))
+def test_random_kind_problems_match_simplex(p: Problem, policy: str) -> None:
+    sf, space, X = compiled(policy, p)
+    res = check_against_simplex(sf)
+    assert not space.check(X.value(res.x), tol=1e-9)  # type: ignore[attr-defined]
