@@ -93,11 +93,12 @@ def free_port() -> int:
         return int(sock.getsockname()[1])
 
 
-def init_distributed(rank: int, world: int, port: int, device: torch.device, timeout_s: float = 120.0) -> DistContext:
-    """Join the process group over TCP on 127.0.0.1 (gloo for CPU, NCCL for CUDA)."""
+def init_distributed(rank: int, world: int, port: int, device: torch.device, timeout_s: float = 120.0,
+                     addr: str = "127.0.0.1") -> DistContext:
+    """Join the process group over TCP at ``addr:port``, rank 0's machine (gloo for CPU, NCCL for CUDA)."""
     if world > 1:
         backend = "nccl" if device.type == "cuda" else "gloo"
-        dist.init_process_group(backend, init_method=f"tcp://127.0.0.1:{port}", rank=rank, world_size=world,
+        dist.init_process_group(backend, init_method=f"tcp://{addr}:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout_s))
     return DistContext(rank, world, device)
 

@@ -259,8 +259,9 @@ def profile(
                     tb, sb = _mean_std([rs[1]["steady_steps_per_s"] for rs in rounds])
                     colocated.append({"job_types": [a, b], "worker_type": wname, "throughputs": [ta, tb],
                                       "throughputs_std": [sa, sb]})
-        # plan samples
-        samples = _plan_samples(specs, workers, alone, plan_specs, measure)
+        # plan samples, then the K-worker rows (data parallelism over K workers of a type)
+        samples, cpu_runs = _plan_samples(specs, workers, alone, plan_specs, measure)
+        scaled = _scale_factor_runs(specs, workers, plan_specs, measure, cpu_runs)
 
     table = {
         "worker_types": {w.name: {"count": 1, "device": w.device, "threads": w.threads,
@@ -277,6 +278,13 @@ def profile(
             means[wname], stds[wname] = _mean_std([rec["steady_steps_per_s"] for rec in alone[name][wname]])
         table["job_types"][name] = {"throughputs": means, "throughputs_std": stds, "family": spec.family,
                                     "batch_size": spec.batch_size, "params": spec.parameter_count()}
+        if scaled.get(name):
+            table["job_types"][name]["scale_factors"] = {
+                str(k): {"throughputs": {w: _mean_std([r["steady_steps_per_s"] for r in rs])[0] for w, rs in per.items()},
+                         "throughputs_std": {w: _mean_std([r["steady_steps_per_s"] for r in rs])[1]
+                                             for w, rs in per.items()},
+                         "plan": f"dp{k}-ga1-gc0"}
+                for k, per in sorted(scaled[name].items())}
     paths = {"table": str(out / "throughputs.json"), "samples": str(out / "plan_samples.csv"),
              "runs": str(out / "runs.json")}
     Path(paths["table"]).write_text(json.dumps(table, indent=1))
@@ -295,8 +303,10 @@ def _torch_version() -> str:
 
 
 def _plan_samples(specs: dict[str, Any], workers: dict[str, WorkerType], alone: dict[str, dict[str, list[dict[str, Any]]]],
-                  plan_specs: list[tuple[int, int, bool]], measure: Callable[..., list[list[dict[str, Any]]]]) -> list[dict[str, Any]]:
-    """One CSV row per (job type, device, plan): mean iteration time ``1 / steady_steps_per_s``.
+                  plan_specs: list[tuple[int, int, bool]], measure: Callable[..., list[list[dict[str, Any]]]]
+                  ) -> tuple[list[dict[str, Any]], dict[tuple[str, int, int, bool], list[dict[str, Any]]]]:
+    """One CSV row per (job type, device, plan): mean iteration time ``1 / steady_steps_per_s``;
+    also returns the CPU runs by ``(job type, dp, ga, gc)``.
 
     CPU rows: one torch thread per data-parallel rank, so ``cpus = dp`` and ``gpus = 0``;
     ``fwd_time_1gpu`` is the forward time of the global batch on one thread (the cpu1 alone run).
@@ -345,7 +355,48 @@ def _plan_samples(specs: dict[str, Any], workers: dict[str, WorkerType], alone: 
                 "iter_time": iter_mean, "iter_time_std": iter_std, "repeats": len(runs),
                 "worker_type": runs[0]["worker_type"], "peak_memory_bytes": max(r.get(peak_key, 0) for r in runs),
             })
-    return rows
+    return rows, cpu_runs
+
+
+def _scale_factor_runs(specs: dict[str, Any], workers: dict[str, WorkerType], plan_specs: list[tuple[int, int, bool]],
+                       measure: Callable[..., list[list[dict[str, Any]]]],
+                       cpu_runs: dict[tuple[str, int, int, bool], list[dict[str, Any]]]
+                       ) -> dict[str, dict[int, dict[str, list[dict[str, Any]]]]]:
+    """K-worker runs: ``result[job type][K][worker type]`` = the records of a data-parallel run
+    over ``K`` workers of that type, for every plan ``dpK-ga1-gc0`` with ``K > 1``.
+
+    A CPU worker type of ``N`` threads runs ``K`` ranks of ``N`` threads each on the next ``K·N``
+    usable cores (wrapping, as the executor's slots do); the ``cpu1`` row reuses the plan sample
+    ``dpK-ga1-gc0`` (one thread per rank on ``K`` cores), which is the same run. A CUDA type needs
+    ``K`` visible devices (NCCL, one per rank) and is skipped otherwise.
+    """
+    cores = sorted(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else list(range(os.cpu_count() or 1))
+    ks = sorted({dp for dp, ga, gc in plan_specs if dp > 1 and ga == 1 and not gc})
+    out: dict[str, dict[int, dict[str, list[dict[str, Any]]]]] = {name: {} for name in specs}
+    if not ks:
+        return out
+    gpus = 0
+    if any(w.device.startswith("cuda") for w in workers.values()):
+        import torch
+
+        gpus = torch.cuda.device_count()
+    for name in specs:
+        for k in ks:
+            per: dict[str, list[dict[str, Any]]] = {}
+            for wname, worker in workers.items():
+                if worker.device == "cpu":
+                    if worker.threads == 1 and (name, k, 1, False) in cpu_runs:
+                        per[wname] = cpu_runs[(name, k, 1, False)]
+                        continue
+                    chosen = tuple(sorted({cores[i % len(cores)] for i in range(k * worker.threads)}))
+                    launch = _Launch(name, WorkerType(wname, "cpu", worker.threads, chosen), k)
+                elif gpus >= k:
+                    launch = _Launch(name, worker, k)
+                else:
+                    continue
+                per[wname] = [rs[0] for rs in measure("scale", [launch], wname)]
+            out[name][k] = per
+    return out
 
 
 def _gpu_bandwidths(megabytes: int = 256, repeats: int = 5) -> dict[str, float]:

@@ -17,6 +17,12 @@ says why), 2 = bad arguments.
 
 With ``--dp N`` this process is rank 0 and starts ranks 1..N-1 as child processes (same
 arguments plus ``--rank``/``--master-port``); only rank 0 writes checkpoints and progress.
+With ``--dp N --rank R --master-addr A --master-port P`` this process is rank ``R`` of a group whose
+ranks were started separately (by an executor, one per worker slot, possibly on other machines);
+rank 0 hosts the rendezvous at ``A:P``. Every rank resumes from the same checkpoint (the group
+checks that all resumed the same step); rank 0 writes checkpoints and the progress record, and
+ranks > 0 write a small record of their own (``rank``, ``pid``, ``status``) to their
+``--progress-file``.
 """
 from __future__ import annotations
 
@@ -47,7 +53,7 @@ def worker_command(job_type: str, job_id: str, checkpoint_dir: Path | str, progr
     cmd = [sys.executable, "-m", "policyopt.jobs.worker", "--job-type", job_type, "--job-id", job_id,
            "--checkpoint-dir", str(checkpoint_dir), "--progress-file", str(progress_file)]
     for name, value in options.items():
-        if name not in known or name in ("rank", "master_port", "help"):
+        if name not in known or name in ("local_peer", "help"):
             raise InputError(f"options.{name}", value, "not a worker option")
         flag = "--" + name.replace("_", "-")
         if value is None or value is False:
@@ -111,8 +117,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--repeats", type=int, default=1,
                    help="profiling: run the lease this many times in this process (needs --no-checkpoint); "
                         "repeat r>0 writes PROGRESS-r<r>.json")
-    p.add_argument("--rank", type=int, default=0, help=argparse.SUPPRESS)
-    p.add_argument("--master-port", type=int, default=0, help=argparse.SUPPRESS)
+    p.add_argument("--rank", type=int, default=0, help="this process's rank (with --master-port)")
+    p.add_argument("--master-addr", default="127.0.0.1", help="rendezvous host (rank 0's machine)")
+    p.add_argument("--master-port", type=int, default=0,
+                   help="rendezvous port: the --dp ranks were started separately, this is rank --rank")
+    p.add_argument("--rendezvous-timeout", type=float, default=120.0,
+                   help="seconds to wait for every rank to join (and the collective timeout)")
+    p.add_argument("--local-peer", action="store_true", help=argparse.SUPPRESS)
     return p
 
 
@@ -125,6 +136,10 @@ def _validate(args: argparse.Namespace) -> None:
         ("lease_seconds", args.lease_seconds, args.lease_seconds is None or args.lease_seconds >= 0, "must be >= 0"),
         ("lease_steps", args.lease_steps, args.lease_steps is None or args.lease_steps >= 0, "must be >= 0"),
         ("sync_count", args.sync_count, args.sync_count >= 1, "must be >= 1"),
+        ("rank", args.rank, 0 <= args.rank < args.dp, "must be in 0 .. dp-1"),
+        ("rank", args.rank, args.rank == 0 or args.master_port > 0, "ranks > 0 need --master-port"),
+        ("master_port", args.master_port, 0 <= args.master_port < 65536, "must be a TCP port"),
+        ("rendezvous_timeout", args.rendezvous_timeout, args.rendezvous_timeout > 0, "must be > 0"),
         ("repeats", args.repeats, args.repeats >= 1 and (args.repeats == 1 or args.no_checkpoint),
          "must be >= 1, and > 1 only with --no-checkpoint"),
         ("device", args.device, args.device == "cpu" or args.device.startswith("cuda"), "must be cpu or cuda[:i]"),
@@ -165,7 +180,7 @@ def _allreduce_bandwidth(ctx: Any, torch: Any, elements: int = 1 << 20, repeats:
 
 def _spawn_peers(argv: Sequence[str], dp: int, port: int) -> list[subprocess.Popen[bytes]]:
     return [subprocess.Popen([sys.executable, "-m", "policyopt.jobs.worker", *argv,
-                              "--rank", str(r), "--master-port", str(port)])
+                              "--rank", str(r), "--master-port", str(port), "--local-peer"])
             for r in range(1, dp)]
 
 
@@ -197,7 +212,7 @@ def run_worker(args: argparse.Namespace, argv: Sequence[str]) -> int:
     _validate(args)
     peers: list[subprocess.Popen[bytes]] = []
     port = args.master_port
-    if args.dp > 1 and args.rank == 0:  # start the peers first: they import torch in parallel with us
+    if args.dp > 1 and args.rank == 0 and args.master_port == 0:  # start the peers first: they import torch in parallel
         port = _free_port()
         peers = _spawn_peers(argv, args.dp, port)
     try:
@@ -263,13 +278,20 @@ def _run(args: argparse.Namespace, peers: list[subprocess.Popen[bytes]], port: i
 
     if peers:
         threading.Thread(target=watch_peers, daemon=True).start()
-    if not primary:
+    if not primary and args.local_peer:
         threading.Thread(target=watch_parent, args=(os.getppid(),), daemon=True).start()
-    previous_handler = signal.signal(signal.SIGTERM,
-                                     lambda *_: state["session"].request_stop() if state["session"] else None)
+
+    def on_sigterm(*_: Any) -> None:
+        if state["session"] is not None:
+            state["session"].request_stop()  # stop at the next step boundary and checkpoint
+        else:  # still starting (e.g. waiting for the other ranks): nothing to save yet
+            os._exit(0)
+
+    previous_handler = signal.signal(signal.SIGTERM, on_sigterm)
     status = 1
     try:
-        ctx = init_distributed(args.rank, plan.dp, port, device)
+        ctx = init_distributed(args.rank, plan.dp, port, device, timeout_s=args.rendezvous_timeout,
+                               addr=args.master_addr)
         for repeat in range(args.repeats):
             _train_once(args, spec, plan, ctx, device, repeat, state)
         status = 0
@@ -286,6 +308,8 @@ def _run(args: argparse.Namespace, peers: list[subprocess.Popen[bytes]], port: i
         for proc in peers:
             if proc.wait() != 0:
                 status = 1
+        if not primary and not args.local_peer:
+            _write_rank_record(args, state, "failed" if status else None)
         if plan.dp > 1:
             import torch.distributed as dist
 
@@ -302,6 +326,19 @@ def _run(args: argparse.Namespace, peers: list[subprocess.Popen[bytes]], port: i
               f"({rec['steps_this_session']} steps, {rec['steps_per_s'] or 0:.2f} steps/s, "
               f"loss {rec['initial_loss']} -> {rec['final_loss']})", flush=True)
     return status
+
+
+def _write_rank_record(args: argparse.Namespace, state: dict[str, Any], status: str | None) -> None:
+    """A rank > 0 started on its own: ``{job_id, rank, pid, status, steps_done}`` in its progress file."""
+    from .api import write_json_atomic
+
+    if args.progress_file is None:
+        return
+    session = state["session"]
+    record = {"job_id": args.job_id, "rank": args.rank, "pid": os.getpid(), "updated_at": time.time(),
+              "status": status or (session.status if session is not None else "starting"),
+              "steps_done": session.step if session is not None else None}
+    write_json_atomic(args.progress_file, record)
 
 
 def _write_failure(args: argparse.Namespace, state: dict[str, Any], error: str) -> None:
@@ -365,6 +402,10 @@ def _train_once(args: argparse.Namespace, spec: Any, plan: Any, ctx: Any, device
         loss_log = open(args.loss_log, "a", buffering=1)
     try:
         with session as s:
+            if ctx.active:
+                _check_same_step(ctx, torch, s.step)
+                if not primary and not args.local_peer:
+                    _write_rank_record(args, state, None)
             for batch in s.wrap(job.stream):
                 loss, forward_s = train_step(job, model, batch, plan, ctx, args.measure_forward)
                 s.report(loss)
@@ -380,6 +421,17 @@ def _train_once(args: argparse.Namespace, spec: Any, plan: Any, ctx: Any, device
     finally:
         if loss_log is not None:
             loss_log.close()
+
+
+def _check_same_step(ctx: Any, torch: Any, step: int) -> None:
+    """Every rank resumed the same checkpoint step (one all-reduce of ``(step, -step)`` with MAX)."""
+    import torch.distributed as dist
+
+    both = torch.tensor([step, -step], dtype=torch.int64, device=ctx.device)
+    dist.all_reduce(both, op=dist.ReduceOp.MAX)
+    high, low = int(both[0].item()), -int(both[1].item())
+    if high != low:
+        raise PolicyOptError(f"data-parallel ranks resumed different steps ({low} .. {high})")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
