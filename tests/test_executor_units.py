@@ -118,7 +118,7 @@ def test_problem_and_placement_on_slots() -> None:
                                     {j["id"]: 1 for j in jobs})
     mech = RoundMechanism({"cpu1": 1, "cpu2": 1}, round_length=2.0)
     mech.set_allocation(x, coloc, {j["id"]: 1 for j in jobs})
-    placer = RoundPlacer({"cpu1": 1, "cpu2": 1})
+    placer = RoundPlacer({"cpu1": [[0]], "cpu2": [[1]]})
     first = placer.place(mech, {}, [])
     assert len(first.assignment) == 2 and sorted(g for gs in first.assignment.values() for g in gs) == [0, 1]
     mech.record_round(first.selection)
@@ -241,3 +241,74 @@ def test_live_display_renders_a_snapshot() -> None:
     lines = io.StringIO()
     LineDisplay(lines).update(snapshot)
     assert lines.getvalue().startswith("[round 3 t=7.5s] a 40/100@cpu1-0")
+
+
+def test_multi_worker_jobs_are_placed_whole_consolidated_or_spread() -> None:
+    """A 2-worker job takes both slots of a type at once (all or nothing): on one machine when one
+    has two free slots of the type, else spread over machines (the executor's slot ids come back)."""
+    from policyopt.executor.topology import Topology
+
+    slots = build_slots({"cpu1": 2, "cpu2": 2}, pin="off")
+    topo = Topology(slots)
+    assert topo.update({"cpu1-0": "a", "cpu1-1": "b", "cpu2-0": "a", "cpu2-1": "a"}, 0.0) == ([], [])
+    assert topo.servers() == {"cpu1": [[0], [1]], "cpu2": [[2, 3]]}
+    placer = RoundPlacer(topo.servers())
+    assert placer.counts == {"cpu1": 2, "cpu2": 2} and placer.gpus_per_server == {"cpu1": 1, "cpu2": 2}
+    mech = RoundMechanism(placer.counts, round_length=2.0)
+    mech.set_allocation({"big": {"cpu1": 0.5, "cpu2": 0.5}, "one": {"cpu1": 0.5}, "two": {"cpu2": 0.5}},
+                        (), {"big": 2, "one": 1, "two": 1})
+    placed = placer.place(mech, {}, [])
+    big = placed.assignment.get("big")
+    assert big is not None and len(big) == 2
+    assert (big == [0, 1]) == ("big" in placed.spread)   # cpu1 slots are on two machines: spread
+    assert big in ([0, 1], [2, 3])
+    assert all(len(v) == 1 for j, v in placed.assignment.items() if j != "big")
+    # a node dies: its slots leave, the event lists them
+    lost, added = topo.update({"cpu1-0": "a", "cpu2-0": "a", "cpu2-1": "a"}, 5.0)
+    assert (lost, added) == ([1], [])
+    assert topo.counts() == {"cpu1": 1, "cpu2": 2}
+    topo.note_job([1], "big", 40)
+    assert topo.note_resumed("big", 7) and not topo.note_resumed("big", 3)
+    assert topo.events[-1] == {"time": 5.0, "event": "lost", "slot": "cpu1-1", "worker_type": "cpu1", "node": "b",
+                               "jobs": {"big": {"steps_done_at_loss": 40, "steps_lost": 7}}}
+    assert topo.update({"cpu1-0": "a", "cpu1-1": "c", "cpu2-0": "a", "cpu2-1": "a"}, 9.0) == ([], [1])
+    assert topo.servers()["cpu1"] == [[0], [1]] and topo.events[-1]["node"] == "c"
+    restored = Topology.from_state(slots, topo.to_state())
+    assert restored.servers() == topo.servers() and restored.events == topo.events
+
+
+def test_scale_factor_jobs_and_their_table_rows() -> None:
+    from policyopt.executor.planning import job_throughputs
+    from policyopt.executor.spec import check_table
+
+    table = load_throughput_table(example_throughputs_path("multi"))
+    jobs = parse_jobs(EXAMPLES["multi"])
+    assert sorted(j.scale_factor for j in jobs) == [1, 1, 2, 2]
+    check_table(table, jobs, ["cpu1", "cpu2"])
+    thr = job_throughputs(table, "resnet-bs32", ["cpu1", "cpu2"], None, 2)
+    row = table["job_types"]["resnet-bs32"]["scale_factors"]["2"]["throughputs"]
+    assert thr == {"cpu1": row["cpu1"], "cpu2": row["cpu2"], "cpu1_unconsolidated": row["cpu1"],
+                   "cpu2_unconsolidated": row["cpu2"]}
+    with pytest.raises(InputError, match=r"scale_factors.4.*--plans dp4-ga1-gc0"):
+        check_table(table, parse_jobs([{"id": "x", "job_type": "resnet-bs32", "steps": 5, "scale_factor": 4}]),
+                    ["cpu1"])
+    with pytest.raises(InputError, match=r"jobs\[0\]\.scale_factor"):
+        parse_jobs([{"id": "x", "job_type": "lstm-bs10", "steps": 5, "scale_factor": 3}])  # 10 % 3 != 0
+    with pytest.raises(InputError, match=r"jobs\[0\]\.scale_factor"):
+        parse_jobs([{"id": "x", "job_type": "lstm-bs10", "steps": 5, "scale_factor": 0}])
+    # the policy sees the scale factor; a 2-worker job cannot use the consolidated column of a type
+    # whose machines hold one slot each, only the unconsolidated one
+    problem_jobs = [{"id": j.id, "job_type": j.job_type, "weight": 1.0, "steps_remaining": j.steps,
+                     "time_since_start": 0.0, "arrival": 0.0, "scale_factor": j.scale_factor,
+                     "throughputs": job_throughputs(table, j.job_type, ["cpu1", "cpu2"], None, j.scale_factor)}
+                    for j in jobs]
+    problem = build_problem({"cpu1": 2, "cpu2": 2}, problem_jobs, table, gpus_per_server={"cpu1": 1, "cpu2": 2})
+    from policyopt.policy import get_policy
+
+    result = get_policy("max_min_fairness").solve(problem)
+    alloc = result.allocation
+    assert all(alloc[j.id].get("cpu1", 0.0) < 1e-9 for j in jobs if j.scale_factor == 2)
+    x, coloc = mechanism_allocation(alloc, result.colocated_allocation, {"cpu1": 2, "cpu2": 2},
+                                    {j.id: j.scale_factor for j in jobs})
+    used = {t: sum(x[j.id][t] * j.scale_factor for j in jobs) for t in ("cpu1", "cpu2")}
+    assert all(v <= 2 + 1e-9 for v in used.values())

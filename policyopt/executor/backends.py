@@ -12,7 +12,12 @@ A backend implements :class:`Backend`:
 ``start(launch) -> ProcessHandle`` · ``renew(handle, lease)`` · ``stop(handle)`` (SIGTERM) ·
 ``kill(handle)`` (SIGKILL) · ``poll(handle) -> exit status | None`` · ``progress(handle)`` ·
 ``log_tail(handle)`` · ``retire(handle_dict, timeout)`` (end a process left by a previous executor)
-· ``close()``.
+· ``rendezvous(worker_id) -> (addr, port)`` (a free port on that slot's machine, for a
+data-parallel job whose rank 0 runs there) · ``slot_nodes(worker_ids) -> {worker_id: node}`` (the
+machine of each live slot; slots whose machine is gone are absent) · ``close()``.
+
+A data-parallel job of ``K`` workers is ``K`` processes, one :class:`Launch` per rank, each on its
+own slot (``workers = (slot,)``), all with the rendezvous of rank 0's machine.
 
 Exit statuses follow the worker: 0 (completed, lease ended, stopped), 1 (failed: the progress file
 says why), 2 (bad arguments), ``-N`` (killed by signal ``N``).
@@ -89,16 +94,25 @@ class Launch:
     lease: dict[str, Any] = field(default_factory=dict)
     workers: tuple[str, ...] = ()
     launch_id: int = 0
+    rank: int = 0
+    world: int = 1
+    master_addr: str = ""
+    master_port: int = 0
+    rendezvous_timeout: float = 120.0
 
     def argv(self) -> list[str]:
         """The worker's arguments (``python -m policyopt.jobs.worker`` + these)."""
         from policyopt.jobs.worker import worker_command
 
+        group: dict[str, Any] = {}
+        if self.world > 1:
+            group = {"dp": self.world, "rank": self.rank, "master_addr": self.master_addr,
+                     "master_port": self.master_port, "rendezvous_timeout": self.rendezvous_timeout}
         cmd = worker_command(self.job_type, self.job_id, self.checkpoint_dir, self.progress_file,
                              steps_total=self.steps_total, seed=self.seed, threads=self.threads,
                              device=self.device, cpu_affinity=list(self.cpu_affinity) if self.cpu_affinity else None,
                              lease_file=self.lease_file, keep_workers=True, renewal_wait=self.renewal_wait,
-                             checkpoint_interval=self.checkpoint_interval)
+                             checkpoint_interval=self.checkpoint_interval, **group)
         return cmd[3:]  # drop "python -m policyopt.jobs.worker"
 
     def to_dict(self) -> dict[str, Any]:
@@ -129,6 +143,7 @@ class ProcessHandle:
     log_file: str
     workers: tuple[str, ...]
     node: str = "local"
+    rank: int = 0
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -164,6 +179,10 @@ class Backend(Protocol):
     def log_tail(self, handle: ProcessHandle, lines: int = 5) -> str: ...
 
     def retire(self, handle: Mapping[str, Any], timeout: float = 30.0) -> dict[str, Any] | None: ...
+
+    def rendezvous(self, worker_id: str) -> tuple[str, int]: ...
+
+    def slot_nodes(self, worker_ids: Sequence[str]) -> dict[str, str]: ...
 
     def close(self) -> None: ...
 
@@ -219,6 +238,16 @@ def _read_json(path: str | Path) -> dict[str, Any] | None:
         return None
 
 
+def _host_address() -> str:
+    """This machine's address for a rendezvous: Ray's node address when in a Ray worker, else loopback."""
+    if "ray" in sys.modules:
+        import ray
+
+        if ray.is_initialized():
+            return str(ray.util.get_node_ip_address())
+    return "127.0.0.1"
+
+
 def _status_from_progress(record: Mapping[str, Any] | None) -> int:
     """Exit status inferred for a process that is gone without a recorded exit status."""
     if record is not None and record.get("status") in TERMINAL_STATUSES:
@@ -232,13 +261,14 @@ def _status_from_progress(record: Mapping[str, Any] | None) -> int:
 class _Zygote:
     """Client of a :mod:`policyopt.executor.zygote` fork server."""
 
-    def __init__(self, exits_dir: Path, log_file: Path, env: Mapping[str, str]) -> None:
+    def __init__(self, exits_dir: Path, log_file: Path, env: Mapping[str, str], tied: bool = False) -> None:
         self.exits_dir = exits_dir
         self._lock = threading.Lock()
         self._next = 0
         exits_dir.mkdir(parents=True, exist_ok=True)
         with open(log_file, "ab") as err:
-            self.proc = subprocess.Popen([sys.executable, "-m", "policyopt.executor.zygote", str(exits_dir)],
+            self.proc = subprocess.Popen([sys.executable, "-m", "policyopt.executor.zygote",
+                                          *(["--die-with-parent"] if tied else []), str(exits_dir)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=dict(env))
         self.log_file = log_file
         self.pid: int | None = None  # known once the fork server said it is ready
@@ -297,7 +327,7 @@ class LocalProcessBackend:
     name = "local"
 
     def __init__(self, run_dir: str | Path, launcher: str = "fork", env: Mapping[str, str] | None = None,
-                 node: str = "local") -> None:
+                 node: str = "local", tied: bool = False) -> None:
         if launcher not in LAUNCHERS:
             raise InputError("launcher", launcher, f"must be one of {', '.join(LAUNCHERS)}")
         if launcher == "fork" and not hasattr(os, "fork"):
@@ -314,11 +344,23 @@ class LocalProcessBackend:
         self.env = {**base, **self.extra_env}
         self._popen: dict[tuple[int, int | None], subprocess.Popen[bytes]] = {}
         self._zygote: _Zygote | None = None
+        self.tied = tied  # workers die with the process that holds this backend (a Ray actor)
+
+    # -- topology
+    def rendezvous(self, worker_id: str) -> tuple[str, int]:
+        """A free TCP port on this machine for a data-parallel group whose rank 0 runs here."""
+        from policyopt.jobs.worker import _free_port
+
+        return _host_address(), _free_port()
+
+    def slot_nodes(self, worker_ids: Sequence[str]) -> dict[str, str]:
+        """Every slot runs on this machine."""
+        return {w: self.node for w in worker_ids}
 
     # -- starting
     def _fork_server(self) -> _Zygote:
         if self._zygote is None or self._zygote.proc.poll() is not None:
-            self._zygote = _Zygote(self.run_dir / "exits", self.run_dir / "zygote.log", self.env)
+            self._zygote = _Zygote(self.run_dir / "exits", self.run_dir / "zygote.log", self.env, self.tied)
         return self._zygote
 
     def warm_up(self, wait: bool = True) -> None:
@@ -348,7 +390,7 @@ class LocalProcessBackend:
             ticks = process_start_ticks(pid)
             self._popen[(pid, ticks)] = proc
         return ProcessHandle(launch.job_id, launch.launch_id, pid, ticks, launched_at, launch.progress_file,
-                             launch.lease_file, launch.log_file, tuple(launch.workers), self.node)
+                             launch.lease_file, launch.log_file, tuple(launch.workers), self.node, launch.rank)
 
     # -- talking to a running worker
     def renew(self, handle: ProcessHandle, lease: Mapping[str, Any]) -> None:
@@ -439,12 +481,18 @@ class WorkerActor:
     """Body of the Ray actor for one worker slot: a :class:`LocalProcessBackend` on its node."""
 
     def __init__(self, run_dir: str, launcher: str, env: Mapping[str, str], node: str) -> None:
-        import socket
+        import ray
 
-        self.backend = LocalProcessBackend(run_dir, launcher, env, node=f"{node}@{socket.gethostname()}")
+        self.node_id = ray.get_runtime_context().get_node_id()
+        self.backend = LocalProcessBackend(run_dir, launcher, env, node=self.node_id, tied=True)
 
-    def warm_up(self) -> None:
+    def warm_up(self) -> str:
+        """Start the fork server; returns the Ray node id this slot lives on."""
         self.backend.warm_up()
+        return self.node_id
+
+    def rendezvous(self) -> tuple[str, int]:
+        return self.backend.rendezvous("")
 
     def start(self, launch: dict[str, Any]) -> dict[str, Any]:
         """Start on this node: a CUDA slot uses the GPU Ray assigned to the actor (``cuda:0`` inside
@@ -493,6 +541,12 @@ class RayBackend:
     ``run_dir`` must be a path that exists on every node (shared storage for checkpoints).
     ``namespace`` and ``run_id`` name the actors (detached), so an executor restarted against a
     running cluster finds them again.
+
+    Nodes: :meth:`slot_nodes` gives the node of every slot whose actor is up on a node Ray reports
+    alive. A slot whose node died is absent; a new actor for it is requested at once and the slot
+    is back as soon as that actor runs (on a node that joined and offers the slot's type). The
+    processes of a dead node's actor end with it (the fork server and its workers are tied to
+    the actor). A call to an actor that is gone raises :class:`BackendError`.
     """
 
     name = "ray"
@@ -507,74 +561,143 @@ class RayBackend:
             raise BackendError("the Ray backend needs the 'ray' package (pip install 'ray[default]')") from exc
         self._ray = ray
         if not ray.is_initialized():
-            options = {"namespace": namespace, "include_dashboard": False, "log_to_driver": False}
+            options: dict[str, Any] = {"namespace": namespace, "include_dashboard": False, "log_to_driver": False}
             options.update(init_options or {})
             ray.init(address=address, **options)
         root = str(Path(__file__).resolve().parents[2])
-        actor_env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
+        self._env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                      **{str(k): str(v) for k, v in (env or {}).items()}}
-        remote_cls = ray.remote(WorkerActor)
-        self._actors: dict[str, Any] = {}
-        for slot in slots:
-            opts: dict[str, Any] = {"name": f"policyopt-{run_id}-{slot.worker_id}", "lifetime": "detached",
-                                    "get_if_exists": True, "num_cpus": 0, "max_concurrency": 4}
-            if slot.device.startswith("cuda"):
-                opts["num_gpus"] = 1
-            if resource_prefix:
-                opts["resources"] = {f"{resource_prefix}{slot.worker_type}": 1}
-            self._actors[slot.worker_id] = remote_cls.options(**opts).remote(
-                str(Path(run_dir) / "nodes" / slot.worker_id), launcher, actor_env, slot.worker_id)
+        self._remote = ray.remote(WorkerActor)
+        self._run_dir = Path(run_dir)
+        self._launcher = launcher
+        self._prefix = resource_prefix
+        self._run_id = run_id
         self.slots = list(slots)
+        self._actors: dict[str, Any] = {}
+        self._ready: dict[str, Any] = {}  # worker id -> pending warm_up reference (actor not confirmed yet)
+        self._nodes: dict[str, str] = {}  # worker id -> node id, for actors that are up
+        for slot in self.slots:
+            self._create(slot)
 
-    def warm_up(self) -> None:
-        """Start every actor's fork server and wait until all are ready."""
-        self._get([a.warm_up.remote() for a in self._actors.values()], timeout=600)
+    def _create(self, slot: Any) -> None:
+        opts: dict[str, Any] = {"name": f"policyopt-{self._run_id}-{slot.worker_id}", "lifetime": "detached",
+                                "get_if_exists": True, "num_cpus": 0, "max_concurrency": 4}
+        if slot.device.startswith("cuda"):
+            opts["num_gpus"] = 1
+        if self._prefix:
+            opts["resources"] = {f"{self._prefix}{slot.worker_type}": 1}
+        actor = self._remote.options(**opts).remote(str(self._run_dir / "nodes" / slot.worker_id), self._launcher,
+                                                    self._env, slot.worker_id)
+        self._actors[slot.worker_id] = actor
+        self._ready[slot.worker_id] = actor.warm_up.remote()
+
+    def warm_up(self, timeout: float = 600.0) -> None:
+        """Wait until every slot's actor runs and its fork server is ready (the starting cluster)."""
+        refs = dict(self._ready)
+        done, _ = self._ray.wait(list(refs.values()), num_returns=len(refs), timeout=timeout)
+        missing = [w for w, r in refs.items() if r not in done]
+        if missing:
+            raise BackendError(f"no Ray node took slot(s) {', '.join(missing)} within {timeout:.0f} s "
+                               f"(does a node offer the resource {self._prefix or ''}<worker type>?)")
+        self._collect(list(refs))
+
+    def _collect(self, workers: Sequence[str]) -> None:
+        for w in workers:
+            ref = self._ready.pop(w)
+            try:
+                self._nodes[w] = str(self._ray.get(ref, timeout=60))
+            except Exception as exc:  # noqa: BLE001 - an actor that died while starting: ask again later
+                self._nodes.pop(w, None)
+                self._ready[w] = ref
+                raise BackendError(f"slot {w}: its actor failed to start: {exc}") from exc
+
+    def slot_nodes(self, worker_ids: Sequence[str] = ()) -> dict[str, str]:
+        """Worker id -> Ray node id of every slot whose actor runs on a live node (see the class);
+        ``worker_ids`` (all when empty) filters the answer."""
+        alive = {n["NodeID"] for n in self._ray.nodes() if n.get("Alive")}
+        by_id = {s.worker_id: s for s in self.slots}
+        for w, node in list(self._nodes.items()):
+            if node not in alive:  # the node died, and the actor with it: ask for a new one
+                del self._nodes[w]
+                try:
+                    self._ray.kill(self._actors[w])
+                except Exception:  # noqa: BLE001, S110 - it is gone already
+                    pass
+                self._create(by_id[w])
+        if self._ready:
+            done, _ = self._ray.wait(list(self._ready.values()), num_returns=len(self._ready), timeout=0)
+            for w in [w for w, r in self._ready.items() if r in done]:
+                try:
+                    self._collect([w])
+                except BackendError:
+                    self._create(by_id[w])
+        wanted = set(worker_ids) or set(by_id)
+        return {w: n for w, n in self._nodes.items() if n in alive and w in wanted}
 
     def _actor(self, workers: Sequence[str]) -> Any:
-        if not workers or workers[0] not in self._actors:
-            raise BackendError(f"no Ray actor for workers {list(workers)}")
+        if not workers or workers[0] not in self._nodes:
+            raise BackendError(f"no running Ray actor for workers {list(workers)}")
         return self._actors[workers[0]]
 
     def _get(self, ref: Any, timeout: float = 120.0) -> Any:
-        return self._ray.get(ref, timeout=timeout)
+        try:
+            return self._ray.get(ref, timeout=timeout)
+        except self._ray.exceptions.RayActorError as exc:
+            raise BackendError(f"the Ray actor is gone: {exc}") from exc
+
+    def _call(self, workers: Sequence[str], method: str, *args: Any, timeout: float = 120.0) -> Any:
+        return self._get(getattr(self._actor(workers), method).remote(*args), timeout)
+
+    def rendezvous(self, worker_id: str) -> tuple[str, int]:
+        addr, port = self._call([worker_id], "rendezvous")
+        return str(addr), int(port)
 
     def start(self, launch: Launch) -> ProcessHandle:
-        actor = self._actor(launch.workers)
-        return ProcessHandle.from_dict(self._get(actor.start.remote(launch.to_dict())))
+        return ProcessHandle.from_dict(self._call(launch.workers, "start", launch.to_dict()))
 
     def renew(self, handle: ProcessHandle, lease: Mapping[str, Any]) -> None:
-        self._get(self._actor(handle.workers).renew.remote(handle.to_dict(), dict(lease)))
+        self._call(handle.workers, "renew", handle.to_dict(), dict(lease))
 
     def stop(self, handle: ProcessHandle) -> None:
-        self._get(self._actor(handle.workers).stop.remote(handle.to_dict()))
+        self._call(handle.workers, "stop", handle.to_dict())
 
     def kill(self, handle: ProcessHandle) -> None:
-        self._get(self._actor(handle.workers).kill.remote(handle.to_dict()))
+        self._call(handle.workers, "kill", handle.to_dict())
 
     def poll(self, handle: ProcessHandle) -> int | None:
-        return self._get(self._actor(handle.workers).poll.remote(handle.to_dict()))
+        return self._call(handle.workers, "poll", handle.to_dict())  # type: ignore[no-any-return]
 
     def progress(self, handle: ProcessHandle) -> dict[str, Any] | None:
-        return self._get(self._actor(handle.workers).progress.remote(handle.to_dict()))
+        try:
+            return self._call(handle.workers, "progress", handle.to_dict())  # type: ignore[no-any-return]
+        except BackendError:  # the run directory is shared storage: read the record left behind
+            record = _read_json(handle.progress_file)
+            return record if record is None or record.get("pid") in (None, handle.pid) else None
 
     def log_tail(self, handle: ProcessHandle, lines: int = 5) -> str:
-        return self._get(self._actor(handle.workers).log_tail.remote(handle.to_dict(), lines))
+        return str(self._call(handle.workers, "log_tail", handle.to_dict(), lines))
 
     def retire(self, handle: Mapping[str, Any], timeout: float = 30.0) -> dict[str, Any] | None:
         workers = list(handle.get("workers") or ())
-        if not workers or workers[0] not in self._actors:
+        if not workers or workers[0] not in self._nodes:
             return None
-        return self._get(self._actors[workers[0]].retire.remote(dict(handle), timeout), timeout + 60)
+        return self._call(workers, "retire", dict(handle), timeout, timeout=timeout + 60)  # type: ignore[no-any-return]
 
     def close(self) -> None:
         """Stop the actors' fork servers and kill the actors (the run is over)."""
-        for actor in self._actors.values():
+        for w, actor in self._actors.items():
+            if w in self._nodes:
+                try:
+                    self._get(actor.close.remote(), 90)
+                except Exception:  # noqa: BLE001, S110 - best effort at shutdown
+                    pass
             try:
-                self._get(actor.close.remote(), 90)
-            except Exception:  # noqa: BLE001 - best effort at shutdown
+                self._ray.kill(actor)
+            except Exception:  # noqa: BLE001, S110
                 pass
-            self._ray.kill(actor)
         self._actors.clear()
+        self._nodes.clear()
+        self._ready.clear()
 
 
 def with_lease(launch: Launch, lease: Mapping[str, Any]) -> Launch:

@@ -1,6 +1,6 @@
 """``policyopt run``: run real training jobs under a policy, round by round, to completion.
 
-    policyopt run (--jobs JOBS.json | --example small) --cluster cpu1=1,cpu2=1 --policy NAME
+    policyopt run (--jobs JOBS.json | --example small|multi) --cluster cpu1=1,cpu2=1 --policy NAME
                   --round-seconds S --state STATE.sqlite --output DIR
                   [--throughputs TABLE.json | --profile] [--recompute-interval S] [--max-restarts K]
                   [--checkpoint-interval S] [--renewal-wait S] [--backend local|ray] [--ray-address A]
@@ -40,7 +40,9 @@ def add_subparser(subparsers: Any) -> None:
                     "same --state to resume after a crash.")
     src = p.add_mutually_exclusive_group(required=True)
     src.add_argument("--jobs", help="JOBS.json: [{id, job_type, steps, arrival?, seed?, weight?}]")
-    src.add_argument("--example", choices=["small"], help="built-in example: 'small' = four real CPU jobs")
+    src.add_argument("--example", choices=["small", "multi"],
+                     help="built-in example: 'small' = four real CPU jobs; 'multi' = two 2-worker (data-parallel) "
+                          "and two 1-worker jobs (for cpu1=2,cpu2=2)")
     p.add_argument("--cluster", required=True, help="worker types and counts, e.g. cpu1=1,cpu2=1 (or h100=1)")
     p.add_argument("--policy", required=True, help="a policy name (policyopt policies)")
     p.add_argument("--round-seconds", type=float, required=True, help="round length in seconds")
@@ -93,10 +95,12 @@ def resolve_throughputs(args: argparse.Namespace, jobs: Sequence[Any], cluster: 
         job_types = sorted({j.job_type for j in jobs})
         log(f"profiling {', '.join(job_types)} on {', '.join(types)} ({args.profile_seconds} s per run)")
         result = profile(run_dir / "profile", job_types=job_types, worker_types=types,
-                         seconds_per_run=args.profile_seconds, repeats=2, pairs=bool(args.space_sharing), plans=[],
+                         seconds_per_run=args.profile_seconds, repeats=2, pairs=bool(args.space_sharing),
+                         plans=[f"dp{k}-ga1-gc0" for k in sorted({j.scale_factor for j in jobs} - {1})],
                          log=log)
         return result.table, f"profiled at startup ({run_dir / 'profile' / 'throughputs.json'})"
-    shipped = example_throughputs_path("small")
+    name = getattr(args, "example", None) or ("multi" if any(j.scale_factor > 1 for j in jobs) else "small")
+    shipped = example_throughputs_path(name)
     table = load_throughput_table(shipped)
     try:
         check_table(table, jobs, types)

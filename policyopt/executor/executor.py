@@ -25,6 +25,19 @@ scheduling included; time while no executor runs is not counted):
    training seconds), give the mechanism the seconds each job ran, and commit everything to the
    SQLite state in one transaction.
 
+Data-parallel jobs (``scale_factor`` ``K > 1``) run as ``K`` processes (ranks), one per slot, that
+meet at a rendezvous the executor hands out for each launch (a free port on rank 0's machine).
+The job is one unit: its ranks start, renew, stop and restart together; rank 0 writes the
+checkpoints and the progress record and every rank resumes the same step. A rank that dies, or a
+group that has not formed by the end of the round it was launched in, restarts the whole job from
+its newest checkpoint.
+
+Slots and nodes (:class:`~policyopt.executor.topology.Topology`): each round starts by asking the
+backend which slots are alive and where. A lost slot (its node died) ends the processes of every
+job that had a rank there, is taken out of the cluster (the policy is solved again for the
+smaller cluster) and the jobs restart whole from their newest checkpoint on surviving slots; a slot
+that comes back joins at the next round.
+
 Crash safety: workers checkpoint every ``checkpoint_interval`` seconds (default half a round) and
 when stopped. If the executor dies, its workers train to the end of the round, wait
 ``renewal_wait`` seconds and checkpoint. A restarted executor retires every process recorded in
@@ -47,17 +60,23 @@ from policyopt.errors import InputError, PolicyOptError
 from policyopt.mechanism import RecomputeClock, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeEvent
 
-from .backends import TERMINAL_STATUSES, Backend, Launch, LocalProcessBackend, ProcessHandle
+from .backends import TERMINAL_STATUSES, Backend, BackendError, Launch, LocalProcessBackend, ProcessHandle
 from .cluster import PIN_MODES, Slot, build_slots, parse_cluster
 from .planning import RoundPlacer, build_problem, job_throughputs, mechanism_allocation
 from .spec import JobSpec, check_table
 from .state import ExecutorState, JobRecord
+from .topology import Topology
 
 __all__ = ["ExecutorConfig", "Executor", "ExecutorError", "run_executor", "COMPATIBLE_FIELDS"]
 
 
 class ExecutorError(PolicyOptError):
     """The executor cannot go on (e.g. a backend failure)."""
+
+
+def _scale(rec: JobRecord) -> int:
+    """The job's scale factor: workers (data-parallel ranks) it trains on."""
+    return int(rec.spec.get("scale_factor", 1))
 
 
 #: config fields that must match when a run resumes from its state file
@@ -142,13 +161,16 @@ class ExecutorConfig:
 
 @dataclass
 class _Track:
-    """What the executor has seen of one live process."""
+    """What the executor has seen of one live job's processes (``ranks[0]`` is ``handle``)."""
 
     handle: ProcessHandle
     base_steps: int | None = None  # the step it resumed at (known from its first record)
     last_steps: int = 0
     last_train: float = 0.0
     startup: float | None = None
+    ranks: list[ProcessHandle] = field(default_factory=list)
+    slots: list[int] = field(default_factory=list)
+    started_wall: float = 0.0
 
 
 @dataclass
@@ -204,7 +226,8 @@ class Executor:
         if [s.worker_type for s in self.slots] != [t for t, n in self.counts.items() for _ in range(n)]:
             raise InputError("slots", [s.worker_id for s in self.slots], f"do not match the cluster {self.counts}")
         self.worker_types = [t for t, n in self.counts.items() if n > 0]
-        self.placer = RoundPlacer(self.counts, self.config.placer, self.config.migration)
+        self.topology = Topology.from_state(self.slots, self.state.get("topology"))
+        self.placer: RoundPlacer | None = None
         self.backend: Backend = backend if backend is not None else LocalProcessBackend(
             self.run_dir / "backend", self.config.launcher)
         self.jobs: dict[str, JobRecord] = self.state.jobs()
@@ -219,6 +242,7 @@ class Executor:
         self.previous: dict[str, list[int]] = {j: list(g) for j, g in placement["assignment"].items()}
         self.previous_pairs: list[list[str]] = [list(p) for p in placement["pairs"]]
         self.tracks: dict[str, _Track] = {}
+        self._loss_notes: list[tuple[list[int], str, int]] = []  # (lost slots, job, steps done) to record
         self.launches = int(self.state.get("launches", 0))
         self._stop_requested = threading.Event()
         self.status = "running"
@@ -279,6 +303,7 @@ class Executor:
         try:
             if resumed:
                 self._recover()
+            self._refresh_topology(self.time)
             while not self._finished():
                 if self._stop_requested.is_set():
                     self.status = "stopped"
@@ -307,9 +332,9 @@ class Executor:
         for rec in self.jobs.values():
             if rec.process is None:
                 continue
-            final = self.backend.retire(rec.process, timeout=max(30.0, self.config.renewal_wait))
-            self.log(f"retired {rec.job_id} (pid {rec.process.get('pid')}): "
-                     f"{(final or {}).get('status')} at step {(final or {}).get('steps_done')}")
+            final = self._retire_ranks(rec.process)
+            self.log(f"retired {rec.job_id} (pid {rec.process.get('pid')}, {len(rec.process.get('ranks') or [0])} "
+                     f"rank(s)): {(final or {}).get('status')} at step {(final or {}).get('steps_done')}")
             if final is not None and final.get("job_id") == rec.job_id:
                 self._absorb_final(rec, final)
                 if final.get("status") == "completed" and rec.status == "active":
@@ -323,6 +348,25 @@ class Executor:
         with self.state.transaction():
             self.state.save_jobs(self.jobs)
             self.state.put("placement", {"assignment": {}, "pairs": []})
+
+    def _retire_ranks(self, process: Mapping[str, Any]) -> dict[str, Any] | None:
+        """Retire every rank recorded for a launch at once (they stop at the same step); rank 0's record."""
+        ranks = list(process.get("ranks") or [process])
+        timeout = max(30.0, self.config.renewal_wait)
+        results: list[dict[str, Any] | None] = [None] * len(ranks)
+
+        def retire(i: int) -> None:
+            try:
+                results[i] = self.backend.retire({**ranks[i], "lease_id": process.get("lease_id", 0)}, timeout=timeout)
+            except BackendError as exc:  # its machine is gone
+                self.log(f"could not retire rank {i} of {process.get('job_id')}: {exc}")
+
+        threads = [threading.Thread(target=retire, args=(i,)) for i in range(len(ranks))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        return results[0]
 
     def _absorb_final(self, rec: JobRecord, final: Mapping[str, Any]) -> None:
         """Fold a retired/stopped process's last record into the job (steps, checkpoint, losses)."""
@@ -354,9 +398,10 @@ class Executor:
     def _round(self) -> None:
         wall0 = time.time()
         now = self.time
+        self._refresh_topology(now)
         self._admit(now)
         active = [r for r in self.jobs.values() if r.status == "active"]
-        if not active:
+        if not active or self.placer is None:
             pending = [r.arrival for r in self.jobs.values() if r.status == "pending"]
             wait = min(min(pending) - now, self.config.round_seconds) if pending else 0.0
             self._sleep(max(0.0, wait))
@@ -364,8 +409,11 @@ class Executor:
             self.state.put("time", self.time)
             return
         recomputed = self._maybe_recompute(now, active)
-        if self.mech is None:
-            raise ExecutorError("no allocation installed although jobs are active")
+        if self.mech is None:  # no active job can run on the live slots: wait for slots or arrivals
+            self._sleep(self.config.round_seconds)
+            self.time = now + (time.time() - wall0)
+            self.state.put("time", self.time)
+            return
         placed = self.placer.place(self.mech, self.previous, self.previous_pairs)
         slot_sets = {j: sorted(g) for j, g in placed.assignment.items() if self.jobs[j].status == "active"}
         # a process is bound to its slots (cores or device), not to a partner: same slots = keep it
@@ -399,28 +447,38 @@ class Executor:
         # due on events (at most every interval); always when no installed job is still active
         if self.mech is not None and not self.clock.due(now + 1e-9) and installed & ids:
             return None
+        assert self.placer is not None
+        counts = dict(self.placer.counts)
         problem_jobs = []
         for r in active:
             measured = None
             if self.config.online_throughputs:
                 measured = {t: v["steps"] / v["seconds"] for t, v in r.stats.get("measured", {}).items()
                             if v["seconds"] >= 1.0 and v["steps"] > 0}
+            k = _scale(r)
+            thr = job_throughputs(self.table, r.job_type, list(counts), measured, k)
+            if not any(thr.get(t, 0.0) > 0 and k <= n for t, n in counts.items()):
+                continue  # cannot run on the live slots (e.g. after a node loss): it waits
             problem_jobs.append({"id": r.job_id, "job_type": r.job_type, "weight": r.spec.get("weight", 1.0),
-                                 "throughputs": job_throughputs(self.table, r.job_type, self.worker_types, measured),
+                                 "throughputs": thr, "scale_factor": k,
                                  "steps_remaining": max(r.steps_required - r.steps_done, 1),
                                  "time_since_start": max(now - r.arrival, 0.0), "arrival": r.arrival})
-        counts = {t: self.counts[t] for t in self.worker_types}
-        problem = build_problem(counts, problem_jobs, self.table, self.config.space_sharing)
+        if not problem_jobs:
+            self.mech = None
+            return None
+        ids = {j["id"] for j in problem_jobs}
+        problem = build_problem(counts, problem_jobs, self.table, self.config.space_sharing,
+                                self.placer.gpus_per_server)
         from policyopt.policy import get_policy
 
         t0 = time.perf_counter()
         result = get_policy(self.config.policy, **self.config._solver_options()).solve(problem)
         solve_s = time.perf_counter() - t0
-        alloc, coloc = mechanism_allocation(result.allocation, result.colocated_allocation, counts,
-                                            {r.job_id: 1 for r in active})
+        scale = {j["id"]: int(j["scale_factor"]) for j in problem_jobs}
+        alloc, coloc = mechanism_allocation(result.allocation, result.colocated_allocation, counts, scale)
         if self.mech is None:
             self.mech = RoundMechanism(counts, round_length=self.config.round_seconds)
-        self.mech.set_allocation(alloc, coloc, {r.job_id: 1 for r in active})
+        self.mech.set_allocation(alloc, coloc, scale)
         absorbed = self.clock.mark_recomputed(now)
         info = {"round": self.round_index, "time": now, "status": result.status.value,
                 "objective": result.objective if result.objective is None or math.isfinite(result.objective) else None,
@@ -433,38 +491,176 @@ class Executor:
         return info
 
     # ------------------------------------------------------------------------------ processes
+    def _job_dir(self, job_id: str) -> Path:
+        """The directory of a job's checkpoints, progress, lease files and logs (the one place a
+        job id becomes a path)."""
+        return self.run_dir / "jobs" / job_id
+
     def _launch(self, rec: JobRecord, slot_ids: Sequence[int], lease: Mapping[str, Any], acc: _RoundAcc,
-                clock_now: float) -> None:
-        slot = self.slots[slot_ids[0]]
+                clock_now: float) -> bool:
+        """Start the job on ``slot_ids``: one process, or one rank per slot for a data-parallel job
+        (rendezvous on rank 0's machine). ``False`` when a slot's machine is gone (nothing runs)."""
         self.launches += 1
         n = self.launches
-        cores: tuple[int, ...] | None = None
-        if slot.cores is not None:
-            cores = tuple(sorted({c for s in slot_ids for c in (self.slots[s].cores or ())}))
-        job_dir = self.run_dir / "jobs" / rec.job_id
-        launch = Launch(rec.job_id, rec.job_type, rec.steps_required, int(rec.spec.get("seed", 0)),
-                        str(job_dir / "checkpoints"), str(job_dir / f"progress-{n}.json"), str(job_dir / "lease.json"),
-                        str(job_dir / f"worker-{n}.log"), threads=slot.threads, device=slot.device,
-                        cpu_affinity=cores, renewal_wait=self.config.renewal_wait,
-                        checkpoint_interval=self.config.checkpoint_every, lease=dict(lease),
-                        workers=tuple(self.slots[s].worker_id for s in slot_ids), launch_id=n)
+        world = len(slot_ids) if _scale(rec) > 1 else 1
+        job_dir = self._job_dir(rec.job_id)
+        addr, port = "", 0
+        try:
+            if world > 1:
+                addr, port = self.backend.rendezvous(self.slots[slot_ids[0]].worker_id)
+        except BackendError as exc:
+            self.log(f"{rec.job_id}: no rendezvous on {self.slots[slot_ids[0]].worker_id}: {exc}")
+            return False
+        launches = []
+        for r in range(world):
+            ids = slot_ids if world == 1 else [slot_ids[r]]
+            slot = self.slots[ids[0]]
+            cores: tuple[int, ...] | None = None
+            if slot.cores is not None:
+                cores = tuple(sorted({c for s in ids for c in (self.slots[s].cores or ())}))
+            tag = f"{n}" if r == 0 else f"{n}-r{r}"
+            launches.append(Launch(
+                rec.job_id, rec.job_type, rec.steps_required, int(rec.spec.get("seed", 0)), str(job_dir / "checkpoints"),
+                str(job_dir / f"progress-{tag}.json"), str(job_dir / f"lease-{n}.json"), str(job_dir / f"worker-{tag}.log"),
+                threads=slot.threads, device=slot.device, cpu_affinity=cores, renewal_wait=self.config.renewal_wait,
+                checkpoint_interval=self.config.checkpoint_every, lease=dict(lease),
+                workers=tuple(self.slots[s].worker_id for s in ids), launch_id=n, rank=r, world=world,
+                master_addr=addr, master_port=port, rendezvous_timeout=self._rendezvous_timeout()))
         # record the launch before it happens: a restarted executor retires it even without a pid
-        rec.process = {"job_id": rec.job_id, "launch_id": n, "pid": 0, "start_ticks": None, "launched_at": time.time(),
-                       "progress_file": launch.progress_file, "lease_file": launch.lease_file,
-                       "log_file": launch.log_file, "workers": list(launch.workers), "node": "pending"}
+        pending = [{"job_id": rec.job_id, "launch_id": n, "pid": 0, "start_ticks": None, "launched_at": time.time(),
+                    "progress_file": x.progress_file, "lease_file": x.lease_file, "log_file": x.log_file,
+                    "workers": list(x.workers), "node": "pending", "rank": x.rank} for x in launches]
+        rec.process = {**pending[0], "ranks": pending, "lease_id": lease["lease_id"], "rendezvous": [addr, port]}
         with self.state.transaction():
             self.state.put("launches", n)
             self.state.save_jobs([rec])
-        handle = self.backend.start(launch)
-        rec.process = {**handle.to_dict(), "lease_id": lease["lease_id"]}
-        self.state.save_jobs([rec])
-        self.tracks[rec.job_id] = _Track(handle, last_steps=rec.steps_done)
+        handles: list[ProcessHandle] = []
+        try:
+            for x in launches:
+                handles.append(self.backend.start(x))
+                ranks = [h.to_dict() for h in handles] + pending[len(handles):]
+                rec.process = {**ranks[0], "ranks": ranks, "lease_id": lease["lease_id"], "rendezvous": [addr, port]}
+                self.state.save_jobs([rec])
+        except BackendError as exc:  # a slot's machine went away between the topology check and now
+            self.log(f"{rec.job_id}: could not start on {[self.slots[s].worker_id for s in slot_ids]}: {exc}")
+            for h in handles:
+                self._quietly(self.backend.kill, h)
+            rec.process = None
+            self.state.save_jobs([rec])
+            return False
+        self.tracks[rec.job_id] = _Track(handles[0], last_steps=rec.steps_done, ranks=handles, slots=list(slot_ids),
+                                         started_wall=time.time())
         rec.stats["launches"] = rec.stats.get("launches", 0) + 1
         if rec.first_start is None:
             rec.first_start = clock_now
         acc.launched.append(rec.job_id)
-        self.state.event(clock_now, "launch", rec.job_id, {"launch": n, "pid": handle.pid, "workers": list(launch.workers),
-                                                           "from_step": rec.steps_done})
+        self.state.event(clock_now, "launch", rec.job_id, {
+            "launch": n, "pid": handles[0].pid, "pids": [h.pid for h in handles],
+            "workers": [w for x in launches for w in x.workers], "nodes": [self.topology.nodes.get(s) for s in slot_ids],
+            "rendezvous": [addr, port] if world > 1 else None, "from_step": rec.steps_done})
+        return True
+
+    def _rendezvous_timeout(self) -> float:
+        """How long ranks wait for each other (and in a collective): beyond a renewal wait."""
+        return max(120.0, self.config.renewal_wait + 60.0)
+
+    @staticmethod
+    def _quietly(call: Callable[..., Any], *args: Any) -> Any:
+        try:
+            return call(*args)
+        except BackendError:
+            return None
+
+    # ------------------------------------------------------------------------------ slots and nodes
+    def _refresh_topology(self, now: float) -> None:
+        """Adopt the backend's live slots; on a change, end the jobs that lost a slot (they restart
+        whole from their checkpoints), rebuild the placement layout and re-solve the policy."""
+        lost, added = self.topology.update(self.backend.slot_nodes([s.worker_id for s in self.slots]), now)
+        if self.placer is not None and not lost and not added and not self._loss_notes:
+            return
+        if lost:
+            names = [self.slots[s].worker_id for s in lost]
+            self.log(f"lost slot(s) {', '.join(names)}: re-solving for the remaining {len(self.topology.live)} slot(s)")
+            for j, track in list(self.tracks.items()):
+                hit = [s for s in track.slots if s in set(lost)]
+                if hit:
+                    self._end_on_lost_slots(j, track, hit, now)
+            for j, gs in list(self.previous.items()):
+                if any(s in set(lost) for s in gs):
+                    del self.previous[j]
+        for hit, j, steps in self._loss_notes:  # including jobs whose ranks died before this round noticed
+            self.topology.note_job(hit, j, steps)
+        self._loss_notes.clear()
+        if added:
+            self.log(f"slot(s) {', '.join(self.slots[s].worker_id for s in added)} joined")
+        self.placer = RoundPlacer(self.topology.servers(), self.config.placer, self.config.migration) \
+            if self.topology.live else None
+        if lost or added:
+            self.mech = None  # a different cluster: the next round solves the policy for it
+            self.previous_pairs = [p for p in self.previous_pairs if p[0] in self.previous and p[1] in self.previous]
+        with self.state.transaction():
+            self.state.put("topology", self.topology.to_state())
+            self._save_jobs()
+            self.state.put("placement", {"assignment": self.previous, "pairs": self.previous_pairs})
+        for s in lost:
+            self.state.event(now, "slot_lost", detail={"slot": self.slots[s].worker_id})
+        for s in added:
+            self.state.event(now, "slot_added", detail={"slot": self.slots[s].worker_id,
+                                                        "node": self.topology.nodes.get(s)})
+
+    def _dead_slots(self, slot_ids: Sequence[int]) -> list[int]:
+        """The slots among ``slot_ids`` whose machine the backend no longer has."""
+        try:
+            nodes = self.backend.slot_nodes([self.slots[s].worker_id for s in slot_ids])
+        except BackendError:
+            return list(slot_ids)
+        return [s for s in slot_ids if self.slots[s].worker_id not in nodes]
+
+    def _end_on_lost_slots(self, j: str, track: _Track, hit: Sequence[int], now: float) -> None:
+        """A job had ranks on slots that are gone: kill the survivors; it resumes from its checkpoint."""
+        rec = self.jobs[j]
+        self._observe(rec, track, self._quietly(self.backend.progress, track.handle), None, now)
+        for h in track.ranks:
+            self._quietly(self.backend.kill, h)
+        self._loss_notes.append((list(hit), j, rec.steps_done))
+        rec.stats["node_losses"] = rec.stats.get("node_losses", 0) + 1
+        rec.stats["lost_on_node_loss"] = rec.steps_done  # attributed once it resumed
+        rec.restarts += 1
+        rec.process = None
+        del self.tracks[j]
+        self.state.event(now, "node_lost", j, {"slots": [self.slots[s].worker_id for s in hit],
+                                               "steps_done": rec.steps_done, "checkpoint": rec.checkpoint})
+
+    # ------------------------------------------------------------------------------ ranks
+    def _poll_job(self, track: _Track) -> tuple[int | None, int | None]:
+        """``(exit status, rank)`` once the job's processes ended: rank 0's status when it exited,
+        or the status of another rank that failed (the job then fails as a whole)."""
+        code0 = self._poll(track.handle)
+        if code0 is not None:
+            return code0, None
+        for r, h in enumerate(track.ranks[1:], start=1):
+            code = self._poll(h)
+            if code not in (None, 0):
+                return code, r
+        return None, None
+
+    def _poll(self, handle: ProcessHandle) -> int | None:
+        try:
+            return self.backend.poll(handle)
+        except BackendError:  # its machine is gone: so is the process
+            return -int(signal.SIGKILL)
+
+    def _end_ranks(self, track: _Track, kill: bool, wait: float = 10.0) -> None:
+        """Make sure every rank has ended (after rank 0 exited, or to end a broken group)."""
+        if kill:
+            for h in track.ranks:
+                self._quietly(self.backend.kill, h)
+        t0 = time.time()
+        for h in track.ranks:
+            while self._poll(h) is None:
+                if time.time() - t0 > wait:
+                    self._quietly(self.backend.kill, h)
+                time.sleep(0.02)
 
     def _observe(self, rec: JobRecord, track: _Track, record: Mapping[str, Any] | None, acc: _RoundAcc | None,
                  clock_now: float) -> None:
@@ -480,11 +676,14 @@ class Executor:
             if record.get("resumed_from"):
                 self.state.event(clock_now, "resumed", rec.job_id, {"step": start, "checkpoint": record["resumed_from"],
                                                                     "launch": track.handle.launch_id})
-            if start < rec.steps_done:
-                lost = rec.steps_done - start
+            lost = max(0, rec.steps_done - start)
+            if lost:
                 rec.steps_lost += lost
                 self.state.event(clock_now, "steps_lost", rec.job_id, {"lost": lost, "resumed_at": start,
                                                                       "corrupt": record.get("corrupt_checkpoints")})
+            if rec.stats.pop("lost_on_node_loss", None) is not None and self.topology.note_resumed(rec.job_id, lost):
+                rec.stats["steps_lost_node_loss"] = rec.stats.get("steps_lost_node_loss", 0) + lost
+                self.state.put("topology", self.topology.to_state())
             rec.steps_done = start
             track.last_steps = start
             track.last_train = 0.0
@@ -505,16 +704,18 @@ class Executor:
             return
         t0 = time.time()
         for j in jobs:
-            self.backend.stop(self.tracks[j].handle)
+            for h in self.tracks[j].ranks:  # every rank: they agree to stop at the same step
+                self._quietly(self.backend.stop, h)
         timeout = max(30.0, self.config.renewal_wait)
         for j in jobs:
             track = self.tracks[j]
-            while self.backend.poll(track.handle) is None:
+            while self._poll(track.handle) is None:
                 if time.time() - t0 > timeout:
-                    self.backend.kill(track.handle)
+                    self._quietly(self.backend.kill, track.handle)
                 time.sleep(0.02)
+            self._end_ranks(track, kill=False)
             rec = self.jobs[j]
-            final = self.backend.progress(track.handle)
+            final = self._quietly(self.backend.progress, track.handle)
             self._observe(rec, track, final, None, now)
             rec.stats.setdefault("stop_seconds", []).append(time.time() - t0)
             rec.process = None
@@ -548,14 +749,29 @@ class Executor:
         return now + (wall - wall0)
 
     def _handle_exit(self, j: str, code: int, lease: Mapping[str, Any], slot_sets: Mapping[str, list[int]],
-                     acc: _RoundAcc, wall0: float, now: float, deadline: float) -> None:
+                     acc: _RoundAcc, wall0: float, now: float, deadline: float, failed_rank: int | None = None,
+                     why: str | None = None) -> None:
         rec = self.jobs[j]
-        track = self.tracks.pop(j)
-        record = self.backend.progress(track.handle)
+        track = self.tracks[j]
         clock_now = self._clock(time.time(), wall0, now)
+        dead = self._dead_slots(track.slots)
+        if dead:  # its machine went away: the job restarts whole once the slot is out of the cluster
+            self._end_on_lost_slots(j, track, dead, clock_now)
+            return
+        del self.tracks[j]
+        self._end_ranks(track, kill=failed_rank is not None or why is not None)
+        record = self._quietly(self.backend.progress, track.handle)
         self._observe(rec, track, record, acc, clock_now)
         rec.process = None
         status = (record or {}).get("status")
+        if failed_rank is not None:  # a rank > 0 died: the group is broken, whatever rank 0 says
+            h = track.ranks[failed_rank]
+            tail = self._quietly(self.backend.log_tail, h) or ""
+            record = {"error": f"data-parallel rank {failed_rank} on {h.workers[0]} exited with status {code}"
+                               + (f": {tail}" if tail else "")}
+            status = "failed"
+        if why is not None:
+            record, status = {"error": why}, "failed"
         if code == 0 and status == "completed" and rec.steps_done >= rec.steps_required:
             finished_wall = min(float((record or {}).get("updated_at", time.time())), time.time())
             self._end_job(rec, "completed", self._clock(finished_wall, wall0, now), None)
@@ -567,7 +783,7 @@ class Executor:
             if relaunch:
                 self._launch(rec, slot_sets[j], lease, acc, clock_now)
             return
-        error = (record or {}).get("error") or self.backend.log_tail(track.handle) or f"exit status {code}"
+        error = (record or {}).get("error") or self._quietly(self.backend.log_tail, track.handle) or f"exit status {code}"
         rec.crashes += 1
         rec.consecutive_crashes += 1
         rec.error = f"exit status {code}: {error}"
@@ -602,14 +818,14 @@ class Executor:
             if t >= deadline:
                 return
             for j in list(self.tracks):
-                code = self.backend.poll(self.tracks[j].handle)
+                code, rank = self._poll_job(self.tracks[j])
                 if code is not None:
-                    self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline)
+                    self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline, rank)
                     self._save_jobs()
             if t - last_view >= 0.5:
                 last_view = t
                 for j, track in self.tracks.items():
-                    self._observe(self.jobs[j], track, self.backend.progress(track.handle), acc,
+                    self._observe(self.jobs[j], track, self._quietly(self.backend.progress, track.handle), acc,
                                   self._clock(t, wall0, now))
                 self._show(slot_sets, self._clock(t, wall0, now), deadline - t)
             if self._stop_requested.is_set():
@@ -621,27 +837,33 @@ class Executor:
         """After the deadline, wait (≤ ``settle_seconds``) until each worker reports its lease ended."""
         limit = deadline + self.config.settle_seconds
         while True:
-            pending = []
+            pending, exited = [], []
             for j in list(self.tracks):
                 track = self.tracks[j]
-                code = self.backend.poll(track.handle)
+                code, rank = self._poll_job(track)
                 if code is not None:
-                    pending.append(j)  # handled below, with the exits
+                    pending.append(j)
+                    exited.append((j, code, rank))
                     continue
-                record = self.backend.progress(track.handle)
+                record = self._quietly(self.backend.progress, track.handle)
                 if record is not None and record.get("status") == "running":
                     pending.append(j)
-            exited = [j for j in pending if self.backend.poll(self.tracks[j].handle) is not None]
-            for j in exited:
-                code = self.backend.poll(self.tracks[j].handle)
-                assert code is not None
-                self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline)
+            for j, code, rank in exited:
+                self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline, rank)
             if len(pending) == len(exited) or time.time() >= limit:
                 break
             time.sleep(0.02)
+        # a data-parallel group that has not formed within its round is restarted whole, never left half running
+        grace = max(self.config.round_seconds, 10.0)
+        for j in list(self.tracks):
+            track = self.tracks[j]
+            if len(track.ranks) > 1 and track.base_steps is None and time.time() - track.started_wall >= grace \
+                    and self._quietly(self.backend.progress, track.handle) is None:
+                self._handle_exit(j, -int(signal.SIGKILL), lease, slot_sets, acc, wall0, now, deadline,
+                                  why=f"its {len(track.ranks)} ranks did not all start within the round")
         clock_now = self._clock(time.time(), wall0, now)
         for j, track in self.tracks.items():
-            self._observe(self.jobs[j], track, self.backend.progress(track.handle), acc, clock_now)
+            self._observe(self.jobs[j], track, self._quietly(self.backend.progress, track.handle), acc, clock_now)
 
     def _sleep(self, seconds: float) -> None:
         end = time.time() + seconds
@@ -658,6 +880,7 @@ class Executor:
             for j in comb.jobs:
                 ended = acc.ended.get(j)
                 durations[j] = min(L, max(0.0, ended - now)) if ended is not None else L
+        assert self.mech is not None
         if placed.selection.combinations:
             self.mech.record_round(placed.selection, durations)
         gone = [j for j in acc.ended if j in set(self.mech.arrays.job_ids)]
@@ -680,12 +903,15 @@ class Executor:
                 m["seconds"] += acc.train.get(j, 0.0)
             if j not in acc.crashes and rec.status == "active" and j in self.tracks:
                 rec.consecutive_crashes = 0
+            nodes = [self.topology.nodes.get(g, "local") for g in gs]
             per_job[j] = {"workers": [self.slots[g].worker_id for g in gs], "worker_type": wtype,
+                          "nodes": nodes, "spread": len(set(nodes)) > 1, "scale_factor": _scale(rec),
                           "steps": acc.steps.get(j, 0), "train_seconds": acc.train.get(j, 0.0),
                           "steps_done": rec.steps_done, "renewed": j not in acc.launched,
                           "crashes": acc.crashes.get(j, 0)}
-        busy = sum(acc.train.values())
-        n_slots = len(self.slots)
+        # a data-parallel job keeps all its slots busy while it trains
+        busy = sum(t * len(slot_sets.get(j, [0])) for j, t in acc.train.items())
+        n_slots = len(self.topology.live)
         record = {"time": now, "wall_start": wall0, "wall_end": wall_end, "jobs": per_job,
                   "pairs": placed.pairs, "migrated": placed.migrated, "recomputed": recomputed is not None,
                   "launched": acc.launched, "ended": sorted(acc.ended),

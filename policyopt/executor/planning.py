@@ -1,17 +1,21 @@
 """Policy → mechanism → placement for the executor's rounds.
 
 * :func:`build_problem` poses the allocation problem of the moment in the interchange format
-  (``docs/schema.md``): one worker type per cluster type with its worker count (one worker per
-  "server": CPU slots and single GPUs), one job per active job with its throughputs, remaining
-  steps, time since arrival and weight, and — with space sharing — one ``colocated`` entry per pair
-  of active jobs whose job types the table measured together on a worker type.
+  (``docs/schema.md``): one worker type per cluster type with its live worker count and
+  ``gpus_per_server`` (the most slots of that type one machine offers), one job per active job
+  with its scale factor ``K``, its ``K``-worker throughputs (and ``<type>_unconsolidated`` for
+  ``K > 1``: ranks spread over machines), remaining steps, time since arrival and weight, and —
+  with space sharing — one ``colocated`` entry per pair of active single-worker jobs whose job
+  types the table measured together on a worker type.
 * :func:`mechanism_allocation` turns a policy result into the mechanism's input:
   ``<type>_unconsolidated`` configurations folded into their type, entries below ``1e-9`` dropped,
   and each row (``Σ_c X[j,c] + Σ_pairs ≤ 1``) and column (``Σ_j X[j,c]·sf_j ≤ count_c``) scaled
   down by the factor it exceeds its bound (solver tolerance), so the mechanism accepts it.
 * :class:`RoundPlacer` runs one round of :class:`~policyopt.placement.RoundPipeline` with the
-  ``mechanism`` priority policy: the mechanism's selection, then consolidated placement with lease
-  renewal, then migration minimization against last round's placement.
+  ``mechanism`` priority policy: the mechanism's selection (all ``K`` workers of a job or none),
+  then consolidated placement with lease renewal (a job's ranks on one machine when one has ``K``
+  free slots of its type, else spread), then migration minimization against last round's
+  placement. Its layout's servers are the machines (nodes) that hold the live slots.
 """
 from __future__ import annotations
 
@@ -28,22 +32,34 @@ __all__ = ["build_problem", "mechanism_allocation", "RoundPlacer", "PlacedRound"
 
 
 def job_throughputs(table: Mapping[str, Any], job_type: str, worker_types: Sequence[str],
-                    measured: Mapping[str, float] | None = None) -> dict[str, float]:
-    """Steps/s of ``job_type`` per worker type: the table's, replaced by ``measured`` rates where given."""
-    thr = table["job_types"][job_type]["throughputs"]
+                    measured: Mapping[str, float] | None = None, scale_factor: int = 1) -> dict[str, float]:
+    """Steps/s of ``job_type`` on ``scale_factor`` workers per worker type: the table's, replaced by
+    ``measured`` rates where given. For ``scale_factor > 1`` also ``<type>_unconsolidated``: the
+    row's ``throughputs_unconsolidated`` where it has one, else the same rate (a table measured on
+    one machine cannot tell them apart; see ``docs/executor.md``)."""
+    from .spec import table_row
+
+    _, row = table_row(table, job_type, scale_factor)
+    thr = (row or {}).get("throughputs") or {}
     out = {t: float(thr.get(t, 0.0)) for t in worker_types}
     for t, rate in (measured or {}).items():
         if t in out and rate > 0:
             out[t] = float(rate)
+    if scale_factor > 1:
+        unc = (row or {}).get("throughputs_unconsolidated") or {}
+        for t in worker_types:
+            out[f"{t}_unconsolidated"] = float(unc.get(t, out[t]))
     return out
 
 
 def build_problem(counts: Mapping[str, int], jobs: Sequence[Mapping[str, Any]], table: Mapping[str, Any],
-                  space_sharing: bool = False) -> Problem:
+                  space_sharing: bool = False, gpus_per_server: Mapping[str, int] | None = None) -> Problem:
     """The problem for ``jobs`` = ``[{"id", "job_type", "throughputs", "steps_remaining",
-    "time_since_start", "weight", "arrival"}]`` (see the module docstring)."""
-    types = {t: {"count": int(n), "gpus_per_server": 1} for t, n in counts.items()}
-    out = [{"id": j["id"], "throughputs": j["throughputs"], "scale_factor": 1, "weight": float(j["weight"]),
+    "time_since_start", "weight", "arrival", "scale_factor"?}]`` (see the module docstring)."""
+    gps = dict(gpus_per_server or {})
+    types = {t: {"count": int(n), "gpus_per_server": max(1, int(gps.get(t, 1)))} for t, n in counts.items()}
+    out = [{"id": j["id"], "throughputs": j["throughputs"], "scale_factor": int(j.get("scale_factor", 1)),
+            "weight": float(j["weight"]),
             "steps_remaining": float(j["steps_remaining"]), "time_since_start": float(j["time_since_start"]),
             "arrival": float(j["arrival"])} for j in jobs]
     colocated: list[dict[str, Any]] = []
@@ -54,6 +70,8 @@ def build_problem(counts: Mapping[str, int], jobs: Sequence[Mapping[str, Any]], 
             ta, tb = (float(x) for x in e["throughputs"])
             entries[(a, b, e["worker_type"])] = (ta, tb)
             entries[(b, a, e["worker_type"])] = (tb, ta)
+        single = [j for j in jobs if int(j.get("scale_factor", 1)) == 1]  # the table's pairs are 1-worker runs
+        jobs = single
         for i in range(len(jobs)):
             for k in range(i + 1, len(jobs)):
                 for t in counts:
@@ -109,7 +127,8 @@ def mechanism_allocation(allocation: Mapping[str, Mapping[str, float]], colocate
 
 @dataclass(frozen=True)
 class PlacedRound:
-    """One placed round: ``assignment[job]`` = slot indices; ``pairs`` share their slots."""
+    """One placed round: ``assignment[job]`` = slot indices; ``pairs`` share their slots;
+    ``spread`` = jobs whose slots span several machines."""
 
     selection: RoundAssignment
     assignment: dict[str, list[int]]
@@ -117,18 +136,26 @@ class PlacedRound:
     renewed: dict[str, bool]
     migrated: list[str]
     timings: dict[str, float] = field(default_factory=dict)
+    spread: list[str] = field(default_factory=list)
 
 
 class RoundPlacer:
-    """Mechanism selection → placement → migration minimization on the executor's slots.
+    """Mechanism selection → placement → migration minimization on the executor's live slots.
 
-    Slots are the layout's "GPUs": ``ClusterLayout.from_counts(counts, {t: 1})`` numbers them
-    type by type in ``counts`` order, as :func:`~policyopt.executor.cluster.build_slots` does.
+    ``servers[type]`` lists the machines that offer that worker type, each as the list of its slot
+    indices. The layout's "GPUs" are these slots, numbered type by type (in ``servers`` order) and
+    machine by machine; ``gpu_slot[g]`` maps a layout GPU id back to the executor's slot index.
     """
 
-    def __init__(self, counts: Mapping[str, int], placer: str = "consolidate", migration: str = "matching") -> None:
-        present = {t: int(n) for t, n in counts.items()}
-        self.layout = ClusterLayout.from_counts(present, {t: 1 for t in present})
+    def __init__(self, servers: Mapping[str, Sequence[Sequence[int]]], placer: str = "consolidate",
+                 migration: str = "matching") -> None:
+        live = {t: [list(s) for s in srv if s] for t, srv in servers.items()}
+        live = {t: srv for t, srv in live.items() if srv}
+        self.layout = ClusterLayout.from_server_sizes({t: [len(s) for s in srv] for t, srv in live.items()})
+        self.gpu_slot = np.array([g for srv in live.values() for s in srv for g in s], dtype=np.int64)
+        self.slot_gpu = {int(s): g for g, s in enumerate(self.gpu_slot.tolist())}
+        self.counts = self.layout.worker_counts()
+        self.gpus_per_server = dict(zip(self.layout.worker_types, self.layout.gpus_per_server))
         self.placer = placer
         self.migration = migration
         # validate the stage names now (UnknownNameError lists the registered ones)
@@ -138,7 +165,9 @@ class RoundPlacer:
         MIGRATION_MINIMIZERS.create(migration)
 
     def previous_placement(self, previous: Mapping[str, Sequence[int]], pairs: Sequence[Sequence[str]]) -> Placement | None:
-        gpus = {j: [int(g) for g in gs] for j, gs in previous.items() if gs}
+        """Last round's slots as a placement on this layout (jobs on slots that are gone are left out)."""
+        gpus = {j: [self.slot_gpu[int(s)] for s in gs] for j, gs in previous.items()
+                if gs and all(int(s) in self.slot_gpu for s in gs)}
         if not gpus:
             return None
         kept = [p for p in pairs if p[0] in gpus and p[1] in gpus]
@@ -151,8 +180,8 @@ class RoundPlacer:
         pipeline.last_placement = self.previous_placement(previous, previous_pairs)
         result = pipeline.run_round([])
         placement = result.placement
-        assignment = {j: [int(g) for g in gs] for j, gs in placement.gpus.items()}
+        assignment = {j: sorted(int(self.gpu_slot[g]) for g in gs) for j, gs in placement.gpus.items()}
         renewed = {j: bool(c.renewed) for c in result.selection.combinations for j in c.jobs}
         migrated = sorted(j for j, gs in assignment.items() if j in previous and sorted(previous[j]) != sorted(gs))
         return PlacedRound(result.selection, assignment, [list(p) for p in sorted(placement.pairs)], renewed,
-                           migrated, dict(result.timings))
+                           migrated, dict(result.timings), sorted(placement.spread))

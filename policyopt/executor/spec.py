@@ -13,10 +13,14 @@
 | ``arrival`` | seconds after the run starts (executor clock), default 0 |
 | ``seed`` | model and data seed, default 0 |
 | ``weight`` | priority weight for the policy, default 1 |
+| ``scale_factor`` | ``K``: the job trains data-parallel on ``K`` workers of one type (``K`` ranks), default 1 |
 
 The **throughput table** the policy sees is a profiler table (``throughputs.json`` written by
 ``policyopt profile``, format in ``docs/jobs.md``): ``job_types[<type>].throughputs[<worker type>]``
-in steps/s and optional ``colocated`` pairs.
+in steps/s and optional ``colocated`` pairs. A job with ``scale_factor`` ``K > 1`` uses the
+table's ``K``-worker row, ``job_types[<type>].scale_factors["K"].throughputs[<worker type>]`` (the
+whole job's steps/s on ``K`` workers; ``policyopt profile --plans dpK-ga1-gc0`` measures it), and
+``throughputs_unconsolidated`` there when the row has it (ranks spread over several machines).
 """
 from __future__ import annotations
 
@@ -29,9 +33,9 @@ from typing import Any, Mapping, Sequence
 from policyopt.errors import InputError, UnknownNameError
 
 __all__ = ["JobSpec", "parse_jobs", "load_jobs", "example_jobs", "EXAMPLES", "example_throughputs_path",
-           "load_throughput_table", "check_table"]
+           "load_throughput_table", "check_table", "table_row"]
 
-_FIELDS = ("id", "job_type", "steps", "arrival", "seed", "weight")
+_FIELDS = ("id", "job_type", "steps", "arrival", "seed", "weight", "scale_factor")
 _HERE = Path(__file__).resolve().parent
 
 
@@ -45,9 +49,13 @@ class JobSpec:
     arrival: float = 0.0
     seed: int = 0
     weight: float = 1.0
+    scale_factor: int = 1
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = asdict(self)
+        if self.scale_factor == 1:  # the job list of runs made before scale factors existed
+            del d["scale_factor"]
+        return d
 
 
 def _job_types() -> Mapping[str, Any]:
@@ -104,7 +112,14 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
         weight = item.get("weight", 1.0)
         if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not math.isfinite(weight) or weight <= 0:
             raise InputError(f"{where}.weight", weight, "must be a finite number > 0")
-        out.append(JobSpec(jid, str(jtype), int(steps), float(arrival), int(seed), float(weight)))
+        scale = item.get("scale_factor", 1)
+        if isinstance(scale, bool) or not isinstance(scale, int) or scale < 1:
+            raise InputError(f"{where}.scale_factor", scale, "must be an integer >= 1 (workers the job trains on)")
+        batch = known[jtype].batch_size
+        if batch % scale:
+            raise InputError(f"{where}.scale_factor", scale,
+                             f"the global batch {batch} of {jtype} is not divisible by it (each rank takes B/K samples)")
+        out.append(JobSpec(jid, str(jtype), int(steps), float(arrival), int(seed), float(weight), int(scale)))
     return out
 
 
@@ -133,11 +148,18 @@ EXAMPLES: dict[str, list[dict[str, Any]]] = {
         {"id": "transformer", "job_type": "transformer-bs16", "steps": 200, "seed": 2},
         {"id": "recommendation", "job_type": "recommendation-bs128", "steps": 400, "seed": 3, "arrival": 4.0},
     ],
+    # two 2-worker (data-parallel) and two 1-worker jobs for cpu1=2,cpu2=2
+    "multi": [
+        {"id": "resnet-dp2", "job_type": "resnet-bs32", "steps": 300, "seed": 0, "scale_factor": 2},
+        {"id": "transformer-dp2", "job_type": "transformer-bs16", "steps": 240, "seed": 2, "scale_factor": 2},
+        {"id": "lstm", "job_type": "lstm-bs10", "steps": 240, "seed": 1},
+        {"id": "recommendation", "job_type": "recommendation-bs128", "steps": 400, "seed": 3, "arrival": 4.0},
+    ],
 }
 
 
 def example_jobs(name: str) -> list[JobSpec]:
-    """The built-in example ``name`` (``small``)."""
+    """The built-in example ``name`` (``small``, ``multi``)."""
     if name not in EXAMPLES:
         raise UnknownNameError("example", name, EXAMPLES)
     return parse_jobs(EXAMPLES[name], field=f"examples.{name}")
@@ -157,25 +179,35 @@ def load_throughput_table(path: str | Path) -> dict[str, Any]:
     return dict(table)
 
 
+def table_row(table: Mapping[str, Any], job_type: str, scale_factor: int = 1) -> tuple[str, Mapping[str, Any] | None]:
+    """``(field, row)``: the table's entry with ``throughputs`` for ``job_type`` on ``scale_factor``
+    workers (the job type's own entry for 1, ``scale_factors["K"]`` for ``K``), or ``None``."""
+    entry = (table.get("job_types") or {}).get(job_type)
+    field = f"throughputs.job_types.{job_type}"
+    if scale_factor == 1 or not isinstance(entry, Mapping):
+        return field, entry if isinstance(entry, Mapping) else None
+    row = (entry.get("scale_factors") or {}).get(str(scale_factor))
+    return f"{field}.scale_factors.{scale_factor}", row if isinstance(row, Mapping) else None
+
+
 def check_table(table: Mapping[str, Any], jobs: Sequence[JobSpec], worker_types: Sequence[str]) -> None:
-    """Every job type of ``jobs`` has a positive throughput on at least one worker type, and a
-    number (possibly 0 = cannot run) for each worker type of the cluster."""
+    """Every (job type, scale factor) of ``jobs`` has a positive throughput on at least one worker
+    type, and a number (possibly 0 = cannot run) for each worker type of the cluster."""
     job_types = table.get("job_types")
     if not isinstance(job_types, Mapping):
         raise InputError("throughputs.job_types", job_types, "must be an object")
-    for jt in sorted({j.job_type for j in jobs}):
-        entry = job_types.get(jt)
-        if not isinstance(entry, Mapping) or not isinstance(entry.get("throughputs"), Mapping):
-            raise InputError(f"throughputs.job_types.{jt}", None,
-                             "job type not in the throughput table (profile it: policyopt profile --job-types ...)")
+    for jt, k in sorted({(j.job_type, j.scale_factor) for j in jobs}):
+        where, entry = table_row(table, jt, k)
+        if entry is None or not isinstance(entry.get("throughputs"), Mapping):
+            how = f" --plans dp{k}-ga1-gc0" if k > 1 else ""
+            raise InputError(where, None, "not in the throughput table (profile it: policyopt profile "
+                                          f"--job-types {jt}{how})")
         thr = entry["throughputs"]
         for wt in worker_types:
             value = thr.get(wt)
             if value is None:
-                raise InputError(f"throughputs.job_types.{jt}.throughputs.{wt}", None,
-                                 "worker type not profiled for this job type")
+                raise InputError(f"{where}.throughputs.{wt}", None, "worker type not profiled for this job type")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
-                raise InputError(f"throughputs.job_types.{jt}.throughputs.{wt}", value, "must be a number >= 0")
+                raise InputError(f"{where}.throughputs.{wt}", value, "must be a number >= 0")
         if not any(float(thr[wt]) > 0 for wt in worker_types):
-            raise InputError(f"throughputs.job_types.{jt}.throughputs", dict(thr),
-                             "the job type cannot run on any worker type of the cluster")
+            raise InputError(f"{where}.throughputs", dict(thr), "the job type cannot run on any worker type of the cluster")

@@ -20,6 +20,11 @@ steps of one job type per family (:func:`warm_pages`), so the first real worker 
 reading torch's kernels from disk. On end of stdin (the executor exited or was killed)
 the zygote stops accepting launches, keeps reaping until its children have exited (they end by
 themselves when their lease runs out), and exits.
+
+``--die-with-parent`` (the Ray backend: the fork server belongs to a node's actor): when its parent
+is gone the fork server kills its workers and exits, and each worker gets ``SIGKILL`` from the
+kernel when the fork server dies (``PR_SET_PDEATHSIG``), so the processes of a lost node end with
+it instead of training on.
 """
 from __future__ import annotations
 
@@ -95,10 +100,24 @@ def _reap(exits: Path, children: set[int]) -> None:
         _write_exit(exits, pid, status)
 
 
-def _child(request: dict[str, Any]) -> None:
+def die_with_parent() -> None:
+    """Ask the kernel for ``SIGKILL`` when this process's parent exits (Linux; a no-op elsewhere)."""
+    if not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    parent = os.getppid()
+    ctypes.CDLL(None, use_errno=True).prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+    if os.getppid() != parent:  # the parent died before the request took effect
+        os._exit(1)
+
+
+def _child(request: dict[str, Any], tied: bool = False) -> None:
     """Runs in the forked child; never returns."""
     status = 1
     try:
+        if tied:
+            die_with_parent()
         os.setsid()
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
@@ -132,10 +151,13 @@ def _child(request: dict[str, Any]) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = sys.argv[1:] if argv is None else argv
+    args = list(sys.argv[1:] if argv is None else argv)
+    tied = "--die-with-parent" in args
+    args = [a for a in args if a != "--die-with-parent"]
     if len(args) != 1:
-        print("usage: python -m policyopt.executor.zygote EXITS_DIR", file=sys.stderr)
+        print("usage: python -m policyopt.executor.zygote [--die-with-parent] EXITS_DIR", file=sys.stderr)
         return 2
+    parent = os.getppid()
     exits = Path(args[0])
     exits.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the executor, which stops the workers
@@ -157,6 +179,13 @@ def main(argv: list[str] | None = None) -> int:
     buffer = b""
     open_input = True
     while open_input or children:
+        if tied and os.getppid() != parent:  # the actor (the node) is gone: so are its workers
+            for pid in list(children):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except ProcessLookupError:
+                    pass
+            return 1
         if open_input:
             ready, _, _ = select.select([stdin], [], [], 0.05)
         else:
@@ -177,7 +206,7 @@ def main(argv: list[str] | None = None) -> int:
             request = json.loads(line)
             pid = os.fork()
             if pid == 0:
-                _child(request)
+                _child(request, tied)
             children.add(pid)
             out.write(json.dumps({"id": request.get("id"), "pid": pid}) + "\n")
             out.flush()

@@ -7,7 +7,7 @@ given), server by server, so server ``s`` owns the contiguous ids
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, Sequence
 
 import numpy as np
 
@@ -45,15 +45,32 @@ class ClusterLayout:
         """``servers[type] = (number of servers, GPUs per server)``."""
         if not isinstance(servers, Mapping) or not servers:
             raise InputError("servers", servers, "must be a non-empty mapping type -> (servers, gpus_per_server)")
-        types, n_srv, per = [], [], []
+        types, per, flat = [], [], []
         for t, spec in servers.items():
             if not isinstance(spec, (tuple, list)) or len(spec) != 2:
                 raise InputError(f"servers.{t}", spec, "must be (number of servers, GPUs per server)")
+            n = _positive_int(f"servers.{t}[0]", spec[0], allow_zero=True)
             types.append(str(t))
-            n_srv.append(_positive_int(f"servers.{t}[0]", spec[0], allow_zero=True))
             per.append(_positive_int(f"servers.{t}[1]", spec[1]))
+            flat.append([per[-1]] * n)
+        return cls._build(types, per, flat)
+
+    @classmethod
+    def from_server_sizes(cls, sizes: Mapping[str, Sequence[int]]) -> "ClusterLayout":
+        """``sizes[type]`` = the GPUs of each server of that type; servers of a type may differ in
+        size (machines that offer different numbers of workers). ``gpus_per_server[type]`` is then
+        the largest."""
+        if not isinstance(sizes, Mapping) or not sizes:
+            raise InputError("sizes", sizes, "must be a non-empty mapping type -> [GPUs of each server]")
+        per_type = {str(t): [_positive_int(f"sizes.{t}[{i}]", v) for i, v in enumerate(spec)] for t, spec in sizes.items()}
+        return cls._build(list(per_type), [max(v, default=1) for v in per_type.values()], list(per_type.values()))
+
+    @classmethod
+    def _build(cls, types: list[str], per: list[int], sizes: list[list[int]]) -> "ClusterLayout":
+        n_srv = [len(v) for v in sizes]
+        flat = [g for v in sizes for g in v]
         server_type = np.repeat(np.arange(len(types)), n_srv)
-        server_size = np.repeat(np.array(per, dtype=np.int64), n_srv)
+        server_size = np.array(flat, dtype=np.int64)
         first_gpu = np.concatenate(([0], np.cumsum(server_size)[:-1])).astype(np.int64) if server_size.size \
             else np.zeros(0, dtype=np.int64)
         gpu_server = np.repeat(np.arange(server_size.size), server_size)
@@ -102,4 +119,5 @@ class ClusterLayout:
 
     def worker_counts(self) -> dict[str, int]:
         """Worker type -> number of GPUs."""
-        return {t: n * g for t, n, g in zip(self.worker_types, self.servers, self.gpus_per_server)}
+        counts = np.bincount(self.server_type, weights=self.server_size, minlength=len(self.worker_types))
+        return {t: int(n) for t, n in zip(self.worker_types, counts.tolist())}
