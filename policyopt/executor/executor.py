@@ -595,6 +595,8 @@ class Executor:
             self.log(f"slot(s) {', '.join(self.slots[s].worker_id for s in added)} joined")
         self.placer = RoundPlacer(self.topology.servers(), self.config.placer, self.config.migration) \
             if self.topology.live else None
+        if self.placer is not None and not self.state.get("gpus_per_server"):
+            self.state.put("gpus_per_server", self.placer.gpus_per_server)  # the machines the run started on
         if lost or added:
             self.mech = None  # a different cluster: the next round solves the policy for it
             self.previous_pairs = [p for p in self.previous_pairs if p[0] in self.previous and p[1] in self.previous]

@@ -3,8 +3,11 @@
 :func:`simulate_run` replays a run's jobs (same arrivals, steps, policy, cluster, round length,
 recompute interval, placer and migration minimizer) in :class:`policyopt.sim.Simulator` — the
 project's round simulator — with a throughput table built from the profiler's table
-(:func:`table_from_profile`: job type ``t`` becomes the simulator job type ``t#1``, worker types
-keep their names, the profiler's ``colocated`` pairs fill the paired table). The simulator's
+(:func:`table_from_profile`: job type ``t`` on ``K`` workers becomes the simulator job type
+``t#K`` with the table's ``K``-worker row, ``<type>_unconsolidated`` columns where a ``K > 1`` job
+may be spread, worker types keep their names, the profiler's ``colocated`` pairs fill the paired
+table), and the run's machines (``gpus_per_server`` per worker type: the slots of a type on one
+node). The simulator's
 preemption costs are the executor's measured means: ``restore_seconds`` = start-up of a worker
 process until it is ready to train (fork, model build, checkpoint load), ``checkpoint_seconds`` =
 the time a stopped worker needs to checkpoint and exit.
@@ -17,6 +20,7 @@ estimate (profiler vs. the loaded machine during the run) from that of the round
 """
 from __future__ import annotations
 
+import json
 import math
 from typing import Any, Mapping, Sequence
 
@@ -28,42 +32,52 @@ __all__ = ["table_from_profile", "simulate_run", "compare", "fidelity_section"]
 
 
 def table_from_profile(table: Mapping[str, Any], worker_types: Sequence[str],
-                       job_types: Sequence[str] | None = None) -> Any:
-    """A :class:`policyopt.data.gavel.GavelThroughputs` over the profiler table's job types."""
+                       job_types: Sequence[str | tuple[str, int]] | None = None) -> Any:
+    """A :class:`policyopt.data.gavel.GavelThroughputs` over the profiler table's job types;
+    ``job_types`` items are names (one worker) or ``(name, K)`` (the ``K``-worker row)."""
     from policyopt.data.gavel import GavelThroughputs
 
-    names = list(job_types) if job_types is not None else list(table["job_types"])
-    configs = list(worker_types)
-    idx = {n: i for i, n in enumerate(names)}
-    alone = np.array([[float(table["job_types"][n]["throughputs"].get(t, 0.0)) for t in configs] for n in names])
-    paired = np.zeros((len(names), len(names), len(configs), 2))
+    from .planning import job_throughputs
+
+    items = list(job_types) if job_types is not None else list(table["job_types"])
+    keys = [(it, 1) if isinstance(it, str) else (str(it[0]), int(it[1])) for it in items]
+    base = list(worker_types)
+    configs = base + ([f"{t}_unconsolidated" for t in base] if any(k > 1 for _, k in keys) else [])
+    rows = [job_throughputs(table, n, base, None, k) for n, k in keys]
+    alone = np.array([[float(r.get(c, r.get(c.removesuffix("_unconsolidated"), 0.0))) for c in configs]
+                      for r in rows]).reshape(len(keys), len(configs))
+    idx = {n: i for i, (n, k) in enumerate(keys) if k == 1}  # the profiled pairs are 1-worker runs
+    paired = np.zeros((len(keys), len(keys), len(configs), 2))
     for e in table.get("colocated") or []:
         a, b = e["job_types"]
         t = e["worker_type"]
-        if a in idx and b in idx and t in configs:
+        if a in idx and b in idx and t in base:
             ta, tb = (float(x) for x in e["throughputs"])
             c = configs.index(t)
             paired[idx[a], idx[b], c] = [ta, tb]
             paired[idx[b], idx[a], c] = [tb, ta]
-    return GavelThroughputs([(n, 1) for n in names], configs, alone, paired)
+    return GavelThroughputs(keys, configs, alone, paired)
 
 
 def _measured_table(report: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
     """The profiler table with each (job type, worker type) replaced by the run's measured rate
     (steps / training seconds, summed over the jobs of that type) where it ran."""
-    sums: dict[tuple[str, str], list[float]] = {}
+    sums: dict[tuple[str, int, str], list[float]] = {}
     for j in report["jobs"].values():
         for t, rate in (j.get("measured_throughputs") or {}).items():
             steps = float(j["steps_by_type"].get(t, 0))
             if rate and rate > 0 and steps > 0:
-                acc = sums.setdefault((j["job_type"], t), [0.0, 0.0])
+                acc = sums.setdefault((j["job_type"], int(j.get("scale_factor", 1)), t), [0.0, 0.0])
                 acc[0] += steps
                 acc[1] += steps / rate
-    out = {"job_types": {n: {"throughputs": dict(e["throughputs"])} for n, e in base["job_types"].items()},
-           "colocated": list(base.get("colocated") or [])}
-    for (jt, t), (steps, seconds) in sums.items():
-        if jt in out["job_types"] and seconds > 0:
-            out["job_types"][jt]["throughputs"][t] = steps / seconds
+    out: dict[str, Any] = json.loads(json.dumps({"job_types": base["job_types"],
+                                                 "colocated": list(base.get("colocated") or [])}))
+    for (jt, k, t), (steps, seconds) in sums.items():
+        entry = out["job_types"].get(jt)
+        row = entry if k == 1 or entry is None else (entry.get("scale_factors") or {}).get(str(k))
+        if row is not None and seconds > 0:
+            row["throughputs"][t] = steps / seconds
+            row.pop("throughputs_unconsolidated", None)  # measured where it ran, consolidated or not
     return out
 
 
@@ -76,18 +90,20 @@ def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measure
     cfg = report["config"]
     cluster = {t: int(n) for t, n in cfg["cluster"].items() if int(n) > 0}
     source = _measured_table(report, table) if measured_throughputs else table
-    job_types = sorted({j["job_type"] for j in report["jobs"].values()})
+    job_types = sorted({(j["job_type"], int(j.get("scale_factor", 1))) for j in report["jobs"].values()})
     gavel = table_from_profile(source, list(cluster), job_types)
+    gps = {t: int(n) for t, n in (report.get("gpus_per_server") or {}).items() if t in cluster}
     summary = report["summary"]
     restore = restore_seconds if restore_seconds is not None else (summary.get("mean_startup_seconds") or 0.0)
     ckpt = checkpoint_seconds if checkpoint_seconds is not None else (summary.get("mean_stop_seconds") or 0.0)
-    trace = [TraceJob(jid, float(j["arrival"]), f"{j['job_type']}#1", 1, float(j["steps_required"]))
+    trace = [TraceJob(jid, float(j["arrival"]), f"{j['job_type']}#{int(j.get('scale_factor', 1))}",
+                      int(j.get("scale_factor", 1)), float(j["steps_required"]))
              for jid, j in report["jobs"].items()]
     sim_cfg = SimConfig(policy=cfg["policy"], policy_options=dict(cfg.get("policy_options") or {}),
                         space_sharing=bool(cfg.get("space_sharing")), migration=cfg.get("migration", "matching"),
                         placer=cfg.get("placer", "consolidate"), round_seconds=float(cfg["round_seconds"]),
                         recompute_interval=cfg.get("recompute_interval"), checkpoint_seconds=float(ckpt),
-                        restore_seconds=float(restore), gpus_per_server=1, prices={t: 0.0 for t in cluster}, seed=0)
+                        restore_seconds=float(restore), gpus_per_server={t: gps.get(t, 1) for t in cluster}, prices={t: 0.0 for t in cluster}, seed=0)
     result = Simulator(cluster, sim_cfg, gavel).run(trace)
     jobs = result.jobs
     jct = {str(i): float(v) for i, v in zip(jobs["id"], jobs["jct"])}

@@ -11,7 +11,11 @@
      "summary": {"jobs", "completed", "failed", "makespan", "mean_jct", "utilization",
                  "allocated_utilization", "migrations", "preemptions", "restarts", "steps_lost",
                  "rounds", "executor_starts", "mean_startup_seconds", "mean_stop_seconds"},
-     "rounds": [{"index", "start", "duration", "jobs": {id: {"worker_type", "steps"}}, ...}],
+     "rounds": [{"index", "start", "duration", "slots",
+                 "jobs": {id: {"worker_type", "workers", "nodes", "spread", "steps"}}, ...}],
+     "slot_events": [{"time", "event": "lost"|"added", "slot", "worker_type", "node",
+                      "jobs": {id: {"steps_done_at_loss", "steps_lost"}}}],
+     "gpus_per_server": {type: slots of the type on one node, at the start},
      "throughputs_source": ...}
 
 Times are on the executor clock (seconds; see :mod:`policyopt.executor.executor`).
@@ -47,6 +51,7 @@ def build_report(state: ExecutorState, status: str = "finished") -> dict[str, An
     executor = saved.get("executor", {})
     jobs = state.jobs()
     rounds = state.rounds()
+    topology = state.get("topology") or {}
     out_jobs: dict[str, Any] = {}
     startup_all: list[float] = []
     stop_all: list[float] = []
@@ -70,6 +75,8 @@ def build_report(state: ExecutorState, status: str = "finished") -> dict[str, An
             "seconds_by_type": st.get("seconds_by_type", {}), "steps_by_type": st.get("steps_by_type", {}),
             "measured_throughputs": measured, "startup_seconds": _mean(startup), "stop_seconds": _mean(stops),
             "corrupt_checkpoints": st.get("corrupt_checkpoints", []),
+            "scale_factor": int(rec.spec.get("scale_factor", 1)), "node_losses": st.get("node_losses", 0),
+            "steps_lost_node_loss": st.get("steps_lost_node_loss", 0),
         }
     done = [j for j in out_jobs.values() if j["status"] == "completed"]
     finishes = [j["finish"] for j in out_jobs.values() if j["finish"] is not None]
@@ -91,16 +98,22 @@ def build_report(state: ExecutorState, status: str = "finished") -> dict[str, An
         "executor_time": state.get("time", 0.0),
         "mean_startup_seconds": _mean(startup_all), "mean_stop_seconds": _mean(stop_all),
         "recomputes": len(state.events("recompute")),
+        "spread_rounds": sum(1 for r in rounds for v in r["jobs"].values() if v.get("spread")),
+        "slots_lost": sum(1 for e in topology.get("events", []) if e["event"] == "lost"),
+        "slots_added": sum(1 for e in topology.get("events", []) if e["event"] == "added"),
     }
     throughputs = state.get("throughputs") or {}
     return {
+        "slot_events": topology.get("events", []), "gpus_per_server": state.get("gpus_per_server") or {},
         "status": status, "policy": executor.get("policy"), "cluster": executor.get("cluster"),
         "round_seconds": executor.get("round_seconds"), "config": executor, "jobs": out_jobs, "summary": summary,
         "rounds": [{"index": r["index"], "start": r["start"], "duration": r["duration"],
                     "busy_fraction": r["busy_fraction"], "recomputed": r["recomputed"], "migrated": r["migrated"],
                     "phases": r.get("phases", {}),
+                    "slots": r["slots"],
                     "jobs": {j: {"worker_type": v["worker_type"], "workers": v["workers"], "steps": v["steps"],
-                                 "renewed": v["renewed"]} for j, v in r["jobs"].items()}} for r in rounds],
+                                 "renewed": v["renewed"], "nodes": v.get("nodes"), "spread": v.get("spread", False)}
+                             for j, v in r["jobs"].items()}} for r in rounds],
         "throughputs_source": throughputs.get("source"),
     }
 
