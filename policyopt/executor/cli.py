@@ -118,7 +118,7 @@ def run_command(args: argparse.Namespace) -> int:
     from .spec import example_jobs, load_jobs
     from .state import ExecutorState
 
-    def log(msg: str) -> None:
+    def say(msg: str) -> None:
         if not args.quiet:
             print(msg, file=sys.stderr, flush=True)
 
@@ -135,10 +135,10 @@ def run_command(args: argparse.Namespace) -> int:
     table = None
     source = "given"
     if state.is_new():
-        table, source = resolve_throughputs(args, jobs, config.cluster, run_dir, log)
-        log(f"throughputs: {source}")
+        table, source = resolve_throughputs(args, jobs, config.cluster, run_dir, say)
+        say(f"throughputs: {source}")
     else:
-        log(f"resuming the run in {args.state} (round {state.get('round', 0)}, "
+        say(f"resuming the run in {args.state} (round {state.get('round', 0)}, "
             f"t = {state.get('time', 0.0):.1f} s)")
     display: Any = None
     if not args.quiet:
@@ -160,7 +160,7 @@ def run_command(args: argparse.Namespace) -> int:
         backend = RayBackend(slots, base_dir / "backend", address=args.ray_address, launcher=args.launcher,
                              resource_prefix=args.ray_resource_prefix, run_id=run_id)
     report = run_executor(state, jobs, config, table, run_dir, backend=backend, table_source=source, slots=slots,
-                          display=display, log=log if args.no_live or not sys.stderr.isatty() else (lambda _m: None))
+                          display=display, log=say if args.no_live or not sys.stderr.isatty() else (lambda _m: None))
     if report["status"] == "finished" and not args.no_fidelity:
         from .fidelity import fidelity_section
 
