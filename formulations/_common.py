@@ -25,6 +25,7 @@ from __future__ import annotations
 import time
 
 import numpy as np
+import scipy.sparse as sp
 
 from policyopt.allocation import AllocationSpace
 from policyopt.errors import InputError
@@ -276,3 +277,10 @@ class LoadedLP:
 
     def set_sense(self, sense: str) -> None:
         self.loaded.set_sense(sense)
+
+    def add_rows(self, A_rows: "sp.spmatrix", lower: np.ndarray | float, upper: np.ndarray | float) -> np.ndarray:
+        """Append rows ``lower ≤ A_rows x ≤ upper`` (over the model's columns) to the loaded model,
+        e.g. cutting planes; returns their row indices."""
+        k = A_rows.shape[0]
+        return self.loaded.add_rows(A_rows, np.broadcast_to(np.asarray(lower, float), (k,)),
+                                    np.broadcast_to(np.asarray(upper, float), (k,)))

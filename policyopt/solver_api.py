@@ -21,6 +21,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable, ClassVar
 
 import numpy as np
+import scipy.sparse as sp
 
 from .errors import InputError, SolverNotAvailableError, UnknownNameError
 from .result import SolveResult, Status
@@ -112,6 +113,12 @@ class LoadedModel(ABC):
 
     def set_sense(self, sense: str) -> None:
         self.sf.sense = sense
+
+    def add_rows(self, A_rows: "sp.spmatrix", lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """Append rows ``lower ≤ A_rows x ≤ upper`` (original scale, ``A_rows`` of shape
+        ``k × num_cols``) for the next solves (e.g. cutting planes); the basis is kept where the
+        backend has one. Returns the new rows' indices."""
+        return self.sf.append_rows(A_rows, lower, upper)
 
     def set_algorithm(self, algorithm: str) -> None:
         """Switch the LP algorithm for the next solve (e.g. interior point cold, simplex warm)."""

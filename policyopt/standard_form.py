@@ -54,6 +54,21 @@ class StandardForm:
                        integrality=self.integrality.copy(), A=self.A.copy(), row_lower=self.row_lower.copy(),
                        row_upper=self.row_upper.copy(), row_scale=self.row_scale.copy())
 
+    def append_rows(self, A_rows: "sp.spmatrix", lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """Append unscaled rows ``lower ≤ A_rows x ≤ upper`` (``row_scale`` 1); returns their indices."""
+        A_rows = sp.csc_matrix(A_rows, dtype=np.float64)
+        if A_rows.shape[1] != self.num_cols:
+            raise ValueError(f"appended rows have {A_rows.shape[1]} columns, the form has {self.num_cols}")
+        k = A_rows.shape[0]
+        start = self.num_rows
+        self.A = sp.vstack([self.A, A_rows], format="csc")
+        lo = np.broadcast_to(np.asarray(lower, np.float64), (k,))
+        hi = np.broadcast_to(np.asarray(upper, np.float64), (k,))
+        self.row_lower = np.concatenate([self.row_lower, lo])
+        self.row_upper = np.concatenate([self.row_upper, hi])
+        self.row_scale = np.concatenate([self.row_scale, np.ones(k)])
+        return np.arange(start, start + k, dtype=np.int64)
+
     def row_activity(self, x: np.ndarray) -> np.ndarray:
         """Activities ``A x`` of the *original* (unscaled) rows."""
         return (self.A @ x) / self.row_scale

@@ -164,6 +164,18 @@ class HighsModel(LoadedModel):
         _check(self.h.changeRowsBounds(rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
                                        np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
 
+    def add_rows(self, A_rows: Any, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        rows = super().add_rows(A_rows, lower, upper)
+        if rows.size == 0:
+            return rows
+        inf = self._hs.kHighsInf
+        R = A_rows.tocsr()
+        lo, hi = self.sf.row_lower[rows], self.sf.row_upper[rows]
+        _check(self.h.addRows(rows.size, np.where(np.isfinite(lo), lo, -inf), np.where(np.isfinite(hi), hi, inf),
+                              int(R.nnz), R.indptr[:-1].astype(np.int32), R.indices.astype(np.int32),
+                              np.ascontiguousarray(R.data, np.float64)), "addRows")
+        return rows
+
     def set_algorithm(self, algorithm: str) -> None:
         super().set_algorithm(algorithm)
         self._set("solver", _ALGORITHMS[self.options.algorithm])

@@ -1,0 +1,81 @@
+"""Strategy-proof max-min fairness: exact (conic, cvxpy + Clarabel) vs cutting planes (HiGHS).
+
+For each size (Gavel-generator jobs, N/4 GPUs each of V100/P100/K80, ``policies_bench.workload``):
+
+* ``nsw``: one Nash-social-welfare solve (the core of the mechanism) by each method — time and the
+  NSW log-sum of each (the cutting-plane method also reports its certified upper bound);
+* ``pa``: the whole partial-allocation mechanism (the NSW solve plus one leave-one-out solve per
+  job) up to ``--pa-max`` jobs — time, and the largest relative difference between the two
+  methods' discount factors.
+
+Run: ``python benchmarks/strategy_proof_bench.py [--sizes 256 512 1024 2048] [--pa-max 256]``.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's workload generator
+
+from policies_bench import workload  # noqa: E402
+
+from policyopt.data import load_gavel  # noqa: E402
+from policyopt.result import Timings  # noqa: E402
+
+GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel" / "simulation_throughputs.json"
+
+
+def nsw_only(problem, method: str) -> tuple[float, float, float | None]:
+    """One NSW solve: ``(seconds, log-sum achieved, certified upper bound or None)``."""
+    from policyopt.formulations import strategy_proof as spm
+    from policyopt.policy import get_policy
+
+    pol = get_policy("max_min_fairness_strategy_proof", method=method)
+    t0 = time.perf_counter()
+    space = pol.make_space(problem)
+    w = np.asarray(space.weights, float)
+    if method == "conic":
+        out = spm._ConicNSW(space, w).solve()
+        return time.perf_counter() - t0, out[3], None
+    nsw = spm._CuttingPlaneNSW(pol, space, w, pol.config["tol"], pol.config["max_rounds"], Timings())
+    out = nsw.solve()
+    return time.perf_counter() - t0, out[3], out[4]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 512, 1024, 2048])
+    ap.add_argument("--pa-max", type=int, default=256, help="run the whole mechanism up to this many jobs")
+    ap.add_argument("--gavel", type=Path, default=GAVEL)
+    args = ap.parse_args()
+    import policyopt
+
+    g = load_gavel(args.gavel)
+    rows = []
+    for n in args.sizes:
+        p = workload(g, n, seed=0, fresh=True)
+        tc, vc, _ = nsw_only(p, "conic")
+        tp, vp, ub = nsw_only(p, "pwl")
+        row = {"jobs": n, "nsw_conic_s": tc, "nsw_pwl_s": tp, "nsw_conic": vc, "nsw_pwl": vp,
+               "pwl_upper_bound": ub, "nsw_abs_diff": abs(vc - vp)}
+        if n <= args.pa_max:
+            res = {}
+            for m in ("conic", "pwl"):
+                t0 = time.perf_counter()
+                r = policyopt.solve(p, "max_min_fairness_strategy_proof", method=m)
+                res[m] = (time.perf_counter() - t0, np.array(list(r.extra["discount_factors"].values())))
+            row.update(pa_conic_s=res["conic"][0], pa_pwl_s=res["pwl"][0],
+                       f_max_rel_diff=float(np.max(np.abs(res["pwl"][1] - res["conic"][1]) / res["conic"][1])))
+        rows.append(row)
+        print(pd.DataFrame([row]).to_string(index=False), flush=True)
+    print()
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.6g}"))
+
+
+if __name__ == "__main__":
+    main()
