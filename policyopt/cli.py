@@ -37,6 +37,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("policyopt.service.cli", "run the HTTP policy service (FastAPI + uvicorn)"),
     "profile": ("policyopt.jobs.cli", "measure steps/s of the job zoo alone and in pairs on every worker type"),
     "run": ("policyopt.executor.cli", "run real PyTorch training jobs under a policy, round by round"),
+    "slurm": ("policyopt.slurm.cli", "drive a Slurm cluster's GPU jobs round by round with a policy"),
 }
 #: modules that add sub-commands, in the order they appear in ``--help``
 SUBCOMMAND_MODULES: list[str] = list(dict.fromkeys(mod for mod, _ in SUBCOMMANDS.values()))

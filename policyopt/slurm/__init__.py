@@ -1,0 +1,1 @@
+"""Slurm integration: the round-based controller (`policyopt slurm`) and a local test cluster."""

@@ -1,0 +1,147 @@
+"""Check a controller run against Slurm's own view: ``squeue --json`` snapshots taken beside it.
+
+:class:`SqueueSampler` polls ``squeue --json`` in a thread and keeps, per snapshot, every running
+job's nodes and GPU indices (``gres_detail``). From the snapshots:
+
+* :func:`gpu_seconds` — seconds each job ran on each GPU type (snapshot intervals it was seen in);
+* :func:`overcommit` — snapshots where a GPU type had more GPUs in use than exist, a job held
+  other than its requested count, or two jobs held the same GPU of a node (each should be empty);
+* :func:`expected_seconds` — from ``report.json``: ``Σ_rounds X_r[job, type] · (round length)``
+  over the rounds the job was waiting or running (the last one cut at the job's end).
+"""
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any, Mapping, Sequence
+
+from policyopt.slurm.slurmcmd import expand_nodelist, gpus_requested, parse_gres
+
+__all__ = ["Snapshot", "SqueueSampler", "gpu_seconds", "overcommit", "expected_seconds", "gpu_indices"]
+
+
+def gpu_indices(detail: str) -> tuple[str, int, list[int]]:
+    """``"gpu:v100:2(IDX:0-1)"`` -> ``("v100", 2, [0, 1])``."""
+    counts = parse_gres(detail)
+    gpu_type, count = next(iter(counts.items())) if counts else ("", 0)
+    idx: list[int] = []
+    m = re.search(r"IDX:([^)]*)\)", detail)
+    if m and m.group(1) not in ("", "N/A"):
+        for part in m.group(1).split(","):
+            lo, _, hi = part.partition("-")
+            idx.extend(range(int(lo), int(hi or lo) + 1))
+    return gpu_type, count, idx
+
+
+@dataclass
+class Snapshot:
+    """Running jobs at time ``t``: job -> (requested GPUs, [(node, gpu type, [GPU indices])])."""
+
+    t: float
+    running: dict[str, tuple[int, list[tuple[str, str, list[int]]]]] = field(default_factory=dict)
+    states: dict[str, tuple[str, str]] = field(default_factory=dict)  # job -> (state, reason)
+
+
+class SqueueSampler:
+    """Poll ``squeue --json`` every ``interval`` seconds in a daemon thread (``start``/``stop``)."""
+
+    def __init__(self, env: Mapping[str, str] | None = None, interval: float = 0.5) -> None:
+        self.env = dict(env) if env is not None else None
+        self.interval = interval
+        self.snapshots: list[Snapshot] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+
+    def sample(self) -> Snapshot | None:
+        res = subprocess.run(["squeue", "--json", "--states=all"], env=self.env, capture_output=True,
+                             text=True, timeout=60)
+        t = time.time()
+        if res.returncode != 0:
+            return None
+        snap = Snapshot(t)
+        for rec in json.loads(res.stdout).get("jobs", []):
+            jid = str(rec["job_id"])
+            state = rec.get("job_state")
+            state = state[0] if isinstance(state, list) else str(state)
+            snap.states[jid] = (state, str(rec.get("state_reason") or ""))
+            if state != "RUNNING":
+                continue
+            nodes = expand_nodelist(str(rec.get("nodes") or ""))
+            details = [gpu_indices(d) for d in rec.get("gres_detail") or []]
+            held = [(n, t_, idx) for n, (t_, _, idx) in zip(nodes, details)]
+            snap.running[jid] = (gpus_requested(rec)[0], held)
+        return snap
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            snap = self.sample()
+            if snap is not None:
+                self.snapshots.append(snap)
+            self._stop.wait(self.interval)
+
+    def start(self) -> "SqueueSampler":
+        self._thread.start()
+        return self
+
+    def stop(self) -> list[Snapshot]:
+        self._stop.set()
+        self._thread.join(timeout=30)
+        return self.snapshots
+
+
+def gpu_seconds(snapshots: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
+    """Job -> GPU type -> seconds seen running there (each snapshot counts until the next one)."""
+    out: dict[str, dict[str, float]] = {}
+    for a, b in zip(snapshots, snapshots[1:]):
+        dt = b.t - a.t
+        for jid, (_, held) in a.running.items():
+            types = {t for _, t, _ in held}
+            if len(types) == 1:
+                t = types.pop()
+                out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + dt
+    return out
+
+
+def overcommit(snapshots: Sequence[Snapshot], capacity: Mapping[str, int]) -> list[str]:
+    """Every violation found: a type over its GPU count, a job with other than its requested GPU
+    count or on several types, a GPU (node, index) held by two jobs."""
+    problems = []
+    for snap in snapshots:
+        used: dict[str, int] = {}
+        owner: dict[tuple[str, int], str] = {}
+        for jid, (requested, held) in snap.running.items():
+            got = sum(len(idx) for _, _, idx in held)
+            if got != requested:
+                problems.append(f"t={snap.t:.1f}: job {jid} holds {got} GPUs, requested {requested}")
+            if len({t for _, t, _ in held}) > 1:
+                problems.append(f"t={snap.t:.1f}: job {jid} spans GPU types {held}")
+            for node, t, idx in held:
+                used[t] = used.get(t, 0) + len(idx)
+                for i in idx:
+                    if (node, i) in owner:
+                        problems.append(f"t={snap.t:.1f}: GPU {node}:{i} held by {owner[node, i]} and {jid}")
+                    owner[node, i] = jid
+        for t, n in used.items():
+            if n > capacity.get(t, 0):
+                problems.append(f"t={snap.t:.1f}: {n} {t} GPUs in use, {capacity.get(t, 0)} exist")
+    return problems
+
+
+def expected_seconds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Job -> GPU type -> ``Σ X_r · dt_r`` over the rounds of ``report`` (the allocation in force
+    from each round's start to the next; a job's last round cut at its end time)."""
+    rounds = report["rounds"]
+    ends = {j: info.get("end_time") for j, info in report["jobs"].items()}
+    out: dict[str, dict[str, float]] = {}
+    for a, b in zip(rounds, rounds[1:]):
+        for jid, x in a["allocation"].items():
+            end = ends.get(jid)
+            stop = b["time"] if end is None else min(b["time"], end)
+            dt = max(stop - a["time"], 0.0)
+            for t, v in x.items():
+                out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + float(v) * dt
+    return out

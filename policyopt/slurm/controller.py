@@ -1,0 +1,374 @@
+"""``policyopt slurm``: a round-based controller beside a running Slurm.
+
+Every ``R`` seconds (a round) the controller
+
+1. reads the jobs of its partitions (``squeue --json``) and the GPUs of their nodes (``sinfo``);
+2. accounts the interval since the last round from Slurm's own records: a managed job that ran
+   on nodes of GPU type ``t`` over ``[start, end]`` receives ``|[start, end] ∩ [last, now]|``
+   seconds on ``t``, and the round mechanism records the same run (as a fraction of the interval);
+3. on arrivals, completions or a change in usable GPUs, solves the policy for the managed jobs
+   still running or waiting (``X[job, t]``, GPU counts = usable GPUs minus those held by jobs it
+   does not manage) and installs ``X`` in the mechanism (a reset; deficits carried);
+4. asks the mechanism for this round's jobs (priority ``X·T / received``, all GPUs or none);
+5. enacts the round through Slurm: a running managed job that is not chosen, or chosen for
+   another GPU type, is requeued held (``scontrol requeuehold``: SIGTERM, ``KillWait`` seconds to
+   checkpoint, SIGKILL); a waiting job that is not chosen is held; a chosen waiting job gets the
+   GPU type as its node feature (``Features=TYPE``, ``StartTime=now``) and is released. Slurm
+   itself then starts it on nodes of that type.
+
+Only jobs of the managed partitions whose comment opts in (:mod:`policyopt.slurm.mapping`) are
+ever changed. The round's bookkeeping is committed to SQLite (:mod:`policyopt.slurm.state`)
+before its actions are enacted, so a killed controller restarts where it stopped.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable, Mapping, Sequence
+
+from policyopt.errors import InputError
+from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
+from policyopt.mechanism.state import with_worker_counts
+from policyopt.slurm.mapping import ManagedJob, managed_job
+from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode
+from policyopt.slurm.state import StateStore
+from policyopt.slurm.throughputs import ThroughputTable
+
+__all__ = ["ControllerConfig", "Controller", "job_gpus_by_type", "write_report"]
+
+#: seconds of work assumed for a job that gives no step count (finish-time policies need one)
+DEFAULT_WORK_SECONDS = 3600.0
+
+
+@dataclass
+class ControllerConfig:
+    """What ``policyopt slurm`` was started with."""
+
+    policy: Any  # a policyopt Policy instance
+    policy_name: str
+    partitions: list[str]
+    throughputs: ThroughputTable
+    round_seconds: float
+    weights: dict[str, float] = field(default_factory=dict)
+    work_conserving: bool = True
+
+
+def job_gpus_by_type(job: SlurmJob, node_types: Mapping[str, str]) -> dict[str, int]:
+    """GPU type -> GPUs a running job holds, from Slurm's ``gres_detail`` per node when present,
+    else its request spread over its nodes' type."""
+    types = {node_types[n] for n in job.nodes if n in node_types}
+    if not types:
+        return {}
+    if len(types) == 1:
+        return {types.pop(): job.gpus}
+    out: dict[str, int] = {}
+    share = job.gpus // max(len(job.nodes), 1)
+    for n in job.nodes:
+        if n in node_types:
+            out[node_types[n]] = out.get(node_types[n], 0) + share
+    return out
+
+
+class Controller:
+    """One controller over one state file (see the module docstring)."""
+
+    def __init__(self, config: ControllerConfig, slurm: Slurm, store: StateStore, *,
+                 log: Callable[[str], None] | None = None) -> None:
+        self.cfg = config
+        self.slurm = slurm
+        self.store = store
+        self.log = log or (lambda line: print(line, flush=True))
+        saved = store.get("config")
+        mine = {"policy": config.policy_name, "partitions": config.partitions,
+                "round_seconds": config.round_seconds}
+        if saved is not None and (saved["partitions"] != mine["partitions"]
+                                  or saved["round_seconds"] != mine["round_seconds"]):
+            raise InputError("--state", str(store.path),
+                             f"was written for partitions {saved['partitions']} and rounds of "
+                             f"{saved['round_seconds']} s; start a new state file for {mine}")
+        store.put("config", mine)
+        mech_state = store.get("mechanism")
+        self.mech: RoundMechanism | None = RoundMechanism.from_state(mech_state) if mech_state else None
+        self._warned: set[str] = set()
+        #: seconds to wait for requeued jobs to exit before placing them again (Slurm's KillWait bounds it)
+        self.requeue_timeout = 60.0
+
+    # ------------------------------------------------------------------ one round
+    def run_round(self, now: float | None = None) -> dict[str, Any]:
+        """Observe, account, decide, commit, enact. Returns the round's record."""
+        cfg, store = self.cfg, self.store
+        number = store.last_round() + 1
+        nodes = self.slurm.nodes(cfg.partitions)
+        jobs = self.slurm.jobs(cfg.partitions)
+        now = time.time() if now is None else now
+        node_types = {n.name: n.gpu_type for n in nodes}
+        gpu_types = sorted({n.gpu_type for n in nodes})
+        managed = self._managed(jobs, gpu_types)
+        by_id = {j.job_id: j for j in jobs}
+        known = store.known_jobs()
+        for jid, mj in managed.items():
+            if jid not in known and not by_id[jid].finished:
+                store.add_job(jid, mj.job_type, mj.gpus, mj.weight, mj.steps, by_id[jid].submit_time, number)
+        known = store.known_jobs()
+
+        ran = self._account(now, known, by_id, node_types)
+        if number > 0:
+            store.set_ran(number - 1, ran)
+        self._finish(now, known, by_id)
+        known = store.known_jobs()
+        live = [jid for jid, row in known.items() if row["end_time"] is None and jid in managed]
+
+        capacity = self._capacity(nodes, jobs, managed, node_types)
+        allocation = store.get("allocation")
+        if live and (allocation is None or sorted(allocation["jobs"]) != sorted(live)
+                     or allocation["capacity"] != capacity):
+            allocation = self._solve(now, live, managed, known, capacity)
+            store.put("allocation", allocation)
+        decided: dict[str, dict[str, Any]] = {}
+        assignment = RoundAssignment(())
+        if live and self.mech is not None:
+            assignment = self.mech.schedule_round()
+            decided = {j: {"gpu_type": c.worker_type, "gpus": c.num_gpus} for c in assignment.combinations
+                       for j in c.jobs}
+        actions = self._plan_actions(decided, managed, by_id, node_types)
+        store.add_round(number, now, decided, allocation or {}, actions)
+        if self.mech is not None:
+            store.put("mechanism", self.mech.to_state())
+        store.put("last_time", now)
+        store.commit()
+        self._enact(actions)
+        self.log(f"round {number}: " + (", ".join(f"{j}->{d['gpu_type']}x{d['gpus']}" for j, d in
+                                                 sorted(decided.items(), key=lambda kv: int(kv[0])))
+                                        or "nothing to run")
+                 + (f"; requeue {actions['requeue']}" if actions["requeue"] else ""))
+        return {"round": number, "decided": decided, "actions": actions, "live": live}
+
+    # ------------------------------------------------------------------ steps
+    def _managed(self, jobs: Sequence[SlurmJob], gpu_types: Sequence[str]) -> dict[str, ManagedJob]:
+        out: dict[str, ManagedJob] = {}
+        for job in jobs:
+            try:
+                mj = managed_job(job, self.cfg.throughputs, gpu_types, self.cfg.weights)
+            except InputError as exc:  # one bad job must not stop the cluster's controller
+                if job.job_id not in self._warned:
+                    print(f"policyopt slurm: job {job.job_id} not managed: {exc}", file=sys.stderr, flush=True)
+                    self._warned.add(job.job_id)
+                continue
+            if mj is not None:
+                out[job.job_id] = mj
+        return out
+
+    def _account(self, now: float, known: Mapping[str, Mapping[str, Any]], by_id: Mapping[str, SlurmJob],
+                 node_types: Mapping[str, str]) -> dict[str, Any]:
+        """Seconds each managed job ran since ``last_time`` (Slurm's start/end times), per type;
+        the mechanism records the same runs."""
+        last = self.store.get("last_time")
+        if last is None:
+            return {}
+        interval = max(now - float(last), 1e-9)
+        ran: dict[str, Any] = {}
+        for jid, row in known.items():
+            job = by_id.get(jid)
+            if job is None or row["end_time"] is not None or job.start_time <= 0:
+                continue
+            if not (job.active or job.finished):
+                continue
+            end = job.end_time if job.finished and job.end_time > 0 else now
+            seconds = min(end, now) - max(job.start_time, float(last))
+            types = job_gpus_by_type(job, node_types)
+            if seconds <= 0 or not types:
+                continue
+            gpu_type = max(types, key=types.__getitem__)
+            self.store.add_received(jid, gpu_type, seconds)
+            ran[jid] = {"gpu_type": gpu_type, "gpus": sum(types.values()), "gpus_by_type": types,
+                        "nodes": list(job.nodes), "seconds": seconds}
+            self.store.update_job(jid, restarts=max(job.restarts, int(row["restarts"] or 0)))
+        if self.mech is not None and ran:
+            known_jobs = set(self.mech.arrays.job_ids)
+            combos = [Combination((j,), r["gpu_type"], r["gpus"]) for j, r in ran.items()
+                      if j in known_jobs and r["gpu_type"] in self.mech.worker_types
+                      and r["gpus"] == int(self.mech.arrays.scale[self.mech.arrays.job_ids.index(j)])]
+            scale = self.mech.round_length / interval
+            self.mech.record_round(RoundAssignment(tuple(combos)),
+                                   {c.jobs[0]: min(ran[c.jobs[0]]["seconds"] * scale, self.mech.round_length)
+                                    for c in combos})
+        return ran
+
+    def _finish(self, now: float, known: Mapping[str, Mapping[str, Any]], by_id: Mapping[str, SlurmJob]) -> None:
+        """Mark managed jobs that ended (or that Slurm no longer lists) as finished."""
+        done = []
+        for jid, row in known.items():
+            if row["end_time"] is not None:
+                continue
+            job = by_id.get(jid)
+            if job is None:
+                self.store.update_job(jid, end_time=now, final_state="GONE")
+            elif job.finished:
+                self.store.update_job(jid, end_time=job.end_time or now, final_state=job.state,
+                                      restarts=max(job.restarts, int(row["restarts"] or 0)))
+            else:
+                continue
+            done.append(jid)
+        if done and self.mech is not None:
+            present = set(self.mech.arrays.job_ids)
+            gone = [j for j in done if j in present]
+            if gone:
+                self.mech.remove_jobs(gone)
+
+    def _capacity(self, nodes: Sequence[SlurmNode], jobs: Sequence[SlurmJob],
+                  managed: Mapping[str, ManagedJob], node_types: Mapping[str, str]) -> dict[str, int]:
+        """Usable GPUs per type minus those held by running jobs the controller does not manage."""
+        cap: dict[str, int] = {}
+        for n in nodes:
+            cap[n.gpu_type] = cap.get(n.gpu_type, 0) + (n.gpus if n.usable else 0)
+        for job in jobs:
+            if job.active and job.job_id not in managed:
+                for t, g in job_gpus_by_type(job, node_types).items():
+                    cap[t] = max(cap.get(t, 0) - g, 0)
+        return dict(sorted(cap.items()))
+
+    def _solve(self, now: float, live: Sequence[str], managed: Mapping[str, ManagedJob],
+               known: Mapping[str, Mapping[str, Any]], capacity: Mapping[str, int]) -> dict[str, Any]:
+        from policyopt.problem import Cluster, Job, Problem
+
+        received = self.store.received()
+        runnable, skipped = [], []
+        for jid in live:
+            mj = managed[jid]
+            if any(thr > 0 and capacity.get(t, 0) >= mj.gpus for t, thr in mj.throughputs.items()):
+                runnable.append(jid)
+            else:
+                skipped.append(jid)
+        if skipped:
+            self.log(f"jobs that fit no GPU type now (left waiting): {skipped}")
+        alloc: dict[str, dict[str, float]] = {j: {} for j in live}
+        x_solved: dict[str, dict[str, float]] = {}
+        if runnable and sum(capacity.values()) > 0:
+            problem_jobs = []
+            for jid in runnable:
+                mj = managed[jid]
+                best = max(mj.throughputs.values())
+                steps = mj.steps if mj.steps is not None else best * DEFAULT_WORK_SECONDS
+                done = sum(received.get(jid, {}).get(t, 0.0) * thr for t, thr in mj.throughputs.items())
+                problem_jobs.append(Job(jid, mj.throughputs, scale_factor=mj.gpus, weight=mj.weight,
+                                        steps_remaining=max(steps - done, 1e-6 * steps),
+                                        time_since_start=max(now - float(known[jid]["submit_time"]), 0.0),
+                                        arrival=float(known[jid]["submit_time"]), job_type=mj.job_type))
+            cluster = Cluster.from_counts({t: c for t, c in capacity.items() if c > 0})
+            result = self.cfg.policy.solve(Problem(cluster, tuple(problem_jobs)))
+            x_solved = {j: {t: float(v) for t, v in row.items() if v > 1e-9} for j, row in result.allocation.items()}
+            alloc.update(x_solved)
+        counts = {t: int(c) for t, c in capacity.items()}
+        if self.mech is None:
+            self.mech = RoundMechanism(counts, round_length=self.cfg.round_seconds,
+                                       work_conserving=self.cfg.work_conserving)
+        elif tuple(counts) != self.mech.worker_types:
+            self.mech = RoundMechanism(counts, round_length=self.cfg.round_seconds,
+                                       work_conserving=self.cfg.work_conserving)
+        elif counts != self.mech.worker_counts:
+            self.mech = with_worker_counts(self.mech, counts)
+        full = {j: {t: alloc[j].get(t, 0.0) for t in counts} for j in live}
+        self.mech.set_allocation(full, (), {j: managed[j].gpus for j in live})
+        self.log(f"allocation ({self.cfg.policy_name}) over {counts}: "
+                 + ", ".join(f"{j}:{{{', '.join(f'{t}={v:.2f}' for t, v in x.items())}}}"
+                             for j, x in sorted(x_solved.items(), key=lambda kv: int(kv[0]))))
+        return {"jobs": list(live), "capacity": dict(capacity), "x": full, "time": now}
+
+    def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
+                      by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, Any]:
+        requeue, hold, place = [], [], []
+        for jid in managed:
+            job = by_id[jid]
+            want = decided.get(jid)
+            if job.active:
+                types = job_gpus_by_type(job, node_types)
+                if want is None or set(types) != {want["gpu_type"]}:
+                    requeue.append(jid)
+                    if want is not None:
+                        place.append([jid, want["gpu_type"]])
+            elif job.state == "PENDING":
+                if want is None:
+                    if not job.held:
+                        hold.append(jid)
+                elif job.held or job.features != want["gpu_type"] or job.reason == "BeginTime":
+                    place.append([jid, want["gpu_type"]])
+        return {"requeue": sorted(requeue, key=int), "hold": sorted(hold, key=int),
+                "place": sorted(place, key=lambda p: int(p[0]))}
+
+    def _enact(self, actions: Mapping[str, Any]) -> None:
+        """Requeue, hold, then place and release: first the jobs that were not running, then (once
+        their processes have checkpointed and exited) the requeued jobs that move to another type."""
+        self.slurm.requeue_hold(actions["requeue"])
+        self.slurm.hold(actions["hold"])
+        moving = {jid for jid, _ in actions["place"]} & set(actions["requeue"])
+        first = [p for p in actions["place"] if p[0] not in moving]
+        for jid, gpu_type in first:
+            self.slurm.place(jid, gpu_type)
+        self.slurm.release([jid for jid, _ in first])
+        if not moving:
+            return
+        if not self.slurm.dry_run:
+            # a requeued job turns PENDING once its processes have exited; only then does Slurm set
+            # its requeue delay, which place() overrides (StartTime=now)
+            deadline = time.monotonic() + self.requeue_timeout
+            while time.monotonic() < deadline:
+                if not any(j.active for j in self.slurm.jobs(self.cfg.partitions) if j.job_id in moving):
+                    break
+                time.sleep(0.2)
+        later = [p for p in actions["place"] if p[0] in moving]
+        for jid, gpu_type in later:
+            self.slurm.place(jid, gpu_type)
+        self.slurm.release([jid for jid, _ in later])
+
+    # ------------------------------------------------------------------ loop
+    def idle(self) -> bool:
+        """No managed job waiting or running (and at least one was seen)."""
+        known = self.store.known_jobs()
+        return bool(known) and all(r["end_time"] is not None for r in known.values())
+
+    def run(self, rounds: int | None = None, *, output: Path | None = None, exit_when_idle: bool = False,
+            sleep: Callable[[float], None] = time.sleep) -> int:
+        """Run ``rounds`` rounds (forever when ``None``), one every ``round_seconds``."""
+        start = time.monotonic()
+        done = 0
+        while rounds is None or done < rounds:
+            self.run_round()
+            done += 1
+            if output is not None:
+                write_report(self.store, output)
+            if exit_when_idle and self.idle():
+                break
+            if rounds is not None and done >= rounds:
+                break
+            wait = start + done * self.cfg.round_seconds - time.monotonic()
+            if wait > 0:
+                sleep(wait)
+        return done
+
+
+def write_report(store: StateStore, output: Path) -> Path:
+    """``output/report.json``: per round, each managed job's decided GPU type and count and what
+    Slurm ran; per job, seconds received on each GPU type, restarts and JCT."""
+    output.mkdir(parents=True, exist_ok=True)
+    received = store.received()
+    jobs = {}
+    for jid, row in sorted(store.known_jobs().items(), key=lambda kv: int(kv[0])):
+        end = row["end_time"]
+        jobs[jid] = {"job_type": row["job_type"], "gpus": row["gpus"], "weight": row["weight"],
+                     "seconds": received.get(jid, {}), "restarts": row["restarts"],
+                     "submit_time": row["submit_time"], "end_time": end, "state": row["final_state"],
+                     "jct": None if end is None else end - row["submit_time"]}
+    finished = [j["jct"] for j in jobs.values() if j["jct"] is not None and j["state"] == "COMPLETED"]
+    rounds = [{"round": r["round"], "time": r["started"], "decided": r["decided"], "ran": r["ran"],
+               "allocation": r["allocation"].get("x", {}), "actions": r["actions"]} for r in store.rounds()]
+    report = {"config": store.get("config"), "rounds": rounds, "jobs": jobs,
+              "summary": {"jobs": len(jobs), "completed": len(finished),
+                          "average_jct": sum(finished) / len(finished) if finished else None}}
+    path = output / "report.json"
+    tmp = path.with_suffix(".json.tmp")
+    tmp.write_text(json.dumps(report, indent=1))
+    tmp.replace(path)
+    return path
