@@ -1,4 +1,4 @@
-"""Gavel's measured throughputs (``../shared/data/gavel/``, MIT licence).
+"""Gavel's measured throughputs (shipped in ``policyopt/data/gavel_throughputs/``, MIT licence).
 
 File format: ``{worker_type: {"('<model>', <sf>)": {"null": alone_steps_per_s,
 "('<other>', <sf>)": [this_job, other_job]}}}``; worker types ``k80, p100, v100`` and
@@ -19,28 +19,33 @@ from typing import Iterable, Sequence
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, UnknownNameError
 from ..problem import Cluster, Colocation, Job, Problem, TypeColocation, physical_type
 
-__all__ = ["GavelThroughputs", "find_gavel_dir", "load_gavel"]
+__all__ = ["GavelThroughputs", "find_gavel_dir", "load_gavel", "PACKAGED_DIR", "GAVEL_DIR_ENV"]
 
 
-def find_gavel_dir(start: str | Path | None = None) -> Path:
-    """Locate ``shared/data/gavel``: ``$POLICYOPT_GAVEL_DIR``, then ``../shared/data/gavel`` relative to
-    the project root (or ``start``) and its parents. Raises ``InputError`` naming where it looked."""
-    env = os.environ.get("POLICYOPT_GAVEL_DIR")
-    candidates: list[Path] = [Path(env)] if env else []
-    roots = [Path(start) if start else Path.cwd(), Path(__file__).resolve().parents[2]]
-    for root in roots:
-        for p in [root, *root.parents][:4]:
-            candidates.append(p / ".." / "shared" / "data" / "gavel")
-            candidates.append(p / "shared" / "data" / "gavel")
-    for c in candidates:
-        if (c / "simulation_throughputs.json").exists():
-            return c.resolve()
-    raise InputError("gavel_data_dir", [str(c) for c in candidates[:4]],
-                     "Gavel throughput data not found: expected ../shared/data/gavel/simulation_throughputs.json "
-                     "beside the project checkout (or set POLICYOPT_GAVEL_DIR)")
+#: the copy shipped with the package (MIT; ``LICENSE.gavel`` and ``README.md`` beside the tables)
+PACKAGED_DIR = Path(__file__).resolve().parent / "gavel_throughputs"
+GAVEL_DIR_ENV = "POLICYOPT_GAVEL_DIR"
+_FILES = {"simulation": "simulation_throughputs.json", "physical": "physical_cluster_throughputs.json"}
+
+
+def find_gavel_dir() -> Path:
+    """The directory of Gavel's throughput tables: ``$POLICYOPT_GAVEL_DIR`` when set (it must be
+    an existing directory: a wrong override is an error, never silently replaced), else the copy
+    shipped with the package (``policyopt/data/gavel_throughputs``)."""
+    env = os.environ.get(GAVEL_DIR_ENV)
+    if env:
+        path = Path(env).expanduser()
+        if not path.is_dir():
+            raise InputError(GAVEL_DIR_ENV, env, "is not a directory (unset it to use the tables shipped "
+                                                 "with policyopt)")
+        return path.resolve()
+    if not (PACKAGED_DIR / _FILES["simulation"]).exists():
+        raise InputError("gavel_data_dir", str(PACKAGED_DIR), "the Gavel tables shipped with policyopt are "
+                         f"missing (a broken install?); set {GAVEL_DIR_ENV} to a directory holding them")
+    return PACKAGED_DIR
 
 
 @dataclass
@@ -139,9 +144,12 @@ def _parse_key(key: str) -> tuple[str, int]:
 
 
 def load_gavel(path: str | Path | None = None, which: str = "simulation") -> GavelThroughputs:
-    """Load ``simulation_throughputs.json`` (default) or ``physical_cluster_throughputs.json``."""
+    """Load ``path``, or ``simulation_throughputs.json`` (``which="simulation"``, default) or
+    ``physical_cluster_throughputs.json`` (``which="physical"``) from :func:`find_gavel_dir`."""
     if path is None:
-        path = find_gavel_dir() / f"{'simulation' if which == 'simulation' else 'physical_cluster'}_throughputs.json"
+        if which not in _FILES:
+            raise UnknownNameError("which", which, _FILES)
+        path = find_gavel_dir() / _FILES[which]
     path = Path(path)
     if not path.exists():
         raise InputError("gavel_file", str(path), "file not found")
