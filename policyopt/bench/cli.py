@@ -33,6 +33,45 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _sizes(text: str) -> list[int]:
+    from .suite import ALL_SIZES
+
+    if text == "all":
+        return list(ALL_SIZES)
+    return [int(v) for v in text.replace(",", " ").split()]
+
+
+def _cmd_suite(args: argparse.Namespace) -> int:
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+    )
+
+    from .suite import DEFAULT_SIZES, FAMILIES, SuiteConfig, run_suite, summarize_suite, write_suite
+
+    sizes = [n for chunk in args.sizes for n in _sizes(chunk)] if args.sizes else list(DEFAULT_SIZES)
+    cfg = SuiteConfig(families=args.policies or tuple(FAMILIES), sizes=sizes, backends=args.backends or (),
+                      time_limit=args.time_limit, shift=args.shift)
+    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  transient=False) as bar:
+        task = bar.add_task("suite", total=None)
+
+        def progress(msg: str, done: int, total: int) -> None:
+            bar.update(task, description=msg, completed=done, total=total)
+
+        instances, runs = run_suite(cfg, progress)
+    summary = summarize_suite(runs, cfg.time_limit, cfg.shift)
+    paths = write_suite(instances, runs, summary, cfg, args.output)
+    print(summary.to_string(index=False, float_format=lambda v: f"{v:.4g}") if not summary.empty else "no runs")
+    if not runs.empty and ((runs["status"] == "optimal") & ~runs["solved"]).any():
+        print("\nWARNING: some optimal answers disagree with the reference objective (runs.csv rel_diff)")
+    print("wrote " + ", ".join(str(p) for p in paths))
+    return 0
+
+
 def add_subparser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark formulations against solver backends",
                        description="Formulations x backends x sizes on Gavel-style problems; phases timed "
@@ -48,3 +87,19 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--pulp-max", type=int, default=1024, help="largest size given to PuLP backends (slow build)")
     p.add_argument("--output", default="bench-results")
     p.set_defaults(func=_cmd_bench)
+    ps = p.add_subparsers(dest="bench_command", required=False, metavar="{suite}")
+    s = ps.add_parser("suite", help="the standard suite: fixed, versioned policy LPs/MILPs x every installed backend",
+                      description="Generate the suite's instances (Gavel data, fixed seeds; every policy family at "
+                                  "256 ... 262,144 jobs), solve each with every installed backend under a time limit, "
+                                  "check objectives agree, and write per-backend shifted geometric means of time "
+                                  "(shift 10 s), solved counts and Dolan-More performance profiles to DIR.")
+    s.add_argument("--output", required=True, help="output directory")
+    s.add_argument("--sizes", nargs="+", help="jobs per instance from 256 2048 16384 131072 262144, or 'all' "
+                                              "(default 256 2048)")
+    s.add_argument("--policies", nargs="+", help="families (default all): las max_sum makespan ftf fifo cost_slo "
+                                                 "budget_makespan water_filling_step hierarchical space_sharing wf_milp")
+    s.add_argument("--backends", nargs="+", help="backend specs (default: every installed one of highs highs:ipm "
+                                                 "ortools:glop ortools:pdlp clarabel scip cuopt)")
+    s.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
+    s.add_argument("--shift", type=float, default=10.0, help="shift of the geometric mean, seconds (default 10)")
+    s.set_defaults(func=_cmd_suite)

@@ -51,6 +51,7 @@ __all__ = [
     "RecordingSolver",
     "ReplaySolver",
     "capture",
+    "capture_stage",
     "export_policy",
     "fingerprint",
     "import_solution",
@@ -147,6 +148,10 @@ class _RecordingModel(LoadedModel):
 
     def solve(self) -> SolveResult:
         snap = self._inner.sf.copy()
+        if self._owner.stop_at is not None and len(self._owner.captures) == self._owner.stop_at:
+            self._owner.captures.append(Capture(snap, self._load, self.__dict__["_solves"] > 0 or
+                                                self.__dict__["_updated"], Status.ERROR, None, None))
+            raise _StopCapture
         res = self._inner.solve()
         updated = self.__dict__["_updated"] or self.__dict__["_solves"] > 0
         self.__dict__["_solves"] += 1
@@ -158,14 +163,20 @@ class _RecordingModel(LoadedModel):
         return LoadedModel.resolve(self)
 
 
+class _StopCapture(BaseException):  # not an error: passes any `except Exception` in a policy
+    """Raised inside the policy once the wanted stage is recorded (it is not solved)."""
+
+
 class RecordingSolver(Solver):
-    """A backend that hands every model to ``inner`` and records it (:class:`Capture`)."""
+    """A backend that hands every model to ``inner`` and records it (:class:`Capture`). With
+    ``stop_at=K`` the K-th solve is recorded but not run, and the policy is stopped there."""
 
     name = "recording"
     features = Feature.LP | Feature.MILP | Feature.DUALS | Feature.WARM_START | Feature.TIME_LIMIT
 
-    def __init__(self, inner: Solver) -> None:
+    def __init__(self, inner: Solver, stop_at: int | None = None) -> None:
         self.inner = inner
+        self.stop_at = stop_at
         self.name = inner.name  # type: ignore[misc]  # policies may look at the backend's name
         self.features = inner.features  # type: ignore[misc]
         self.captures: list[Capture] = []
@@ -267,6 +278,22 @@ def capture(policy: Policy, problem: Problem, pop_k: int | None = None, seed: in
         res = _with_solver(pol, rec).solve(sub)
         out.append(CapturedPart(p, sub, res, rec.captures))
     return out
+
+
+def capture_stage(policy: Policy, problem: Problem, stage: int = 0, or_last: bool = False
+                  ) -> tuple[StandardForm, int]:
+    """The ``stage``-th model ``policy`` hands its backend on ``problem`` (earlier stages solved by the
+    policy's backend, HiGHS by default; the wanted one only built) and its stage number. When the
+    policy solves fewer models: the last one with ``or_last``, else :class:`ExportError`."""
+    rec = RecordingSolver(policy.get_solver(None), stop_at=stage)
+    try:
+        _with_solver(policy, rec).solve(problem)
+    except _StopCapture:
+        return rec.captures[stage].sf, stage
+    if or_last and rec.captures:
+        return rec.captures[-1].sf, len(rec.captures) - 1
+    raise ExportError(f"policy {policy.name!r} solves {len(rec.captures)} models on this problem, "
+                      f"so it has no stage {stage}")
 
 
 def _stage(policy_name: str, part: CapturedPart, stage: int | None) -> Capture:
