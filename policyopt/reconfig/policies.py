@@ -120,7 +120,7 @@ class FluidSRPTFloor(Policy):
         stages = [(k, *self._stage_rows(k, model, space, X, active)) for k in self.STAGES if levels[k] > 0]
         model.maximize(stages[0][1] if stages else (space.throughput(X) * coef).sum())
         timings.build = time.perf_counter() - t0
-        lp = LoadedLP(self, model, timings, iterative=bool(stages))
+        lp = LoadedLP(self, model, timings)
         x_cols, x_costs = _slot_costs(space, X, coef)
         reached: dict[str, float] = {}
         for i, (name, var, unit) in enumerate(stages):
