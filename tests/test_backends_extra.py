@@ -118,10 +118,16 @@ def test_solvers_cli_lists_new_backends(capsys: pytest.CaptureFixture[str]) -> N
 
     assert main(["solvers"]) == 0
     out = capsys.readouterr().out
-    for name, flags in (("ortools", "LP|DUALS|TIME_LIMIT"), ("scip", "LP|MILP|TIME_LIMIT"),
-                        ("clarabel", "LP|DUALS|TIME_LIMIT"), ("cuopt", "LP|MILP|DUALS|TIME_LIMIT")):
-        line = next(ln for ln in out.splitlines() if ln.startswith(name + " "))
-        assert flags in line
+    entries: dict[str, str] = {}  # one entry per backend, continuation lines indented
+    for ln in out.splitlines():
+        if ln and not ln[0].isspace():
+            name = ln.split()[0]
+            entries[name] = ln
+        elif entries:
+            entries[name] += " " + ln.strip()
+    for name, flags in (("ortools", "LP, DUALS, TIME_LIMIT."), ("scip", "LP, MILP, TIME_LIMIT."),
+                        ("clarabel", "LP, DUALS, TIME_LIMIT."), ("cuopt", "LP, MILP, DUALS, TIME_LIMIT.")):
+        assert flags in entries[name], entries.get(name)
 
 
 def test_lp_only_backends_refuse_milps_by_feature() -> None:
