@@ -29,7 +29,7 @@ from .standard_form import StandardForm
 
 __all__ = ["Feature", "SolverOptions", "Solver", "LoadedModel", "register_solver", "get_solver",
            "available_solvers", "registered_solvers", "default_solver", "RebuildingModel", "auto_algorithm",
-           "IPM_MIN_COLS"]
+           "IPM_MIN_COLS", "STRUCTURED_MIN_COLS"]
 
 
 class Feature(enum.Flag):
@@ -68,21 +68,28 @@ class SolverOptions:
         return replace(self, **kw)
 
 
-#: ``algorithm="auto"``: a cold LP with at least this many columns is solved by interior point (+
-#: crossover), a smaller one or a warm re-solve by simplex. Measured by benchmarks/solve_vs_gavel.py
-#: (``--algorithms``): on the scheduling LPs interior point wins from about 1,000 columns cold
-#: (max-min fairness at 2,048 jobs: 0.16 s against 0.7 s for dual simplex) and ties below; warm
-#: simplex re-solves need a few pivots where interior point starts over.
-IPM_MIN_COLS = 1000
+#: ``algorithm="auto"``, the one rule (:func:`auto_algorithm`), with thresholds measured by
+#: benchmarks/solve_vs_gavel.py and benchmarks/policies_bench.py on Gavel-generated problems:
+#: LPs with at least STRUCTURED_MIN_COLS columns try the structured fast path first (identical
+#: per-job blocks aggregated; below ~500 columns — about 128 jobs — HiGHS's simplex on the whole LP
+#: is as fast as the detection); a cold LP with at least IPM_MIN_COLS columns is solved by interior
+#: point + crossover (finish-time fairness at 4,096 jobs: 1.4 s against 5.7 s for dual simplex;
+#: makespan at 1,024 jobs is 2× faster by simplex, hence not lower); warm re-solves by simplex.
+STRUCTURED_MIN_COLS = 500
+IPM_MIN_COLS = 4000
 
 
-def auto_algorithm(sf: StandardForm, warm: bool = False) -> str:
+def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True) -> str:
     """The one rule behind ``algorithm="auto"`` for backends that offer several LP algorithms:
-    ``"ipm"`` for a cold LP of at least :data:`IPM_MIN_COLS` columns, else ``"simplex"`` (MILPs:
-    ``"auto"``, the backend's own choice). Block-angular LPs with identical blocks are solved
-    before this rule applies (the HiGHS backend's structured fast path, ``policyopt.solvers.blocks``)."""
+    ``"structured"`` (the block-aggregation fast path, ``policyopt.solvers.blocks``; only when
+    ``structured`` — a backend asks again with ``structured=False`` when the fast path does not
+    apply) for LPs of at least :data:`STRUCTURED_MIN_COLS` columns; else ``"ipm"`` for a cold LP of
+    at least :data:`IPM_MIN_COLS` columns, ``"simplex"`` otherwise (and for every warm re-solve);
+    ``"auto"`` (the backend's own choice) for MILPs."""
     if sf.is_mip:
         return "auto"
+    if structured and sf.num_cols >= STRUCTURED_MIN_COLS:
+        return "structured"
     return "ipm" if not warm and sf.num_cols >= IPM_MIN_COLS else "simplex"
 
 

@@ -137,7 +137,7 @@ def aggregate(sf: StandardForm) -> BlockAggregation | None:
     _, first, group = np.unique(sig, return_index=True, return_inverse=True)
     group = group.ravel()
     n_groups = int(first.size)
-    if n_groups > MAX_GROUP_FRACTION * B:
+    if n_groups >= B or n_groups > MAX_GROUP_FRACTION * B:
         return None
     mult = np.bincount(group, minlength=n_groups).astype(float)
     rep = first.astype(np.int64)  # the first block of each group

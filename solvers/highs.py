@@ -118,6 +118,7 @@ class HighsModel(LoadedModel):
             self._set("threads", int(options.threads))
         self._set("mip_rel_gap", float(options.mip_rel_gap))
         self._warm = False  # HiGHS holds a basis / solution from an earlier run
+        self._try_structured = True  # until the fast path declines once
         for k, v in options.extra.items():
             self._set(k, v)
         inf = highspy.kHighsInf
@@ -198,10 +199,12 @@ class HighsModel(LoadedModel):
         auto = self.options.algorithm == "auto" and not self.sf.is_mip
         note = ""
         if auto:
-            fast, note = self._solve_structured()
-            if fast is not None:
-                return fast
-            self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm)])
+            if auto_algorithm(self.sf, warm=self._warm) == "structured" and self._try_structured:
+                fast, note = self._solve_structured()
+                if fast is not None:
+                    return fast
+                self._try_structured = False  # re-solves of this model go to HiGHS directly
+            self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm, structured=False)])
         res = self._run_highs()
         if note:
             res.options["fast_path"] = note
@@ -214,7 +217,8 @@ class HighsModel(LoadedModel):
         agg = blocks.aggregate(self.sf)
         if agg is None:
             return None, ""
-        small = HighsModel(agg.reduced, self.options.with_(extra={**self.options.extra, **_TIGHT}))
+        small = HighsModel(agg.reduced, self.options.with_(algorithm=auto_algorithm(agg.reduced, structured=False),
+                                                           extra={**self.options.extra, **_TIGHT}))
         raw = small.solve()
         if raw.status is not Status.OPTIMAL or raw.x is None or raw.row_duals is None:
             return None, f"aggregated LP {raw.status.value} ({agg.describe()}); whole LP solved by HiGHS"

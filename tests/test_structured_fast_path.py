@@ -16,6 +16,14 @@ from policyopt.standard_form import StandardForm
 TYPES = ("v100", "p100", "k80", "a100", "t4")
 
 
+@pytest.fixture(autouse=True)
+def structured_on_small_lps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` tries the fast path from 500 columns; these tests use small LPs to stay quick."""
+    from policyopt import solver_api
+
+    monkeypatch.setattr(solver_api, "STRUCTURED_MIN_COLS", 0)
+
+
 def compiled(policy: str, problem: Problem, **options: object) -> tuple[StandardForm, object, object]:
     pol = get_policy(policy, **options)
     space = pol.make_space(problem)
