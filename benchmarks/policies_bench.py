@@ -17,7 +17,9 @@ Times are wall-clock seconds of ``policy.solve(problem)`` (space + model build, 
 extraction), best of ``--repeat`` runs; the phase split is that run's ``timings``.
 
 Run: ``python benchmarks/policies_bench.py`` (full), ``--quick`` (16–256 jobs), ``--targets``
-(only the three target measurements), ``--json out.json`` to save the rows.
+(only the three target measurements), ``--json out.json`` to save the rows; ``--policies NAME ...``
+with ``--sharing-only`` / ``--no-sharing`` for a subset, e.g. shortest-job-first with space sharing
+at scale: ``--policies shortest_job_first --sharing-only --sizes 256 1024 2048``.
 """
 from __future__ import annotations
 
@@ -116,29 +118,31 @@ def print_rows(rows: list[dict[str, Any]], title: str) -> None:
     sys.stdout.flush()
 
 
-def bench_all(g: GavelThroughputs, sizes: tuple[int, ...], repeat: int, fresh: bool) -> list[dict[str, Any]]:
+def bench_all(g: GavelThroughputs, sizes: tuple[int, ...], repeat: int, fresh: bool,
+              only: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     rows = []
+    policies = [(name, opts) for name, opts in POLICIES if not only or name in only]
     for n in sizes:
         p = workload(g, n, fresh=fresh)
-        for name, opts in POLICIES:
+        for name, opts in policies:
             if name == "makespan_under_budget":
                 opts = {"budget": budget_for(p, repeat)}
             label = name + "".join(f"[{k}={v:.4g}]" if isinstance(v, float) else f"[{k}={v}]" for k, v in opts.items())
             dt, r = run(p, name, repeat=repeat, **opts)
             rows.append(row_of(n, label, dt, r, lp_solves=r.extra.get("lp_solves")))
-        print_rows(rows[-len(POLICIES):], f"{n} jobs, no space sharing")
+        print_rows(rows[-len(policies):], f"{n} jobs, no space sharing")
     return rows
 
 
-def bench_sharing(g: GavelThroughputs, sizes: tuple[int, ...], repeat: int, top_k: int, fresh: bool
-                  ) -> list[dict[str, Any]]:
+def bench_sharing(g: GavelThroughputs, sizes: tuple[int, ...], repeat: int, top_k: int, fresh: bool,
+                  only: frozenset[str] = frozenset()) -> list[dict[str, Any]]:
     rows = []
     for n in sizes:
         p = workload(g, n, colocated=True, fresh=fresh)
         block = []
         for name in SHARING_POLICIES:
-            if name == "shortest_job_first" and n > 256:
-                continue  # the lexicographic sequence is measured without sharing at scale
+            if only and name not in only:
+                continue
             opts: dict[str, Any] = {"space_sharing": True, "pair_top_k": top_k}
             if name == "max_min_fairness":
                 opts["algorithm"] = "ipm"
@@ -235,17 +239,24 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--top-k", type=int, default=8, help="pair_top_k for the space-sharing runs")
     ap.add_argument("--fresh", action="store_true", help="jobs at t = 0 (no elapsed time)")
     ap.add_argument("--pruning-sizes", type=int, nargs="*", default=[64, 256])
+    ap.add_argument("--policies", nargs="*", default=[], help="only these policies (default: all)")
+    ap.add_argument("--no-sharing", action="store_true", help="skip the space-sharing runs")
+    ap.add_argument("--sharing-only", action="store_true", help="only the space-sharing runs")
     ap.add_argument("--json", type=Path, help="write all rows here")
     args = ap.parse_args(argv)
     g = load_gavel()
     sizes = (16, 64, 256) if args.quick else tuple(args.sizes)
     out: dict[str, Any] = {}
     ok = True
+    only = frozenset(args.policies)
     if not args.targets:
-        out["policies"] = bench_all(g, sizes, args.repeat, args.fresh)
-        out["space_sharing"] = bench_sharing(g, sizes, args.repeat, args.top_k, args.fresh)
-        out["pruning"] = bench_pruning(g, (64,) if args.quick else tuple(args.pruning_sizes))
-    if args.targets or 2048 in sizes:
+        if not args.sharing_only:
+            out["policies"] = bench_all(g, sizes, args.repeat, args.fresh, only)
+        if not args.no_sharing:
+            out["space_sharing"] = bench_sharing(g, sizes, args.repeat, args.top_k, args.fresh, only)
+        if not only:
+            out["pruning"] = bench_pruning(g, (64,) if args.quick else tuple(args.pruning_sizes))
+    if args.targets or (2048 in sizes and not only):
         out["targets"], ok = bench_targets(g, max(args.repeat, 2), args.top_k)
     if args.json:
         args.json.write_text(json.dumps(out, indent=1, default=float))

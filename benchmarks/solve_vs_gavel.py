@@ -3,18 +3,24 @@
 Workload: Gavel's generator (``policies_bench.workload``: job types drawn from
 ``../shared/data/gavel/simulation_throughputs.json``, scale factors 1/2/4/8, N/4 GPUs of each of
 V100/P100/K80, jobs observed mid-run). For each policy and size, in one fresh process (one call per
-process, as ``policyopt solve`` does):
+process, as ``policyopt solve`` does; process start-up — imports, loading HiGHS's library — is
+done before the timed call, as cvxpy's and ECOS's are):
 
 * ``ours``: ``policy.solve(problem)`` once, timed by its ``PolicyResult.timings`` (build + compile
-  + solve + extract), with the default ``algorithm=auto``;
+  + solve + extract), with the default ``algorithm=auto`` — the first call in the process
+  (``ours_s``) and the best of ``--repeats`` calls (``ours_best_s``);
 * ``old``: the same with ``algorithm=simplex`` — HiGHS's dual simplex, the previous default below
   200,000 non-zeros (``--old-max`` bounds the sizes: it is slow);
 * every LP the policy solved is recorded (the standard form at each solve, in-place updates
   included), exported to one cvxpy problem each (``A_lo x ≥ lo``, ``A_hi x ≤ hi``, bounds on one
   vector variable) and solved with ECOS and Clarabel; their time is the solver's own
-  (``solver_stats.solve_time``, cvxpy's compilation excluded), summed over the LPs;
+  (``solver_stats.solve_time``, cvxpy's compilation excluded; best of ``--repeats``), summed over
+  the LPs; ``ecos_ratio`` = ECOS time / ``ours_s``, ``ecos_ratio_best`` = ECOS time / ``ours_best_s``;
 * objectives: each LP's optimum from our backend against ECOS's and Clarabel's (largest relative
-  difference over the LPs).
+  difference over the LPs);
+* ``ipm_nocrossover_s``: HiGHS interior point without crossover on the first LP (load + solve; its
+  point would still need ``AllocationSpace.project``), the "cheap route" the fast path is chosen
+  against.
 
 Writes a CSV and a plot (ECOS solver time / our total time, per policy, against jobs) and prints
 the table. Timings on a shared machine are noisy; every ratio is measured side by side, in one
@@ -23,6 +29,7 @@ process per row.
     python benchmarks/solve_vs_gavel.py                       # 64 … 16,384 jobs, five policies
     python benchmarks/solve_vs_gavel.py --quick               # 64, 256, 1,024 jobs
     python benchmarks/solve_vs_gavel.py --sizes 2048 --policies max_min_fairness --csv out.csv
+    python benchmarks/solve_vs_gavel.py --warm 2048            # re-solve after one arrival vs cold
 """
 from __future__ import annotations
 
@@ -72,8 +79,9 @@ def to_cvxpy(sf: Any) -> Any:
     return cp.Problem(cp.Maximize(obj) if sf.sense == "max" else cp.Minimize(obj), cons)
 
 
-def _recording_solver(store: list[tuple[Any, float | None]]) -> Any:
-    """A HiGHS backend that records (a copy of the standard form, our objective) at every solve."""
+def _recording_solver(store: list[tuple[Any, float | None]], notes: list[str]) -> Any:
+    """A HiGHS backend that records (a copy of the standard form, our objective) at every solve,
+    and the fast-path note of each result."""
     from policyopt.solvers.highs import HighsSolver
 
     class Recording(HighsSolver):
@@ -84,6 +92,7 @@ def _recording_solver(store: list[tuple[Any, float | None]]) -> Any:
             def recorded() -> Any:
                 res = solve()
                 store.append((model.sf.copy(), res.objective))
+                notes.append(str(res.options.get("fast_path", "")))
                 return res
 
             model.solve = recorded  # type: ignore[method-assign]
@@ -92,7 +101,7 @@ def _recording_solver(store: list[tuple[Any, float | None]]) -> Any:
     return Recording()
 
 
-def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, ...]) -> dict[str, Any]:
+def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, ...], repeats: int) -> dict[str, Any]:
     """One row, in a fresh process: ours (first call), old, and the Gavel solvers on the same LPs."""
     from policies_bench import workload
 
@@ -101,6 +110,13 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
 
     name, options = POLICIES[label]
     problem = workload(load_gavel(), n, seed=seed)
+    # process start-up, not solving: the solver package and HiGHS's library loaded (as cvxpy and
+    # ECOS are before their timed solve)
+    from policyopt.solver_api import available_solvers
+    from policyopt.solvers.highs import silence_banner
+
+    available_solvers()
+    silence_banner()
     pol = get_policy(name, **options)
     t0 = time.perf_counter()
     res = pol.solve(problem)
@@ -109,20 +125,27 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
     row: dict[str, Any] = {"policy": label, "jobs": n, "status": res.status.value, "ours_s": t.total,
                            "ours_wall_s": wall, "build_s": t.build, "compile_s": t.compile,
                            "solve_s": t.solve, "extract_s": t.extract, "objective": res.objective}
+    best = t.total
+    for _ in range(repeats - 1):  # later calls (fresh policy objects, same process): best of them
+        best = min(best, get_policy(name, **options).solve(problem).timings.total)
+    row["ours_best_s"] = best
     # the LPs it solved, recorded by a second (untimed) run
     forms: list[tuple[Any, float | None]] = []
+    notes: list[str] = []
     rec = get_policy(name, **options)
-    rec.config["solver"] = _recording_solver(forms)
+    rec.config["solver"] = _recording_solver(forms, notes)
     rec.solve(problem)
     row.update(lps=len(forms), cols=forms[0][0].num_cols, rows=forms[0][0].num_rows, nnz=forms[0][0].nnz)
-    notes = []
-    for f, _ in forms[:1]:
-        from policyopt.solvers import blocks
+    row["path"] = "aggregated" if any(str(note).startswith("aggregated") for note in notes) else "whole LP"
+    # the cheap route, for comparison: HiGHS interior point without crossover on the (first) LP
+    # (its point then needs AllocationSpace.project to be exactly feasible; not timed here)
+    from policyopt import SolverOptions, get_solver
 
-        agg = blocks.aggregate(f)
-        notes.append("aggregated" if agg is not None else "whole LP")
-        row["groups"] = agg.groups if agg is not None else None
-    row["path"] = notes[0]
+    t0 = time.perf_counter()
+    nox = get_solver("highs").load(forms[0][0].copy(), SolverOptions(algorithm="ipm", extra={"run_crossover": "off"})).solve()
+    row["ipm_nocrossover_s"] = time.perf_counter() - t0
+    row["ipm_nocrossover_rel_diff"] = (abs(nox.objective - forms[0][1]) / max(1e-12, abs(forms[0][1]))
+                                       if nox.objective is not None and forms[0][1] is not None else np.inf)
     if old:
         pol_old = get_policy(name, **options, algorithm="simplex")
         r_old = pol_old.solve(problem)
@@ -132,8 +155,11 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
         total, worst = 0.0, 0.0
         for f, ours in forms:
             prob = to_cvxpy(f)
-            prob.solve(solver=solver)
-            total += float(prob.solver_stats.solve_time or 0.0)
+            times = []
+            for _ in range(repeats):
+                prob.solve(solver=solver)
+                times.append(float(prob.solver_stats.solve_time or 0.0))
+            total += min(times)
             if ours is None or prob.value is None or not np.isfinite(prob.value):
                 worst = np.inf
             else:
@@ -141,12 +167,50 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
         key = solver.lower()
         row[f"{key}_s"] = total
         row[f"{key}_ratio"] = total / row["ours_s"]
+        row[f"{key}_ratio_best"] = total / row["ours_best_s"]
         row[f"{key}_obj_rel_diff"] = worst
     return row
 
 
+def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
+    """Re-solve after one arrival at ``n`` jobs against a cold solve, in one process: a fresh policy
+    object solving the ``n``-job problem (cold) and one that solved the first ``n − 1`` jobs before
+    (warm: its previous basis carried over, see docs/solvers.md). Two workloads: Gavel's (jobs
+    repeat: the structured fast path), and the same with every job's throughputs scaled by
+    ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS)."""
+    import dataclasses
+
+    from policies_bench import workload
+
+    from policyopt.data import load_gavel
+    from policyopt.policy import get_policy
+    from policyopt.solvers.highs import silence_banner
+
+    silence_banner()
+    p = workload(load_gavel(), n, seed=seed)
+    rng = np.random.default_rng(seed)
+    distinct = [dataclasses.replace(j, throughputs={c: v * float(rng.uniform(0.9, 1.1)) for c, v in j.throughputs.items()})
+                for j in p.jobs]
+    rows = []
+    for label, jobs in (("gavel", list(p.jobs)), ("distinct jobs", distinct)):
+        prev, new = p.with_jobs(jobs[:-1]), p.with_jobs(jobs)
+        for name in ("max_min_fairness", "max_sum_throughput"):
+            cold_t, warm_t, objs = [], [], []
+            for _ in range(repeats):
+                r = get_policy(name).solve(new)
+                cold_t.append(r.timings.total)
+                pol = get_policy(name)
+                pol.solve(prev)
+                w = pol.solve(new)
+                warm_t.append(w.timings.total)
+                objs.append(abs(w.objective - r.objective) / abs(r.objective))
+            rows.append({"workload": label, "policy": name, "jobs": n, "cold_s": min(cold_t), "warm_s": min(warm_t),
+                         "warm_over_cold": min(warm_t) / min(cold_t), "obj_rel_diff": max(objs)})
+    return rows
+
+
 def run_all(labels: list[str], sizes: list[int], seed: int, old_max: int, ss_max: int,
-            gavel_max: int, solvers: tuple[str, ...]) -> pd.DataFrame:
+            gavel_max: int, solvers: tuple[str, ...], repeats: int) -> pd.DataFrame:
     from tqdm import tqdm
 
     jobs = [(lab, n) for lab in labels for n in sizes if not (lab.endswith("+ss") and n > ss_max)]
@@ -155,7 +219,7 @@ def run_all(labels: list[str], sizes: list[int], seed: int, old_max: int, ss_max
     for lab, n in tqdm(jobs, desc="solve_vs_gavel", file=sys.stderr):
         # a fresh process per row: one call per process, like `policyopt solve`
         with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
-            fut = ex.submit(measure, lab, n, seed, n <= old_max, solvers if n <= gavel_max else ())
+            fut = ex.submit(measure, lab, n, seed, n <= old_max, solvers if n <= gavel_max else (), repeats)
             rows.append(fut.result())
     return pd.DataFrame(rows)
 
@@ -194,16 +258,30 @@ def main() -> None:
     ap.add_argument("--ss-max", type=int, default=1024, help="space sharing up to this size")
     ap.add_argument("--gavel-max", type=int, default=16384, help="run ECOS/Clarabel up to this size")
     ap.add_argument("--solvers", nargs="+", default=["ECOS", "CLARABEL"])
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="ECOS/Clarabel: best of this many solves; ours: the first call, and the best of this many")
     ap.add_argument("--csv", type=Path, default=RESULTS / "solve_vs_gavel.csv")
     ap.add_argument("--plot", type=Path, default=RESULTS / "solve_vs_gavel.png")
+    ap.add_argument("--warm", type=int, nargs="*", default=None, metavar="JOBS",
+                    help="only measure the re-solve after one arrival against a cold solve (default 2048 jobs)")
     args = ap.parse_args()
+    if args.warm is not None:
+        ctx = mp.get_context("spawn")
+        rows = []
+        for n in args.warm or [2048]:
+            with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
+                rows += ex.submit(measure_warm, n, args.seed, max(1, args.repeats)).result()
+        with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
+            print(pd.DataFrame(rows).to_string(index=False))
+        return
     sizes = args.sizes or list(QUICK_SIZES if args.quick else SIZES)
     df = run_all(args.policies, sizes, args.seed, args.old_max, args.ss_max, args.gavel_max,
-                 tuple(s.upper() for s in args.solvers))
+                 tuple(s.upper() for s in args.solvers), max(1, args.repeats))
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.csv, index=False)
     plot(df, args.plot)
-    cols = [c for c in ("policy", "jobs", "lps", "nnz", "path", "ours_s", "old_s", "ecos_s", "ecos_ratio",
+    cols = [c for c in ("policy", "jobs", "lps", "nnz", "path", "ours_s", "ours_best_s", "old_s",
+                        "ipm_nocrossover_s", "ecos_s", "ecos_ratio", "ecos_ratio_best",
                         "clarabel_s", "clarabel_ratio", "ecos_obj_rel_diff", "clarabel_obj_rel_diff") if c in df]
     with pd.option_context("display.width", 200, "display.max_columns", 20, "display.float_format", "{:.4g}".format):
         print(df[cols].to_string(index=False))

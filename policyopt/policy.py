@@ -31,6 +31,7 @@ from .modeling import Model, Variable
 from .problem import Problem
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
+from .warm_start import BasisSnapshot, carry_basis
 
 __all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
            "policy_class", "COMMON_OPTIONS", "register_space", "load_plugins"]
@@ -193,8 +194,19 @@ class LPPolicy(Policy):
         sf = model.compile()
         t2 = time.perf_counter()
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
-        raw = solver.solve(sf, self.solver_options(sf))
-        timings.build, timings.compile, timings.solve = t1 - t0, t2 - t1, raw.timings.solve
+        loaded = solver.load(sf, self.solver_options(sf))
+        prev = self.__dict__.get("_last_basis")
+        if prev is not None and not model.is_mip:
+            # warm start: the previous problem's optimal basis, carried over by labels (a job more
+            # or less after an arrival or completion); a failed warm solve is checked cold (resolve)
+            loaded.set_basis(*carry_basis(prev, model))
+            raw = loaded.resolve()
+        else:
+            raw = loaded.solve()
+        basis = loaded.get_basis()
+        self.__dict__["_last_basis"] = None if basis is None else BasisSnapshot(model, *basis)
+        timings.build, timings.compile = t1 - t0, t2 - t1
+        timings.solve = time.perf_counter() - t2 - raw.timings.extract
         timings.extract = raw.timings.extract
         if raw.status is Status.OPTIMAL and raw.x is not None:
             return self.result(space, X.value(raw.x), raw.status, self.objective_value(raw, obj_var),

@@ -185,6 +185,25 @@ class HighsModel(LoadedModel):
         _check(self.h.clearSolver(), "clearSolver")
         self._warm = False
 
+    def get_basis(self) -> tuple[np.ndarray, np.ndarray] | None:
+        if not self._warm:
+            return None
+        b = self.h.getBasis()
+        if not b.valid:
+            return None
+        return (np.fromiter(map(int, b.col_status), np.int8, self.sf.num_cols),
+                np.fromiter(map(int, b.row_status), np.int8, self.sf.num_rows))
+
+    def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
+        S = self._hs.HighsBasisStatus
+        codes = [S.kLower, S.kBasic, S.kUpper, S.kZero, S.kNonbasic]
+        b = self._hs.HighsBasis()
+        b.col_status = [codes[int(v)] for v in col_status]
+        b.row_status = [codes[int(v)] for v in row_status]
+        b.alien = True  # HiGHS completes a basis with too many or too few basic variables
+        _check(self.h.setBasis(b), "setBasis")
+        self._warm = True
+
     def set_presolve(self, enabled: bool) -> None:
         self._set("presolve", "choose" if enabled else "off")
 
