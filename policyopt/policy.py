@@ -19,7 +19,7 @@ from __future__ import annotations
 import importlib
 import time
 from abc import ABC, abstractmethod
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Callable, ClassVar, Iterable, TypeVar
 
 import numpy as np
@@ -82,6 +82,19 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 )
 
 
+def _empty_problem_guard(solve: Callable[[Any, Problem], PolicyResult]) -> Callable[[Any, Problem], PolicyResult]:
+    """``solve`` that answers a problem with zero jobs by :meth:`Policy.empty_result`."""
+    import functools
+
+    @functools.wraps(solve)
+    def guarded(self: Any, problem: Problem) -> PolicyResult:
+        if isinstance(problem, Problem) and not problem.jobs:
+            return self.empty_result(problem)  # type: ignore[no-any-return]
+        return solve(self, problem)
+
+    return guarded
+
+
 class Policy(ABC):
     """Base class of all policies. Subclasses set ``name``, ``doc`` and extra ``options``."""
 
@@ -90,6 +103,19 @@ class Policy(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     objective_sense: ClassVar[str] = "max"  # how to compare objectives (for tests/benchmarks)
     pop_combine: ClassVar[str | None] = None  # how POP recombines sub-objectives: sum|min|max|None
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        if "solve" in cls.__dict__:  # every policy answers a problem without jobs the same way
+            cls.solve = _empty_problem_guard(cls.__dict__["solve"])  # type: ignore[method-assign]
+
+    def empty_result(self, problem: Problem) -> PolicyResult:
+        """The answer to a problem without jobs: the empty allocation, status optimal (nothing to
+        allocate; every constraint holds), objective null (the policy's objective has no jobs to
+        measure). No model is built or solved."""
+        return PolicyResult(policy=self.name, solver=str(self.config.get("solver") or "none"),
+                            status=Status.OPTIMAL, objective=None, allocation={},
+                            message="the problem has no jobs: the empty allocation")
 
     def __init__(self, **options: Any) -> None:
         specs = {o.name: o for o in self.all_options()}

@@ -14,14 +14,21 @@ Placement variants: a job's ``throughputs`` may name ``<type>_unconsolidated`` (
 """
 from __future__ import annotations
 
+import gc
 import json
 import math
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
-from .errors import InputError, UnknownNameError
+from .errors import InputError, UnknownNameError, _short
 from .extensions import problem_parser
+from .schema import (COLOCATED_FIELDS, COLOCATED_TYPE_FIELDS, ENTITY_FIELDS, JOB_FIELDS, MAGNITUDE,
+                     PROBLEM_SECTIONS, WORKER_TYPE_FIELDS, FieldSpec, unknown_field_message)
+
+if TYPE_CHECKING:
+    import numpy as np
 
 __all__ = [
     "UNCONSOLIDATED_SUFFIX",
@@ -46,13 +53,13 @@ def physical_type(config: str) -> str:
     return config
 
 
-_MIN_MAGNITUDE = 1e-9
-_MAX_MAGNITUDE = 1e15
+_MIN_MAGNITUDE, _MAX_MAGNITUDE = MAGNITUDE
 
 
 def _check_number(field_: str, value: Any, *, minimum: float | None = 0.0, strict: bool = False,
                   integer: bool = False, allow_none: bool = False) -> Any:
-    """Validate one scalar: finite, a number, above ``minimum`` (strictly if ``strict``)."""
+    """Validate one scalar: finite, a number, above ``minimum`` (strictly if ``strict``), and 0 or
+    of a magnitude within :data:`policyopt.schema.MAGNITUDE`."""
     if value is None:
         if allow_none:
             return None
@@ -82,6 +89,19 @@ def _check_number(field_: str, value: Any, *, minimum: float | None = 0.0, stric
     return int(value) if integer else value
 
 
+def _check_spec(field_: str, value: Any, spec: FieldSpec, allow_none: bool = False) -> Any:
+    """Validate one value against its :class:`~policyopt.schema.FieldSpec` (numbers only)."""
+    return _check_number(field_, value, minimum=spec.minimum, strict=spec.exclusive,
+                         integer=spec.type == "integer", allow_none=allow_none)
+
+
+_JOB_SPECS = {f.name: f for f in JOB_FIELDS}
+_JOB_KEYS = frozenset(_JOB_SPECS)
+_JOB_REQUIRED = frozenset(f.name for f in JOB_FIELDS if f.required)
+_JOB_NUMBERS = tuple(f for f in JOB_FIELDS if f.type in ("integer", "number"))
+_WT_SPECS = {f.name: f for f in WORKER_TYPE_FIELDS}
+
+
 @dataclass(frozen=True)
 class WorkerType:
     """An accelerator type: ``count`` workers (GPUs) in servers of ``gpus_per_server``."""
@@ -97,10 +117,10 @@ class WorkerType:
             raise InputError("cluster.worker_types", self.name, "worker type names must be non-empty strings")
         if self.name.endswith(UNCONSOLIDATED_SUFFIX):
             raise InputError(f, self.name, f"physical worker types may not end in {UNCONSOLIDATED_SUFFIX!r}")
-        object.__setattr__(self, "count", _check_number(f"{f}.count", self.count, integer=True))
-        gps = _check_number(f"{f}.gpus_per_server", self.gpus_per_server, minimum=1, integer=True, allow_none=True)
+        object.__setattr__(self, "count", _check_spec(f"{f}.count", self.count, _WT_SPECS["count"]))
+        gps = _check_spec(f"{f}.gpus_per_server", self.gpus_per_server, _WT_SPECS["gpus_per_server"], True)
         object.__setattr__(self, "gpus_per_server", gps)
-        price = _check_number(f"{f}.price_per_hour", self.price_per_hour, allow_none=True)
+        price = _check_spec(f"{f}.price_per_hour", self.price_per_hour, _WT_SPECS["price_per_hour"], True)
         object.__setattr__(self, "price_per_hour", None if price is None else float(price))
 
     @property
@@ -188,21 +208,25 @@ class Job:
             raise InputError(f"{f}.throughputs", self.throughputs, "must be an object {worker_type: steps/s}")
         thr = {str(k): float(_check_number(f"{f}.throughputs.{k}", v)) for k, v in self.throughputs.items()}
         object.__setattr__(self, "throughputs", thr)
-        object.__setattr__(self, "scale_factor",
-                           _check_number(f"{f}.scale_factor", self.scale_factor, minimum=1, integer=True))
-        object.__setattr__(self, "weight", float(_check_number(f"{f}.weight", self.weight, strict=True)))
-        object.__setattr__(self, "steps_remaining",
-                           float(_check_number(f"{f}.steps_remaining", self.steps_remaining)))
-        object.__setattr__(self, "time_since_start",
-                           float(_check_number(f"{f}.time_since_start", self.time_since_start)))
-        slo = _check_number(f"{f}.slo_seconds", self.slo_seconds, strict=True, allow_none=True)
-        object.__setattr__(self, "slo_seconds", None if slo is None else float(slo))
-        arr = _check_number(f"{f}.arrival", self.arrival, minimum=None, allow_none=True)
-        object.__setattr__(self, "arrival", None if arr is None else float(arr))
+        for spec in _JOB_NUMBERS:  # the rules of policyopt.schema.JOB_FIELDS
+            value = _check_spec(f"{f}.{spec.name}", getattr(self, spec.name), spec, allow_none=spec.default is None)
+            if value is not None and spec.type == "number":
+                value = float(value)
+            object.__setattr__(self, spec.name, value)
         if self.entity is not None and not isinstance(self.entity, str):
             raise InputError(f"{f}.entity", self.entity, "must be a string or null")
+        if not isinstance(self.priority, bool):
+            raise InputError(f"{f}.priority", self.priority, "must be true or false")
         if self.job_type is not None and (not isinstance(self.job_type, str) or not self.job_type):
             raise InputError(f"{f}.job_type", self.job_type, "must be a non-empty string or null")
+
+    @classmethod
+    def _unchecked(cls, values: dict[str, Any]) -> "Job":
+        """A job from values already validated column-wise (:meth:`Problem.from_dict`,
+        :meth:`Problem.from_arrays`): no per-field checks. ``values`` holds every field."""
+        job = object.__new__(cls)
+        object.__setattr__(job, "__dict__", values)
+        return job
 
 
 @dataclass(frozen=True)
@@ -281,6 +305,8 @@ class ProblemArrays:
     weights: "np.ndarray"
     steps: "np.ndarray"
     time_since_start: "np.ndarray"
+    #: the jobs tuple these arrays were built from (a handed-in view is used only for that tuple)
+    source: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True)
@@ -296,36 +322,61 @@ class Problem:
     colocated: tuple[Colocation, ...] = ()
     entities: Mapping[str, Entity] = field(default_factory=dict)
     colocated_types: tuple[TypeColocation, ...] = ()
-    _arrays: ProblemArrays | None = field(default=None, init=False, repr=False, compare=False)
+    #: the columnar view; parsers that validated the jobs column-wise hand it in (else built here)
+    _arrays: ProblemArrays | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     def __post_init__(self) -> None:
+        import numpy as np
+
         jobs = tuple(self.jobs)
         object.__setattr__(self, "jobs", jobs)
         object.__setattr__(self, "colocated", tuple(self.colocated))
         object.__setattr__(self, "colocated_types", tuple(self.colocated_types))
         object.__setattr__(self, "entities", dict(self.entities))
         ids = [j.id for j in jobs]
-        seen: set[str] = set()
-        for i in ids:
-            if i in seen:
-                raise InputError("jobs[].id", i, "duplicate job id")
-            seen.add(i)
-        known = set(self.cluster.names)
+        seen = set(ids)
+        if len(seen) != len(ids):
+            first: set[str] = set()
+            for i in ids:
+                if i in first:
+                    raise InputError("jobs[].id", i, "duplicate job id")
+                first.add(i)
+        # column-wise: configurations, T[job, config], which jobs fit somewhere (no per-job loop)
+        names = self.cluster.names
+        known = set(names)
         counts = self.cluster.counts
-        for j in jobs:
-            fits = False
-            for cfg, t in j.throughputs.items():
-                base = physical_type(cfg)
-                if base not in known:
-                    raise UnknownNameError(f"jobs[{j.id}].throughputs", cfg, known)
-                if t > 0 and j.scale_factor <= counts[base]:
-                    fits = True
-            if not fits:
-                raise InputError(
-                    f"jobs[{j.id}]", {"scale_factor": j.scale_factor, "throughputs": dict(j.throughputs)},
-                    "the job fits no worker type (zero throughput everywhere, or more workers than any "
-                    "type it can run on has)")
-            if j.entity is not None and self.entities and j.entity not in self.entities:
+        n = len(jobs)
+        arrays = self._arrays
+        if arrays is not None and (arrays.source is not jobs or arrays.configs[:len(names)] != names):
+            arrays = None  # handed in for other jobs or another cluster (dataclasses.replace)
+        if arrays is None:
+            used = set().union(*(j.throughputs for j in jobs)) if jobs else set()
+            configs = _config_order(used, names, jobs)
+            T = np.zeros((n, len(configs)))
+            for k, cfg in enumerate(configs):
+                if cfg in used:
+                    T[:, k] = [j.throughputs.get(cfg, 0.0) for j in jobs]
+
+            def col(attr: str) -> "np.ndarray":
+                return np.fromiter((getattr(j, attr) for j in jobs), float, n)
+
+            ids_arr = np.array(ids, dtype=str) if n else np.zeros(0, dtype=str)
+            arrays = ProblemArrays(configs, ids_arr, T, col("scale_factor"), col("weight"), col("steps_remaining"),
+                                   col("time_since_start"), jobs)
+            object.__setattr__(self, "_arrays", arrays)
+        configs, T, scale = arrays.configs, arrays.T, arrays.scale
+        cap = np.array([counts[physical_type(c)] for c in configs], dtype=float)
+        fits = ((T > 0) & (scale[:, None] <= cap[None, :])).any(axis=1) if n else np.ones(0, bool)
+        if not fits.all():
+            j = jobs[int(np.flatnonzero(~fits)[0])]
+            raise InputError(
+                f"jobs[{j.id}]", {"scale_factor": j.scale_factor, "throughputs": dict(j.throughputs)},
+                "the job fits no worker type (zero throughput everywhere, or more workers than any "
+                "type it can run on has)")
+        if self.entities:
+            stray = {j.entity for j in jobs} - set(self.entities) - {None}
+            if stray:
+                j = next(j for j in jobs if j.entity in stray)
                 raise UnknownNameError(f"jobs[{j.id}].entity", j.entity, self.entities)
         pairs_seen: set[tuple[str, str, str]] = set()
         for c in self.colocated:
@@ -348,25 +399,7 @@ class Problem:
             if tkey in types_seen:
                 raise InputError(f, list(tc.job_types), "duplicate type colocation entry")
             types_seen.add(tkey)
-        object.__setattr__(self, "_arrays", self._build_arrays())
 
-    def _build_arrays(self) -> ProblemArrays:
-        import numpy as np
-
-        names = self.cluster.names
-        extra = sorted({c for j in self.jobs for c in j.throughputs if c not in names})
-        configs = names + [c for c in extra if physical_type(c) in names]
-        n = len(self.jobs)
-        T = np.zeros((n, len(configs)))
-        for k, c in enumerate(configs):
-            T[:, k] = np.fromiter((j.throughputs.get(c, 0.0) for j in self.jobs), float, n)
-
-        def col(attr: str) -> "np.ndarray":
-            return np.fromiter((getattr(j, attr) for j in self.jobs), float, n)
-
-        ids = np.array([j.id for j in self.jobs], dtype=str) if n else np.zeros(0, dtype=str)
-        return ProblemArrays(configs, ids, T, col("scale_factor"), col("weight"), col("steps_remaining"),
-                             col("time_since_start"))
 
     @property
     def arrays(self) -> ProblemArrays:
@@ -402,20 +435,27 @@ class Problem:
     # ----------------------------------------------------------------------------- interchange JSON
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> "Problem":
-        """Parse the interchange format (see ``docs/schema.md``); every error names its field."""
+        """Parse the interchange format (see ``docs/schema.md``); every error names its field by its
+        JSON path (``jobs[3].throughputs.v100``: the fourth job of the list)."""
         if not isinstance(data, Mapping):
             raise InputError("(root)", type(data).__name__, "the problem must be a JSON object")
+        # sections of registered problem kinds (reconfig) are skipped: an extended problem parses as a plain one
+        _reject_unknown_keys("", {k: v for k, v in data.items() if not (k not in CORE_PROBLEM_KEYS
+                                                                        and _is_extension_key(k))}, CORE_PROBLEM_KEYS)
+        for key in ("cluster", "jobs"):
+            if key not in data:
+                raise InputError(key, None, "is required")
         cl = data.get("cluster")
         if not isinstance(cl, Mapping) or not isinstance(cl.get("worker_types"), Mapping):
             raise InputError("cluster.worker_types", cl, "must be an object {name: {count, ...}}")
+        _reject_unknown_keys("cluster", cl, {"worker_types"})
         wts = []
         for name, spec in cl["worker_types"].items():
             if isinstance(spec, (int, float)) and not isinstance(spec, bool):
                 spec = {"count": spec}
             if not isinstance(spec, Mapping):
                 raise InputError(f"cluster.worker_types.{name}", spec, "must be an object with 'count'")
-            _reject_unknown_keys(f"cluster.worker_types.{name}", spec,
-                                 {"count", "gpus_per_server", "price_per_hour"})
+            _reject_unknown_keys(f"cluster.worker_types.{name}", spec, set(_WT_SPECS))
             if "count" not in spec:
                 raise InputError(f"cluster.worker_types.{name}.count", None, "is required")
             wts.append(WorkerType(str(name), spec["count"], spec.get("gpus_per_server"), spec.get("price_per_hour")))
@@ -423,29 +463,26 @@ class Problem:
         raw_jobs = data.get("jobs")
         if not isinstance(raw_jobs, Sequence) or isinstance(raw_jobs, (str, bytes)):
             raise InputError("jobs", raw_jobs, "must be a list of job objects")
-        job_keys = {"id", "throughputs", "scale_factor", "weight", "steps_remaining", "time_since_start",
-                    "entity", "slo_seconds", "arrival", "priority", "job_type"}
-        jobs = []
-        for i, rj in enumerate(raw_jobs):
-            if not isinstance(rj, Mapping):
-                raise InputError(f"jobs[{i}]", rj, "must be an object")
-            _reject_unknown_keys(f"jobs[{i}]", rj, job_keys)
-            if "id" not in rj:
-                raise InputError(f"jobs[{i}].id", None, "is required")
-            if "throughputs" not in rj:
-                raise InputError(f"jobs[{i}].throughputs", None, "is required")
-            jid = rj["id"]
-            if isinstance(jid, (int, float)) and not isinstance(jid, bool):
-                jid = str(jid)
-            kw = {k: rj[k] for k in job_keys - {"id"} if k in rj and rj[k] is not None}
-            if "priority" in kw and not isinstance(kw["priority"], bool):
-                raise InputError(f"jobs[{i}].priority", kw["priority"], "must be true or false")
-            jobs.append(Job(id=jid, **kw))
+        with _gc_paused():  # tens of thousands of new containers: no collection passes midway
+            parsed = _parse_jobs(raw_jobs)
+        jobs = tuple(parsed.jobs)
+        import numpy as np
+
+        try:
+            configs = _config_order(set(parsed.configs), cluster.names, jobs)
+        except InputError as exc:
+            raise _job_by_index(exc, jobs) from None
+        T = np.zeros((len(jobs), len(configs)))
+        for k, c in enumerate(configs):
+            if c in parsed.columns:
+                T[:, k] = parsed.columns[c]
+        arrays = ProblemArrays(configs, np.array([j.id for j in jobs], dtype=str) if jobs else np.zeros(0, dtype=str),
+                               T, parsed.scale, parsed.weight, parsed.steps, parsed.time_since_start, jobs)
         colocs = []
         for i, rc in enumerate(data.get("colocated") or []):
             if not isinstance(rc, Mapping):
                 raise InputError(f"colocated[{i}]", rc, "must be an object")
-            _reject_unknown_keys(f"colocated[{i}]", rc, {"jobs", "worker_type", "throughputs"})
+            _reject_unknown_keys(f"colocated[{i}]", rc, {f.name for f in COLOCATED_FIELDS})
             for key in ("jobs", "worker_type", "throughputs"):
                 if key not in rc:
                     raise InputError(f"colocated[{i}].{key}", None, "is required")
@@ -462,7 +499,7 @@ class Problem:
         for i, rc in enumerate(raw_types):
             if not isinstance(rc, Mapping):
                 raise InputError(f"colocated_types[{i}]", rc, "must be an object")
-            _reject_unknown_keys(f"colocated_types[{i}]", rc, {"job_types", "worker_type", "throughputs"})
+            _reject_unknown_keys(f"colocated_types[{i}]", rc, {f.name for f in COLOCATED_TYPE_FIELDS})
             for key in ("job_types", "worker_type", "throughputs"):
                 if key not in rc:
                     raise InputError(f"colocated_types[{i}].{key}", None, "is required")
@@ -480,9 +517,111 @@ class Problem:
         for name, spec in raw_ents.items():
             if not isinstance(spec, Mapping):
                 raise InputError(f"entities.{name}", spec, "must be an object")
-            _reject_unknown_keys(f"entities.{name}", spec, {"weight", "policy"})
+            _reject_unknown_keys(f"entities.{name}", spec, {f.name for f in ENTITY_FIELDS})
             ents[str(name)] = Entity(str(name), spec.get("weight", 1.0), spec.get("policy", "fairness"))
-        return cls(cluster, tuple(jobs), tuple(colocs), ents, tuple(type_colocs))
+        try:
+            return cls(cluster, jobs, tuple(colocs), ents, tuple(type_colocs), _arrays=arrays)
+        except InputError as exc:  # cross-checks name jobs by id: name them by their place in the list
+            raise _job_by_index(exc, jobs) from None
+
+    @classmethod
+    def from_arrays(cls, cluster: Cluster, ids: Sequence[Any], throughputs: Any, configs: Sequence[str] | None = None,
+                    *, scale_factor: Any = None, weight: Any = None, steps_remaining: Any = None,
+                    time_since_start: Any = None, slo_seconds: Any = None, arrival: Any = None,
+                    entity: Sequence[str | None] | None = None, priority: Any = None,
+                    job_type: Sequence[str | None] | None = None, colocated: Iterable[Colocation] = (),
+                    entities: Mapping[str, Entity] | None = None,
+                    colocated_types: Iterable[TypeColocation] = ()) -> "Problem":
+        """Build a problem from columns (the fast path for embedders: no per-job dicts to validate).
+
+        ``throughputs``: array ``n × len(configs)`` of steps/s, ``T[i, k]`` for job ``ids[i]`` on
+        configuration ``configs[k]`` (default: the cluster's worker types in order); numeric columns
+        are length-``n`` arrays (``slo_seconds``/``arrival`` may hold NaN for "none"); each column
+        is checked once with numpy against the rules of :data:`policyopt.schema.JOB_FIELDS`, and
+        an error names the first bad job (``jobs[<id>].<field>``)."""
+        import numpy as np
+
+        configs = list(cluster.names if configs is None else configs)
+        ids = [str(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else i for i in ids]
+        n = len(ids)
+        T = np.asarray(throughputs, dtype=float)
+        if T.shape != (n, len(configs)):
+            raise InputError("throughputs", list(T.shape), f"must be an array of shape ({n}, {len(configs)}) "
+                                                           "(jobs × configurations)")
+
+        def column(name: str, values: Any) -> Any:
+            spec = _JOB_SPECS[name]
+            if values is None:
+                return None
+            a = np.asarray(values, dtype=float).reshape(-1)
+            if a.shape != (n,):
+                raise InputError(name, list(np.shape(values)), f"must hold one value per job ({n})")
+            nullable = spec.default is None
+            check = a[~np.isnan(a)] if nullable else a
+            where = np.flatnonzero(~np.isnan(a)) if nullable else np.arange(n)
+            bad = _bad_numbers(check.tolist(), spec)[0]
+            if bad.any():
+                i = int(where[np.flatnonzero(bad)[0]])
+                _check_spec(f"jobs[{ids[i]}].{name}", float(a[i]), spec)
+            return a
+
+        if any(not isinstance(i, str) or not i for i in ids):
+            bad_id = next(i for i in ids if not isinstance(i, str) or not i)
+            raise InputError("jobs[].id", bad_id, "job ids must be non-empty strings")
+        bad_t = _bad_numbers(T.ravel().tolist(), _THROUGHPUT_SPEC)[0] if T.size else np.zeros(0, bool)
+        if bad_t.any():
+            i, k = divmod(int(np.flatnonzero(bad_t)[0]), len(configs))
+            _check_number(f"jobs[{ids[i]}].throughputs.{configs[k]}", float(T[i, k]))
+        cols = {name: column(name, v) for name, v in (
+            ("scale_factor", scale_factor), ("weight", weight), ("steps_remaining", steps_remaining),
+            ("time_since_start", time_since_start), ("slo_seconds", slo_seconds), ("arrival", arrival))}
+
+        def values(name: str) -> list[Any]:
+            spec = _JOB_SPECS[name]
+            a = cols[name]
+            if a is None:
+                return [spec.default] * n
+            if spec.type == "integer":
+                return a.astype(np.int64).tolist()
+            return [None if math.isnan(v) else v for v in a.tolist()] if spec.default is None else a.tolist()
+
+        def strings(name: str, given: Sequence[Any] | None, empty_ok: bool) -> list[Any]:
+            if given is None:
+                return [None] * n
+            out = list(given)
+            if len(out) != n:
+                raise InputError(name, len(out), f"must hold one value per job ({n})")
+            for i, v in enumerate(out):
+                if v is not None and (not isinstance(v, str) or (not v and not empty_ok)):
+                    raise InputError(f"jobs[{ids[i]}].{name}", v, "must be a non-empty string or null")
+            return out
+
+        prio = [False] * n if priority is None else [bool(v) for v in np.asarray(priority, dtype=bool).tolist()]
+        rows = T.tolist()
+        columns = {"scale_factor": values("scale_factor"), "weight": values("weight"),
+                   "steps_remaining": values("steps_remaining"), "time_since_start": values("time_since_start"),
+                   "slo_seconds": values("slo_seconds"), "arrival": values("arrival")}
+        ents, jtypes = strings("entity", entity, True), strings("job_type", job_type, False)
+        make = Job._unchecked
+        jobs = [make({"id": ids[i], "throughputs": dict(zip(configs, rows[i])),
+                      "scale_factor": columns["scale_factor"][i], "weight": columns["weight"][i],
+                      "steps_remaining": columns["steps_remaining"][i],
+                      "time_since_start": columns["time_since_start"][i], "entity": ents[i],
+                      "slo_seconds": columns["slo_seconds"][i], "arrival": columns["arrival"][i],
+                      "priority": prio[i], "job_type": jtypes[i]}) for i in range(n)]
+        jobs_t = tuple(jobs)
+        order = _config_order(set(configs), cluster.names, jobs_t)
+        full = np.zeros((n, len(order)))
+        where = {c: k for k, c in enumerate(configs)}
+        for k, c in enumerate(order):
+            if c in where:
+                full[:, k] = T[:, where[c]]
+        sf = np.asarray(columns["scale_factor"], dtype=float)
+        arrays = ProblemArrays(order, np.array(ids, dtype=str) if n else np.zeros(0, dtype=str), full, sf,
+                               np.asarray(columns["weight"], dtype=float),
+                               np.asarray(columns["steps_remaining"], dtype=float),
+                               np.asarray(columns["time_since_start"], dtype=float), jobs_t)
+        return cls(cluster, jobs_t, tuple(colocated), dict(entities or {}), tuple(colocated_types), _arrays=arrays)
 
     def to_dict(self) -> dict[str, Any]:
         """The interchange JSON object (round-trips through :meth:`from_dict`)."""
@@ -521,18 +660,12 @@ class Problem:
     @classmethod
     def from_json(cls, text_or_path: str | Path) -> "Problem":
         """Load from a JSON string or a path to a JSON file. Malformed JSON raises ``InputError``."""
-        text = str(text_or_path)
-        source = "(string)"
-        if isinstance(text_or_path, Path) or not text.lstrip().startswith("{"):
-            path = Path(text_or_path)
-            if not path.exists():
-                raise InputError("input", str(path), "file not found")
-            source, text = str(path), path.read_text()
-        try:
-            # NaN/Infinity parse to floats so the field check names the exact field they sit in
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(source, f"line {exc.lineno} column {exc.colno}", f"malformed JSON: {exc.msg}") from None
+        from . import json_input
+
+        if isinstance(text_or_path, Path) or not str(text_or_path).lstrip().startswith("{"):
+            data = json_input.read(text_or_path, "input")
+        else:
+            data = json_input.loads(str(text_or_path), "(string)")
         if cls is Problem:
             return problem_from_any(data)
         return cls.from_dict(data)
@@ -606,11 +739,212 @@ class Problem:
         return pd.DataFrame(rows)
 
 
-def _reject_unknown_keys(field_: str, obj: Mapping[str, Any], allowed: set[str]) -> None:
-    unknown = sorted(set(obj) - allowed)
+@contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector while a parser builds many objects (none are cyclic):
+    its generation-2 passes would otherwise rescan the growing object graph again and again."""
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _config_order(used: set[str], names: list[str], jobs: Sequence[Job]) -> list[str]:
+    """Columns of ``T``: the worker types, then the placement variants jobs use (sorted); a
+    configuration on no known worker type is an error naming the first job that uses it."""
+    known = set(names)
+    unknown = {c for c in used if physical_type(c) not in known}
     if unknown:
-        raise InputError(f"{field_}.{unknown[0]}", obj[unknown[0]],
-                         f"unknown field; allowed: {', '.join(sorted(allowed))}")
+        j = next(j for j in jobs if not unknown.isdisjoint(j.throughputs))
+        cfg = next(c for c in j.throughputs if c in unknown)
+        raise UnknownNameError(f"jobs[{j.id}].throughputs", cfg, known)
+    return names + sorted(used - known)
+
+
+def _job_from_raw(i: int, rj: Any) -> Job:
+    """One job object, validated field by field (the reference path; it also writes the message of
+    any error the column-wise pass of :func:`_parse_jobs` finds)."""
+    if not isinstance(rj, Mapping):
+        raise InputError(f"jobs[{i}]", rj, "must be an object")
+    _reject_unknown_keys(f"jobs[{i}]", rj, _JOB_KEYS)
+    for key in ("id", "throughputs"):
+        if rj.get(key) is None:
+            raise InputError(f"jobs[{i}].{key}", None, "is required")
+    jid = rj["id"]
+    if isinstance(jid, (int, float)) and not isinstance(jid, bool):
+        if not _id_number_ok(jid):
+            raise InputError(f"jobs[{i}].id", jid, "a numeric id must be finite and an integer out of range "
+                                                   "(|n| < 2**63) is refused")
+        jid = str(jid)
+    if not isinstance(jid, str) or not jid:
+        raise InputError(f"jobs[{i}].id", jid, "job ids must be non-empty strings (or numbers)")
+    kw = {k: rj[k] for k in _JOB_KEYS - {"id"} if k in rj and rj[k] is not None}
+    if "priority" in kw and not isinstance(kw["priority"], bool):
+        raise InputError(f"jobs[{i}].priority", kw["priority"], "must be true or false")
+    try:
+        return Job(id=jid, **kw)
+    except InputError as exc:
+        raise _at_index(exc, f"jobs[{jid}]", i) from None
+
+
+def _job_by_index(exc: InputError, jobs: Sequence[Job]) -> InputError:
+    """``exc`` (naming a job ``jobs[<id>]``) naming it by its place in the list instead."""
+    for i, j in enumerate(jobs):
+        if exc.field.startswith(f"jobs[{j.id}]"):
+            return _at_index(exc, f"jobs[{j.id}]", i)
+    return exc
+
+
+def _at_index(exc: InputError, prefix: str, i: int) -> InputError:
+    """``exc`` with the field path ``jobs[<id>]...`` rewritten to the job's place in the JSON list,
+    ``jobs[<i>]...`` (the interchange parser names fields by their JSON path)."""
+    if exc.field.startswith(prefix):
+        exc.field = f"jobs[{i}]{exc.field[len(prefix):]}"
+        exc.args = (f"{exc.field}: {exc.problem} (got {_short(exc.value)})",)
+    return exc
+
+
+_NUMBER_TYPES = frozenset({int, float})
+
+
+def _id_number_ok(v: int | float) -> bool:
+    """A numeric job id (converted to its string): a finite number; integers within ±2**63."""
+    return abs(v) < 2 ** 63 if isinstance(v, int) else math.isfinite(v)
+_NONE = type(None)
+
+
+def _bad_numbers(values: list[Any], spec: FieldSpec) -> tuple["np.ndarray", "np.ndarray"]:
+    """``(bad, a)``: mask of the values (``None`` = the field's default) that break ``spec`` and the
+    values as floats, in one numpy pass (plus one type scan)."""
+    import numpy as np
+
+    n = len(values)
+    types = set(map(type, values))
+    if _NONE in types:
+        values = [spec.default if v is None else v for v in values]
+        types = set(map(type, values))
+    bad = None
+    if not types <= _NUMBER_TYPES:
+        bad = np.fromiter((type(v) not in _NUMBER_TYPES for v in values), bool, n)
+        values = [v if type(v) in _NUMBER_TYPES else 0 for v in values]
+    try:
+        a = np.array(values, dtype=float)
+    except OverflowError:  # integers beyond float range
+        a = np.array([v if abs(v) < 1e300 else math.inf for v in values], dtype=float)
+    lo, hi = MAGNITUDE
+    with np.errstate(invalid="ignore"):
+        mag = np.abs(a)
+        out = ~np.isfinite(a) | ((a != 0) & ((mag < lo) | (mag > hi)))
+        if spec.type == "integer":
+            out |= a != np.floor(a)
+        if spec.minimum is not None:
+            out |= (a <= spec.minimum) if spec.exclusive else (a < spec.minimum)
+    if bad is not None:
+        out |= bad
+    return out, a
+
+
+@dataclass
+class _ParsedJobs:
+    jobs: list[Job]
+    configs: list[str]
+    columns: dict[str, "np.ndarray"]  # config -> throughput column
+    scale: "np.ndarray"
+    weight: "np.ndarray"
+    steps: "np.ndarray"
+    time_since_start: "np.ndarray"
+
+
+def _parse_jobs(raw_jobs: Sequence[Any]) -> _ParsedJobs:
+    """Validate and build the jobs of a problem column-wise: one pass per field over all jobs
+    (rules of :data:`policyopt.schema.JOB_FIELDS`), numpy checks per column, then the jobs are
+    built without re-checking. The first job (in list order) with any defect is re-validated by
+    :func:`_job_from_raw`, whose error names the field (``jobs[3].throughputs.v100``)."""
+    import numpy as np
+
+    n = len(raw_jobs)
+    rows: list[Any] = list(raw_jobs)
+    bad = np.zeros(n, dtype=bool)
+    if n and not all(type(r) is dict and _JOB_REQUIRED <= r.keys() <= _JOB_KEYS for r in rows):
+        ok = np.fromiter((isinstance(r, Mapping) and _JOB_REQUIRED <= r.keys() <= _JOB_KEYS for r in rows), bool, n)
+        bad |= ~ok
+        rows = [dict(r) if o else {} for r, o in zip(rows, ok.tolist())]
+
+    ids: list[Any] = [r.get("id") for r in rows]
+    if set(map(type, ids)) != {str} or not all(ids):
+        ids = [(str(v) if _id_number_ok(v) else None) if type(v) in _NUMBER_TYPES else v for v in ids]
+        bad |= np.fromiter((type(v) is not str or not v for v in ids), bool, n)
+
+    thr: list[Any] = [r.get("throughputs") for r in rows]
+    if set(map(type, thr)) - {dict}:
+        is_dict = np.fromiter((type(t) is dict for t in thr), bool, n)
+        bad |= ~is_dict
+        thr = [t if o else {} for t, o in zip(thr, is_dict.tolist())]
+    configs = sorted(set().union(*thr)) if n else []
+    columns: dict[str, np.ndarray] = {}
+    float_only = True
+    for c in configs:
+        column = [t.get(c, 0.0) for t in thr]
+        b, columns[c] = _bad_numbers(column, _THROUGHPUT_SPEC)
+        bad |= b
+        float_only = float_only and set(map(type, column)) == {float}
+
+    nums: dict[str, Any] = {}
+    for spec in _JOB_NUMBERS:
+        vals = [r.get(spec.name) for r in rows]
+        if spec.default is None:  # nullable without a default (slo_seconds, arrival): None stays None
+            if set(map(type, vals)) == {_NONE}:
+                nums[spec.name] = vals
+                continue
+            present = np.fromiter((v is not None for v in vals), bool, n)
+            b, a = _bad_numbers([v for v in vals if v is not None], spec)
+            bad[present] |= b
+            out = np.full(n, np.nan)
+            out[present] = a
+            nums[spec.name] = [None if math.isnan(v) else v for v in out.tolist()]
+        else:
+            b, nums[spec.name] = _bad_numbers(vals, spec)
+            bad |= b
+    others: dict[str, list[Any]] = {}
+    for name, allowed in (("entity", {_NONE, str}), ("priority", {_NONE, bool}), ("job_type", {_NONE, str})):
+        vals = others[name] = [r.get(name) for r in rows]
+        types = set(map(type, vals))
+        if not types <= allowed or (name == "job_type" and "" in vals):
+            bad |= np.fromiter((type(v) not in allowed or v == "" and name == "job_type" for v in vals), bool, n)
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        _job_from_raw(i, raw_jobs[i])  # raises with the field's name
+        raise InputError(f"jobs[{i}]", raw_jobs[i], "invalid job")  # pragma: no cover - the rules agree
+
+    thr_out = [dict(t) for t in thr] if float_only else [{k: float(v) for k, v in t.items()} for t in thr]
+    scale = nums["scale_factor"]
+    sf = scale.astype(np.int64).tolist()
+    priority = others["priority"] if _NONE not in set(map(type, others["priority"])) else \
+        [bool(v) for v in others["priority"]]
+    make = Job._unchecked
+    jobs = [make({"id": a, "throughputs": b, "scale_factor": c, "weight": d, "steps_remaining": e,
+                  "time_since_start": f, "entity": g, "slo_seconds": h, "arrival": i_, "priority": k,
+                  "job_type": m})
+            for a, b, c, d, e, f, g, h, i_, k, m in zip(
+                ids, thr_out, sf, nums["weight"].tolist(), nums["steps_remaining"].tolist(),
+                nums["time_since_start"].tolist(), others["entity"], nums["slo_seconds"], nums["arrival"],
+                priority, others["job_type"])]
+    return _ParsedJobs(jobs, configs, columns, scale, nums["weight"], nums["steps_remaining"],
+                       nums["time_since_start"])
+
+
+_THROUGHPUT_SPEC = FieldSpec("throughputs.<config>", "number", "steps/s", minimum=0)
+
+
+def _reject_unknown_keys(field_: str, obj: Mapping[str, Any], allowed: set[str] | frozenset[str]) -> None:
+    """An unknown key is an error naming it and the closest known name (a typo must not pass)."""
+    unknown = sorted(set(obj) - allowed, key=str)
+    if unknown:
+        name = unknown[0]
+        raise InputError(f"{field_}.{name}" if field_ else str(name), obj[name], unknown_field_message(name, allowed))
 
 
 def _nan_to_none(v: Any) -> Any:
@@ -621,8 +955,14 @@ def _nan_to_none(v: Any) -> Any:
     return v
 
 
-#: the top-level keys of a core problem; any other key is looked up among the registered problem kinds
-CORE_PROBLEM_KEYS = frozenset({"cluster", "jobs", "colocated", "colocated_types", "entities"})
+#: the top-level keys of a core problem (:data:`policyopt.schema.PROBLEM_SECTIONS`); any other key is
+#: looked up among the registered problem kinds
+CORE_PROBLEM_KEYS = frozenset(PROBLEM_SECTIONS)
+
+
+def _is_extension_key(key: Any) -> bool:
+    """``key`` is the top-level key of a registered problem kind (e.g. ``reconfig``)."""
+    return isinstance(key, str) and problem_parser({key: None}, CORE_PROBLEM_KEYS) is not None
 
 
 def problem_from_any(data: Mapping[str, Any]) -> "Problem":

@@ -42,7 +42,8 @@ for _i, _job in enumerate(PLAIN["jobs"]):
 @pytest.fixture(scope="module")
 def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[httpx.Client]:
     path = tmp_path_factory.mktemp("svc_pop") / "state.sqlite"
-    with ServiceThread(create_app(path, limits=Limits(default_time_limit=20.0, max_time_limit=30.0))) as url, \
+    limits = Limits(default_time_limit=20.0, max_time_limit=30.0, min_jobs_per_pop_part=1)  # small test problems
+    with ServiceThread(create_app(path, limits=limits)) as url, \
             httpx.Client(base_url=url, timeout=60) as c:
         yield c
 
@@ -219,10 +220,10 @@ def test_reconfig_problem_under_pop(client: httpx.Client, reconfig_problem: dict
     (lambda p: p["reconfig"]["jobs"]["4"].__setitem__("gpus", "two"), "problem.reconfig.jobs.4.gpus", "number"),
     (lambda p: p["reconfig"]["node_types"]["a100"].__setitem__("cpus_per_node", -5),
      "problem.reconfig.node_types.a100.cpus_per_node", "> 0"),
-    (lambda p: p["reconfig"]["jobs"].__setitem__("5", 7), "problem.reconfig.jobs.5", "dictionary"),
+    (lambda p: p["reconfig"]["jobs"].__setitem__("5", 7), "problem.reconfig.jobs.5", "object"),
     (lambda p: p.__setitem__("reconfig", None), "problem.reconfig", "object"),
     (lambda p: p["reconfig"]["models"]["vit-86m"].__setitem__("layers", 1e300),
-     "problem.reconfig.models.vit-86m.layers", "magnitude"),
+     "problem.reconfig.models.vit-86m.layers", "integer"),
 ])
 def test_malformed_reconfig_names_the_field(client: httpx.Client, reconfig_problem: dict[str, Any],
                                              mutate: Any, field: str, words: str) -> None:

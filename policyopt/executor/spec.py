@@ -24,7 +24,6 @@ whole job's steps/s on ``K`` workers; ``policyopt profile --plans dpK-ga1-gc0`` 
 """
 from __future__ import annotations
 
-import json
 import math
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -125,13 +124,9 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
 
 def _read_json(path: str | Path, field: str) -> Any:
     """A JSON file's content; a missing or malformed file is an :class:`InputError` on ``field``."""
-    p = Path(path)
-    try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
-        raise InputError(field, str(p), "file not found") from None
-    except json.JSONDecodeError as exc:
-        raise InputError(field, str(p), f"malformed JSON at line {exc.lineno}: {exc.msg}") from None
+    from policyopt import json_input
+
+    return json_input.read(path, field)  # not UTF-8, too deep, huge integers, lone surrogates: one line
 
 
 def load_jobs(path: str | Path) -> list[JobSpec]:

@@ -467,7 +467,7 @@ class ReconfigProblem(Problem):
         if "reconfig" not in data:
             raise InputError("reconfig", None, "is required for a reconfigurable problem")
         spec = ReconfigSpec.from_dict(data["reconfig"])
-        raw = dict(data)
+        raw = {k: v for k, v in data.items() if k != "reconfig"}  # the rest is a plain problem
         raw_jobs = raw.get("jobs")
         if isinstance(raw_jobs, Sequence) and not isinstance(raw_jobs, (str, bytes)):
             for j in raw_jobs:

@@ -13,9 +13,12 @@ DEFAULT_MAX_BODY_BYTES = 8 * 1024 * 1024
 class Limits:
     """``default_time_limit`` (s) applies when a request gives no ``time_limit``; a larger
     ``time_limit`` than ``max_time_limit`` is refused; sessions hold at most
-    ``max_jobs_per_session`` jobs and ``max_workers_per_session`` workers."""
+    ``max_jobs_per_session`` active jobs and ``max_workers_per_session`` workers; ``pop_k`` may
+    not leave fewer than ``min_jobs_per_pop_part`` jobs in a POP part (smaller parts cost more in
+    per-part overhead, solved one after another, than they save)."""
 
     default_time_limit: float | None = 30.0
     max_time_limit: float | None = 60.0
     max_jobs_per_session: int = 100_000
     max_workers_per_session: int = 100_000
+    min_jobs_per_pop_part: int = 32

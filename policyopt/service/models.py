@@ -1,25 +1,30 @@
 """Pydantic request/response models of the HTTP service (they define the published OpenAPI schema).
 
-The problem models check only the *shape* of the interchange JSON (objects, lists, numbers); the
-domain rules (finite non-negative throughputs, known worker types, unique ids, a job that fits
-somewhere, ...) are checked by :meth:`policyopt.problem.Problem.from_dict` — or, for a problem with
-a ``reconfig`` section, by :func:`policyopt.problem.problem_from_any` — whose errors name the
-field path. Unknown keys are passed on so that it can name them too. Numbers are strict: ``"3"``
-or ``true`` where a number belongs is rejected, never converted.
+The interchange objects inside requests (a problem, a cluster, session jobs, colocated entries,
+entities) have one definition, :mod:`policyopt.schema`: their OpenAPI schema is the JSON Schema
+generated from its field tables, and they are validated once, by the core's column-wise parser
+(:meth:`policyopt.problem.Problem.from_dict`, or for a problem with a ``reconfig`` section
+:func:`policyopt.problem.problem_from_any`), whose errors name the field path. Here they are only
+required to be JSON objects. The service's own fields (policy, options, round numbers, ...) are
+validated by the models below; their numbers are strict: ``"3"`` or ``true`` where a number
+belongs is rejected, never converted.
 """
 from __future__ import annotations
 
 from typing import Annotated, Any, Literal
 
-from pydantic import (BaseModel, ConfigDict, Field, ModelWrapValidatorHandler, PrivateAttr, Strict,
-                      model_validator)
+from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema
+
+from policyopt.schema import (COLOCATED_FIELDS, ENTITY_FIELDS, cluster_json_schema, job_json_schema,
+                              object_json_schema, problem_json_schema)
 
 __all__ = [
-    "Number", "WorkerTypeSpec", "ClusterSpec", "JobSpec", "ColocatedSpec", "EntitySpec", "ProblemSpec",
-    "ProblemJobSpec", "ReconfigSection", "SolveRequest", "SolveResponse", "PopReport", "SlaEntry", "INT_MAX", "PolicyOptionInfo", "PolicyInfo", "ErrorDetail", "ErrorResponse",
-    "WorkerSpec", "SessionCreate", "WorkersAdd", "JobsAdd", "ProgressReport", "NextRoundRequest",
-    "CombinationPlacement", "AllocationInfo", "RoundResponse", "SessionInfo", "JobInfoOut", "WorkerInfoOut",
-    "Health",
+    "Number", "ProblemBody", "ClusterBody", "SessionJobBody", "ColocatedBody", "EntityBody", "RECONFIG_SCHEMA",
+    "SolveRequest", "SolveResponse", "PopReport", "SlaEntry", "INT_MAX", "PolicyOptionInfo", "PolicyInfo",
+    "ErrorDetail", "ErrorResponse", "WorkerSpec", "SessionCreate", "WorkersAdd", "JobsAdd", "ProgressReport",
+    "NextRoundRequest", "CombinationPlacement", "AllocationInfo", "RoundResponse", "SessionInfo", "JobInfoOut",
+    "WorkerInfoOut", "Health", "SessionCreated", "Deleted", "WorkersAdded", "WorkerRemoved", "JobsAdded",
+    "JobRemoved", "ProgressAccepted", "RoundRecord",
 ]
 
 #: a JSON number (int or float); booleans and numeric strings are rejected
@@ -35,105 +40,41 @@ class _Closed(BaseModel):
 
 
 # ------------------------------------------------------------------------------------ interchange
-class WorkerTypeSpec(_Open):
-    count: Number = Field(description="number of workers (GPUs) of this type (integer >= 0)")
-    gpus_per_server: Number | None = Field(None, description="GPUs per server (integer >= 1)")
-    price_per_hour: Number | None = Field(None, description="dollars per worker-hour")
+#: the ``"reconfig"`` extension (docs/reconfig.md); checked by :func:`policyopt.reconfig.problem_from_dict`
+RECONFIG_SCHEMA: dict[str, Any] = {
+    "type": "object", "required": ["node_types", "models", "jobs"],
+    "description": "reconfiguration extension (docs/reconfig.md); present = a reconfiguration problem",
+    "properties": {
+        "node_types": {"type": "object", "description": "node type (a cluster worker type) -> cpus_per_node, "
+                       "host_mem_per_node, gpu_mem_bytes, bw_intra, bw_inter, bw_pcie"},
+        "models": {"type": "object", "description": "model name -> params, layers, hidden, seq_len, global_batch, "
+                   "fwd_time_1gpu, bytes_per_param, perf_params"},
+        "jobs": {"type": "object", "description": "job id -> model, node_type, gpus, cpus, plan (the request), "
+                 "guaranteed, reconfigurations, trained_seconds, checkpoint_seconds, current"},
+        "quotas": {"type": "object", "description": "tenant -> gpus, cpus, host_mem"},
+        "options": {"type": "object", "description": "reconfigure (all | plans | resources | none | dp_only | "
+                    "cpus_only), threshold, gpu_counts, cpus_per_gpu, host_mem_per_gpu, round_seconds, "
+                    "usable_fraction, max_tp"}}}
 
 
-class ClusterSpec(_Open):
-    worker_types: dict[str, WorkerTypeSpec] = Field(description="worker type name -> spec")
+def _problem_schema() -> dict[str, Any]:
+    """A plain interchange problem, or one with a ``reconfig`` section (whose jobs may leave out
+    ``throughputs`` and ``scale_factor``: the requested resources and plan give them)."""
+    plain = problem_json_schema()
+    plain.pop("$schema", None)
+    reconfig = problem_json_schema({"reconfig": RECONFIG_SCHEMA})
+    reconfig.pop("$schema", None)
+    reconfig["required"] = ["cluster", "jobs", "reconfig"]
+    reconfig["properties"]["jobs"]["items"]["required"] = ["id"]
+    reconfig["title"] = "policyopt reconfiguration problem"
+    return {"anyOf": [plain, reconfig], "description": "interchange problem (docs/schema.md)"}
 
 
-class JobSpec(_Open):
-    id: Any = Field(description="job id (a string; numbers are converted)")
-    throughputs: dict[str, Number] = Field(
-        description="steps/s of the whole job holding scale_factor workers of a configuration "
-                    "(a worker type or <type>_unconsolidated); 0 = cannot run there")
-    scale_factor: Number | None = Field(None, description="workers the job needs (integer >= 1; default 1)")
-    weight: Number | None = Field(None, description="share weight (> 0; default 1)")
-    steps_remaining: Number | None = Field(None, description="steps left (>= 0); required in sessions")
-    time_since_start: Number | None = Field(None, description="seconds since the job started (>= 0)")
-    entity: str | None = Field(None, description="tenant name")
-    slo_seconds: Number | None = Field(None, description="deadline, seconds from now (> 0)")
-    arrival: Number | None = Field(None, description="arrival time (orders FIFO policies)")
-    priority: bool | None = Field(None, description="high priority: never packed with another job")
-
-
-class ColocatedSpec(_Open):
-    jobs: list[Any] = Field(description="the two job ids")
-    worker_type: str
-    throughputs: list[Number] = Field(description="the two jobs' steps/s while sharing")
-
-
-class EntitySpec(_Open):
-    weight: Number | None = None
-    policy: str | None = Field(None, description="fairness | fifo")
-
-
-class ProblemJobSpec(JobSpec):
-    """A job of a problem given to ``/v1/solve``: ``throughputs`` may be left out for the jobs of a
-    reconfiguration problem (filled with the reference steps/s of the request)."""
-
-    throughputs: dict[str, Number] | None = Field(  # type: ignore[assignment]
-        None, description="steps/s of the whole job holding scale_factor workers of a configuration "
-                          "(a worker type or <type>_unconsolidated); 0 = cannot run there. Required, "
-                          "except in a problem with a reconfig section")
-
-
-class ReconfigSection(_Open):
-    """The ``"reconfig"`` extension (docs/reconfig.md): node types, model specs, per-job requests.
-
-    Only the shape is checked here; :func:`policyopt.reconfig.problem_from_dict` checks the rest
-    (known models and node types, plans that divide the GPUs and fit in memory, ...) and names the
-    field (``problem.reconfig.jobs.<id>.plan``)."""
-
-    node_types: dict[str, dict[str, Any]] = Field(
-        description="node type (a cluster worker type) -> cpus_per_node, host_mem_per_node, gpu_mem_bytes, "
-                    "bw_intra, bw_inter, bw_pcie")
-    models: dict[str, dict[str, Any]] = Field(
-        description="model name -> params, layers, hidden, seq_len, global_batch, fwd_time_1gpu, "
-                    "bytes_per_param, perf_params")
-    jobs: dict[str, dict[str, Any]] = Field(
-        description="job id -> model, node_type, gpus, cpus, plan (the request), guaranteed, "
-                    "reconfigurations, trained_seconds, checkpoint_seconds, current")
-    quotas: dict[str, dict[str, Any]] | None = Field(None, description="tenant -> gpus, cpus, host_mem")
-    options: dict[str, Any] | None = Field(
-        None, description="reconfigure (all | plans | resources | none | dp_only | cpus_only), threshold, "
-                          "gpu_counts, cpus_per_gpu, host_mem_per_gpu, round_seconds, usable_fraction, max_tp")
-
-
-class ProblemSpec(_Open):
-    """The interchange problem (docs/schema.md), optionally with the ``reconfig`` extension
-    (docs/reconfig.md): a problem with a ``reconfig`` section is a reconfiguration problem whose
-    configurations are (node type, GPUs, cores, nodes, plan).
-
-    :meth:`raw` is the problem exactly as sent (before numbers were converted to floats): the
-    reconfiguration parser needs JSON integers where the format says integer."""
-
-    cluster: ClusterSpec
-    jobs: list[ProblemJobSpec]
-    colocated: list[ColocatedSpec] | None = None
-    entities: dict[str, EntitySpec] | None = None
-    reconfig: ReconfigSection | None = Field(
-        None, description="reconfiguration extension (docs/reconfig.md); present = a reconfiguration problem")
-    _raw: Any = PrivateAttr(default=None)
-
-    @model_validator(mode="wrap")
-    @classmethod
-    def _keep_raw(cls, data: Any, handler: ModelWrapValidatorHandler[ProblemSpec]) -> ProblemSpec:
-        model = handler(data)
-        model._raw = data
-        return model
-
-    def raw(self) -> Any:
-        """The problem as it came in the request (a JSON object)."""
-        return self._raw
-
-    @property
-    def is_reconfig(self) -> bool:
-        """The problem has a ``reconfig`` section (``problem_from_any`` routes on the key)."""
-        return "reconfig" in self.model_fields_set
+ProblemBody = Annotated[dict[str, Any], WithJsonSchema(_problem_schema())]
+ClusterBody = Annotated[dict[str, Any], WithJsonSchema(cluster_json_schema())]
+SessionJobBody = Annotated[dict[str, Any], WithJsonSchema(job_json_schema(require=["steps_remaining"]))]
+ColocatedBody = Annotated[dict[str, Any], WithJsonSchema(object_json_schema(COLOCATED_FIELDS, "a pair of jobs"))]
+EntityBody = Annotated[dict[str, Any], WithJsonSchema(object_json_schema(ENTITY_FIELDS, "a tenant"))]
 
 
 # ------------------------------------------------------------------------------------ stateless
@@ -143,7 +84,7 @@ INT_MAX = 2 ** 63 - 1
 
 class SolveRequest(_Closed):
     policy: str = Field(description="registered policy name (GET /v1/policies)")
-    problem: ProblemSpec
+    problem: ProblemBody
     options: dict[str, Any] = Field(default_factory=dict,
                                     description="policy options, including solver, algorithm and time_limit")
     pop_k: int | None = Field(
@@ -249,7 +190,7 @@ class WorkerSpec(_Closed):
 
 
 class SessionCreate(_Closed):
-    cluster: ClusterSpec = Field(description="worker types (count, gpus_per_server, price_per_hour)")
+    cluster: ClusterBody = Field(description="worker types (count, gpus_per_server, price_per_hour)")
     policy: str = "max_min_fairness"
     options: dict[str, Any] = Field(default_factory=dict, description="policy options (as in /v1/solve)")
     round_length: Number = Field(360.0, description="seconds per round")
@@ -257,7 +198,7 @@ class SessionCreate(_Closed):
         0.0, description="seconds of session time between allocation recomputes on job arrivals/completions")
     auto_workers: bool = Field(True, description="create `count` workers per type named <type>-<server>-<gpu>")
     workers: list[WorkerSpec] = Field(default_factory=list, description="workers to register at creation")
-    entities: dict[str, EntitySpec] | None = None
+    entities: dict[str, EntityBody] | None = None
     placer: str = Field("consolidate", description="placement stage: consolidate | first_fit")
     migration: str = Field("matching", description="migration minimizer: matching | simple | none")
     work_conserving: bool = True
@@ -270,8 +211,8 @@ class WorkersAdd(_Closed):
 
 
 class JobsAdd(_Closed):
-    jobs: list[JobSpec] = Field(min_length=1, description="interchange job objects (steps_remaining required)")
-    colocated: list[ColocatedSpec] = Field(default_factory=list,
+    jobs: list[SessionJobBody] = Field(min_length=1, description="interchange job objects (steps_remaining required)")
+    colocated: list[ColocatedBody] = Field(default_factory=list,
                                            description="colocated throughputs among session jobs")
 
 
@@ -351,3 +292,52 @@ class SessionInfo(BaseModel):
     worker_counts: dict[str, int]
     jobs: dict[str, int] = Field(description="status -> number of jobs")
     allocation: AllocationInfo | None
+
+
+class SessionCreated(BaseModel):
+    session_id: str
+    version: int
+    policy: str
+    options: dict[str, Any]
+    worker_counts: dict[str, int]
+    round_length: float
+
+
+class Deleted(BaseModel):
+    deleted: str
+
+
+class WorkersAdded(BaseModel):
+    added: list[str]
+    worker_counts: dict[str, int]
+    version: int
+
+
+class WorkerRemoved(BaseModel):
+    removed: str
+    worker_counts: dict[str, int]
+    version: int
+
+
+class JobsAdded(BaseModel):
+    added: list[str]
+    version: int
+
+
+class JobRemoved(BaseModel):
+    removed: str
+    version: int
+
+
+class ProgressAccepted(BaseModel):
+    round: int
+    steps_remaining: dict[str, float] = Field(description="job -> steps remaining after this report")
+    version: int
+
+
+class RoundRecord(BaseModel):
+    round: int
+    started_at: float
+    duration: float | None
+    plan: dict[str, Any] = Field(description="the round's response as it was returned")
+    progress: dict[str, Any] | None

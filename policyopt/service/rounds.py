@@ -28,7 +28,6 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from policyopt.errors import InputError
 from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock, RecomputeEvent
 from policyopt.mechanism.state import mechanism_from_state, mechanism_to_state, with_worker_counts

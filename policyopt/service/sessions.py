@@ -298,14 +298,14 @@ class SessionManager:
     # ------------------------------------------------------------------------------ jobs
     def add_jobs(self, sid: str, job_specs: Sequence[Mapping[str, Any]],
                  colocated: Sequence[Mapping[str, Any]] = ()) -> dict[str, Any]:
-        check_json_numbers(list(job_specs), "jobs", magnitudes=True)
-        check_json_numbers(list(colocated), "colocated", magnitudes=True)
-
+        # every number is checked by Problem.from_dict below (policyopt.schema.MAGNITUDE)
         def fn(sess: SessionRow, jobs: dict[str, JobRow], workers: list[WorkerRow], coloc: list[dict[str, Any]]
                ) -> tuple[Changes, dict[str, Any]]:
             cfg, state = sess.config, sess.state  # private to this request
-            if len(jobs) + len(job_specs) > self.limits.max_jobs_per_session:
-                raise InputError("jobs", len(job_specs), f"a session holds at most {self.limits.max_jobs_per_session} jobs")
+            n_active = sum(j.status == "active" for j in jobs.values())
+            if n_active + len(job_specs) > self.limits.max_jobs_per_session:
+                raise InputError("jobs", len(job_specs), f"a session holds at most {self.limits.max_jobs_per_session} "
+                                                         f"active jobs ({n_active} active now)")
             new_ids: list[str] = []
             for i, spec in enumerate(job_specs):
                 if spec.get("steps_remaining") is None:

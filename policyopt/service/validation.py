@@ -2,27 +2,29 @@
 
 * :func:`check_json_numbers` — integers beyond ``±2**63`` anywhere in a request part are refused
   (they overflow when converted to float and would otherwise surface as server errors), and so
-  are non-zero numbers whose magnitude lies outside ``[1e-30, 1e30]`` (a throughput of ``1e-320``
-  makes the normalizer ``1/thr(m, X_equal)`` infinite; ``1e300`` overflows sums).
+  are non-zero numbers whose magnitude lies outside :data:`policyopt.schema.MAGNITUDE` (the one
+  range of the interchange format: a throughput of ``1e-320`` makes the normalizer
+  ``1/thr(m, X_equal)`` infinite; ``1e300`` overflows sums).
 * :func:`make_policy` — a policy instance from a name and options, with the server's time-limit
   rule: ``time_limit`` defaults to ``default_time_limit`` and may not exceed ``max_time_limit``;
   the solver named in the options must be registered and installed, and a sub-solver name
   (``pulp:CBC``) must solve a one-job problem (checked once per name).
-* :func:`solve_checked` — a solve whose model cannot be built from the request's numbers, or whose
-  backend fails, is the request's fault: ``InputError``, not a server error.
+* :func:`solve_checked` — a solve whose model cannot be built from the request's numbers is the
+  request's fault (``InputError``, 422); a backend that fails raises ``SolverError`` (HTTP 502) and
+  one that is not installed ``SolverNotAvailableError`` (503), never a bare server error.
 """
 from __future__ import annotations
 
 import math
 from typing import Any, Mapping
 
-from policyopt.errors import InputError, ModelingError, PolicyOptError, SolverError, SolverNotAvailableError
+from policyopt.errors import InputError, ModelingError, PolicyOptError, SolverNotAvailableError
 from policyopt.policy import Policy, get_policy
+from policyopt.schema import MAGNITUDE
 
 __all__ = ["check_json_numbers", "make_policy", "prefixed", "solve_checked"]
 
 _INT_LIMIT = 2 ** 63
-MAGNITUDE = (1e-30, 1e30)
 
 
 def check_json_numbers(obj: Any, path: str, magnitudes: bool = False) -> None:
@@ -122,11 +124,10 @@ def _check_sub_solver(name: Any) -> None:
 
 def solve_checked(policy: Policy, problem: Any, field: str = "problem") -> Any:
     """``policy.solve(problem)``; a model that cannot be built from the problem's numbers
-    (:class:`ModelingError`) or a backend failure (:class:`SolverError`) is reported as an
-    ``InputError`` on ``field`` (the request's data caused it), not as a server fault."""
+    (:class:`ModelingError`) is reported as an ``InputError`` on ``field`` (the request's data caused
+    it). A backend failure stays a :class:`SolverError` (502 over HTTP: the solver, not the request
+    or the service, failed)."""
     try:
         return policy.solve(problem)
     except ModelingError as exc:
         raise InputError(field, None, f"the model cannot be built from these numbers: {exc}") from None
-    except SolverError as exc:
-        raise InputError("options.solver", policy.config.get("solver"), f"the solver failed: {exc}") from None
