@@ -112,7 +112,7 @@ def test_time_limit_status_and_fallback(client: httpx.Client) -> None:
 
 @pytest.mark.parametrize("mutate, field, words", [
     (lambda p: p["jobs"][1]["throughputs"].__setitem__("v100", -1.0), "problem.jobs[1].throughputs.v100", ">= 0"),
-    (lambda p: p["jobs"][0]["throughputs"].__setitem__("tpu", 3.0), "problem.jobs[resnet50].throughputs", "unknown"),
+    (lambda p: p["jobs"][0]["throughputs"].__setitem__("tpu", 3.0), "problem.jobs[0].throughputs", "unknown"),
     (lambda p: p["jobs"][2].__setitem__("id", "resnet50"), "problem.jobs[].id", "duplicate"),
     (lambda p: p["jobs"][0].__setitem__("throughputs", {"v100": "fast"}), "problem.jobs[0].throughputs.v100", "number"),
     (lambda p: p["jobs"][0].__setitem__("colour", "red"), "problem.jobs[0].colour", "unknown field"),
