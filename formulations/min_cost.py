@@ -78,12 +78,6 @@ def slo_requirements(space: AllocationSpace) -> tuple[np.ndarray, np.ndarray]:
     return pos, space.steps[pos] / slo[pos]
 
 
-def ratio_value(space: AllocationSpace, X: np.ndarray) -> float:
-    """``Σ_m thr(m) / Σ_m cost(m)`` of an allocation (steps/s per $/h)."""
-    cost = float(np.sum(space.cost_matrix() @ X.ravel()))
-    return float(np.sum(space.throughput_values(X))) / cost if cost > 0 else 0.0
-
-
 class _CostPolicy(Policy):
     """Shared machinery of ``min_cost`` and ``min_cost_slo``."""
 

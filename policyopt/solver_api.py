@@ -269,7 +269,3 @@ def get_solver(name: str | Solver | None = None, require: Feature | None = None)
 
 def default_solver(require: Feature | None = None) -> Solver:
     return get_solver(None, require)
-
-
-def map_status(ok: bool) -> Status:  # small helper for adapters
-    return Status.OPTIMAL if ok else Status.ERROR

@@ -15,7 +15,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Sequence
 
 import numpy as np
 
@@ -179,9 +179,3 @@ def load_gavel(path: str | Path | None = None, which: str = "simulation") -> Gav
                     b = pos[_parse_key(other)]
                     paired[a, b, c] = [float(val[0]), float(val[1])]
     return GavelThroughputs(types, configs, alone, paired)
-
-
-def iter_pairs(n: int) -> Iterable[tuple[int, int]]:
-    for a in range(n):
-        for b in range(a + 1, n):
-            yield a, b

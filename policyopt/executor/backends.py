@@ -302,10 +302,6 @@ class _Zygote:
                 raise BackendError(f"fork server reply out of order: {reply}")
             return int(reply["pid"])
 
-    def exit_status(self, pid: int) -> int | None:
-        record = _read_json(self.exits_dir / f"{pid}.json")
-        return None if record is None else int(record["status"])
-
     def close(self) -> None:
         """Close the request pipe; the fork server exits once its children have exited."""
         with self._lock:

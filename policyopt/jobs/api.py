@@ -94,9 +94,6 @@ class Lease:
             raise InputError("lease.seconds", seconds, "must be a finite non-negative number")
         return cls(time.time() + seconds, steps_limit, keep_workers, lease_id)
 
-    def remaining_s(self) -> float:
-        return math.inf if self.deadline is None else self.deadline - time.time()
-
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 

@@ -30,7 +30,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -417,8 +417,3 @@ def _gpu_bandwidths(megabytes: int = 256, repeats: int = 5) -> dict[str, float]:
         torch.cuda.synchronize()
         result[key] = n * repeats / (time.perf_counter() - t0)
     return result
-
-
-def worker_type_dicts() -> list[dict[str, Any]]:
-    """The detected worker types as plain dicts (for the CLI's --list output)."""
-    return [asdict(w) for w in detect_worker_types().values()]
