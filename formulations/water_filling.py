@@ -83,7 +83,7 @@ from policyopt.modeling import Model
 from policyopt.policy import Option, Policy, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
-from policyopt.solver_api import Feature, SolverOptions
+from policyopt.solver_api import Feature
 
 from ._wf_engine import FAIRNESS, FIFO, FillGroup, FillOutcome, WaterFillingEngine, _floor_at, normalized_throughput
 
@@ -236,7 +236,7 @@ class WaterFillingMILP(WaterFillingPolicy):
         M = 2.0 * (float(nu.max()) * float(thr_max) + 1.0)
         margin, eps = float(self.config["margin"]), float(self.config["epsilon"])
         solver = self.get_solver(Feature.MILP)
-        opts = SolverOptions(time_limit=self.config["time_limit"])
+        opts = self.solver_options().with_(algorithm="auto")
         frozen = np.zeros(n, bool)
         b = np.zeros(n)
         level = np.zeros(n)

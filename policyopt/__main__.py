@@ -1,4 +1,5 @@
 """``python -m policyopt``: the ``policyopt`` command."""
 from policyopt.cli import main
 
-raise SystemExit(main())
+if __name__ == "__main__":  # guarded: POP's pool processes import the main module
+    raise SystemExit(main())

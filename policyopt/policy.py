@@ -79,6 +79,8 @@ COMMON_OPTIONS: tuple[Option, ...] = (
     Option("algorithm", str, "auto", "LP algorithm (HiGHS): auto, simplex, ipm, pdlp",
            ("auto", "simplex", "ipm", "pdlp")),
     Option("time_limit", float, None, "seconds per solver call; on expiry the documented fallback is returned"),
+    Option("verbose", bool, False, "the backend's own log output (e.g. HiGHS's iteration log)"),
+    Option("threads", int, None, "threads the backend may use (backend default when unset)"),
 )
 
 
@@ -148,7 +150,8 @@ class Policy(ABC):
     def solver_options(self, sf: Any | None = None) -> SolverOptions:
         """Options for the backend. ``algorithm="auto"`` is passed on: the backend decides per solve
         (one rule, :func:`policyopt.solver_api.auto_algorithm`, after the structured fast path)."""
-        return SolverOptions(algorithm=self.config["algorithm"], time_limit=self.config["time_limit"])
+        return SolverOptions(algorithm=self.config["algorithm"], time_limit=self.config["time_limit"],
+                             verbose=bool(self.config["verbose"]), threads=self.config["threads"])
 
     def get_solver(self, require: Feature | None = Feature.LP) -> Solver:
         return get_solver(self.config["solver"], require)

@@ -43,13 +43,15 @@ whole cluster's counts (``X_equal[m,c] = count_c/Σcount``) and the whole cluste
 sub-objectives are on one scale. (Policies must build their space through
 :meth:`Policy.make_space`, which POP overrides for plain problems.)
 
-Parallel execution (``workers`` processes: this one and ``workers − 1`` forked ones): the groups
-form one queue, largest first, from which every process takes the next group when it is free
-(self-scheduling, so a process slowed down by other load takes fewer). With the ``fork`` start
-method the forked processes inherit the full problem, the partition and the policy and cut their
-own sub-problems — nothing is pickled on the way in, only each group's allocation, throughputs and a
-small report come back; before forking the adapter may warm caches the workers then inherit
-(:meth:`PopAdapter.prepare_workers`). Elsewhere the sub-problems are cut here and pickled to a pool.
+Parallel execution (``workers`` processes: this one and ``workers − 1`` pool processes): the
+groups form one queue, largest first, from which every process takes the next group when it is
+free (self-scheduling, so a process slowed down by other load takes fewer). The pool processes are
+started with ``forkserver`` (``spawn`` where there is none), never ``fork``: this process may
+already run HiGHS's thread pool, and forking a multi-threaded process can deadlock the child
+(Python 3.12 warns about it). Each pool process receives the full problem, the partition and the
+policy once (pickled) and cuts its own sub-problems; only each group's allocation, throughputs and
+a small report come back. Before the pool starts the adapter may warm caches that then travel with
+it (:meth:`PopAdapter.prepare_workers`).
 
 Timings in ``result.extra["pop"]``: ``partition_seconds[p]`` = wall seconds of sub-problem ``p``
 where it ran (cutting it out of the full problem and solving it); ``partition_cpu_seconds[p]`` =
@@ -63,11 +65,13 @@ from __future__ import annotations
 
 import copy
 import functools
+import logging
 import multiprocessing as mp
 import os
 import pickle
 import time
 from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -78,6 +82,8 @@ from .errors import InputError
 from .policy import Policy, get_policy
 from .problem import Cluster, Problem, WorkerType, physical_type
 from .result import PolicyResult, Status, Timings
+
+log = logging.getLogger(__name__)
 
 __all__ = ["pop", "PopPolicy", "PopState", "Partition", "split_counts", "PopSpace", "PopAdapter",
            "pop_adapter", "PartResult"]
@@ -364,7 +370,7 @@ class PopAdapter:
     * :meth:`capacity_units` — workers per indivisible unit of each type (1: any split);
     * :meth:`check_partition` — veto a partition (a reason string lowers ``k``);
     * :meth:`sub_problem` — group ``p``'s problem: its jobs, its share of the cluster;
-    * :meth:`prepare_workers` — warm caches that forked workers then inherit;
+    * :meth:`prepare_workers` — warm caches before the parallel phase;
     * :meth:`make_space` (class method) — the space a sub-problem is solved over (used where
       ``overrides_space``; otherwise the policy's own :meth:`Policy.make_space`);
     * :meth:`part_report` (class method) — a compact dict a worker sends back with its allocation;
@@ -409,8 +415,8 @@ class PopAdapter:
         return self.problem.with_jobs(jobs, cluster=self.group_cluster(part.counts[p]))
 
     def prepare_workers(self) -> None:
-        """Called before worker processes are forked: fill caches the workers would otherwise each
-        fill again (they inherit the parent's memory). Plain problems: nothing to do."""
+        """Called before the pool processes start: fill caches that travel with the adapter (or that
+        this process, which solves groups too, reuses). Plain problems: nothing to do."""
 
     def context(self) -> Any:
         """What :meth:`make_space` needs besides the sub-problem (sent to workers): the full
@@ -471,10 +477,6 @@ def _solve_sub(policy: Policy, adapter_cls: type[PopAdapter], context: Any, sub:
                       time.process_time() - c0, res.solver, jobs, configs, X, adapter_cls.part_report(res))
 
 
-def _solve_built(policy: Policy, adapter_cls: type[PopAdapter], context: Any, sub: Problem) -> PartResult:
-    return _solve_sub(policy, adapter_cls, context, sub, time.perf_counter(), time.process_time())
-
-
 def _solve_group(policy: Policy, adapter: PopAdapter, part: Partition, members: list[np.ndarray],
                  p: int) -> PartResult:
     """Cut group ``p`` out of the full problem and solve it (timed from the cut)."""
@@ -485,17 +487,20 @@ def _solve_group(policy: Policy, adapter: PopAdapter, part: Partition, members: 
     return res
 
 
-_FORKED: tuple[Policy, PopAdapter, Partition, list[np.ndarray], list[int], Any] | None = None  # for forked workers
+#: what every process of a parallel run works from: (policy, adapter, partition, members, queue order, shared
+#: counter); set in this process by _run_parallel and in each pool process by _worker_init
+_SHARED: tuple[Policy, PopAdapter, Partition, list[np.ndarray], list[int], Any] | None = None
+#: start method of the pool processes: a fresh process (never ``fork``: module docstring)
+START_METHOD = "forkserver" if "forkserver" in mp.get_all_start_methods() else "spawn"
+#: modules the fork server imports once, so each pool process starts without importing them again
+_PRELOAD = ["numpy", "scipy.sparse", "highspy", "policyopt", "policyopt.pop", "policyopt.formulations"]
 
 
-def _worker_init() -> None:
-    """A forked worker starts HiGHS's thread scheduler afresh (threads do not survive ``fork``)."""
-    try:
-        import highspy
-
-        highspy.Highs.resetGlobalScheduler(True)
-    except (ImportError, AttributeError):  # pragma: no cover - older highspy
-        pass
+def _worker_init(payload: bytes, counter: Any) -> None:
+    """A pool process: unpickle the shared state (one pickle for all workers) and keep the counter."""
+    global _SHARED
+    policy, adapter, part, members, order = pickle.loads(payload)
+    _SHARED = (policy, adapter, part, members, order, counter)
 
 
 class _Carried(Exception):
@@ -520,10 +525,10 @@ def _carry(exc: Exception) -> Exception:
 
 
 def _drain(worker: int) -> list[PartResult]:
-    """Solve groups taken one at a time from the shared queue (``order`` and a shared counter, both
-    inherited through ``fork``) until it is empty; ``worker`` 0 is the parent process."""
-    assert _FORKED is not None
-    policy, adapter, part, members, order, counter = _FORKED
+    """Solve groups taken one at a time from the shared queue (``order`` and a shared counter) until
+    it is empty; ``worker`` 0 is the parent process."""
+    assert _SHARED is not None
+    policy, adapter, part, members, order, counter = _SHARED
     out = []
     while True:
         with counter.get_lock():
@@ -543,40 +548,48 @@ def _drain(worker: int) -> list[PartResult]:
 
 def _run_parallel(policy: Policy, adapter: PopAdapter, part: Partition, members: list[np.ndarray],
                   todo: list[int], workers: int) -> list[PartResult]:
-    """Solve groups ``todo`` in ``workers`` processes — this one and ``workers − 1`` forked ones —
-    that take groups from one shared queue, largest first (self-scheduling: a process slowed down
-    by other load simply takes fewer groups). The forked processes inherit the full problem, the
-    partition and the policy and cut their own sub-problems; only results are pickled. Without
-    ``fork`` the sub-problems are cut here and pickled to a process pool. Results in ``todo`` order."""
-    global _FORKED
+    """Solve groups ``todo`` in ``workers`` processes — this one and ``workers − 1`` pool processes
+    (``forkserver``/``spawn``: module docstring) — that take groups from one shared queue, largest
+    first (self-scheduling: a process slowed down by other load simply takes fewer groups). Each
+    pool process gets the full problem, the partition and the policy once and cuts its own
+    sub-problems; only results come back. Results in ``todo`` order."""
+    global _SHARED
     order = sorted(todo, key=lambda p: -members[p].size)
-    if "fork" in mp.get_all_start_methods():
-        ctx = mp.get_context("fork")
-        adapter.prepare_workers()
-        counter = ctx.Value("i", 0)
-        _FORKED = (policy, adapter, part, members, order, counter)
-        try:
-            with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx, initializer=_worker_init) as ex:
-                futures = [ex.submit(_drain, w) for w in range(1, workers)]
-                try:
-                    done = _drain(0)
-                    for f in futures:
+    ctx = mp.get_context(START_METHOD)
+    if START_METHOD == "forkserver":
+        ctx.set_forkserver_preload(_PRELOAD)
+    adapter.prepare_workers()
+    counter = ctx.Value("i", 0)
+    payload = pickle.dumps((policy, adapter, part, members, order), protocol=pickle.HIGHEST_PROTOCOL)
+    _SHARED = (policy, adapter, part, members, order, counter)
+    try:
+        with ProcessPoolExecutor(max_workers=workers - 1, mp_context=ctx, initializer=_worker_init,
+                                 initargs=(payload, counter)) as ex:
+            futures = [ex.submit(_drain, w) for w in range(1, workers)]
+            try:
+                done = _drain(0)
+                for f in futures:
+                    try:
                         done += f.result()
-                except BaseException as exc:
-                    with counter.get_lock():  # empty the queue: the other processes stop early
-                        counter.value = len(order)
-                    if isinstance(exc, _Carried):
-                        raise exc.rebuild() from None
-                    raise
-        finally:
-            _FORKED = None
-        out = {r.group: r for r in done}
-    else:  # pragma: no cover - platforms without fork
-        subs = [adapter.sub_problem(part, members[p], p) for p in order]
-        n = len(subs)
-        with ProcessPoolExecutor(max_workers=workers) as ex:
-            out = dict(zip(order, ex.map(_solve_built, [policy] * n, [type(adapter)] * n,
-                                         [adapter.context()] * n, subs)))
+                    except BrokenProcessPool as exc:  # e.g. a script without the __main__ guard
+                        log.warning("POP: a pool process died (%s); its groups are solved in this process. "
+                                    "Scripts that run POP in parallel need the `if __name__ == '__main__':` "
+                                    "guard (the pool processes import the main module).", exc)
+                solved = {r.group for r in done}
+                for p in order:
+                    if p not in solved:
+                        r = _solve_group(policy, adapter, part, members, p)
+                        r.worker = 0
+                        done.append(r)
+            except BaseException as exc:
+                with counter.get_lock():  # empty the queue: the other processes stop early
+                    counter.value = len(order)
+                if isinstance(exc, _Carried):
+                    raise exc.rebuild() from None
+                raise
+    finally:
+        _SHARED = None
+    out = {r.group: r for r in done}
     return [out[p] for p in todo]
 
 

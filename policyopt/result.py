@@ -9,19 +9,26 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from .extensions import result_sections
 
-__all__ = ["Status", "Timings", "SolveResult", "PolicyResult"]
+if TYPE_CHECKING:
+    import pandas as pd
+
+__all__ = ["Status", "Timings", "SolveResult", "PolicyResult", "json_default"]
 
 
 class Status(str, enum.Enum):
     """Outcome of a solve.
 
     * ``optimal`` — a proven optimum (within the solver's tolerances) was found.
+    * ``optimal_inaccurate`` — the backend stopped at a point it calls optimal only within relaxed
+      tolerances (cvxpy's ``optimal_inaccurate``); optimality is not proven, so ``ok`` is false and
+      policies treat it like ``time_limit``: they return the point if it satisfies every allocation
+      constraint, else their documented fallback, with this status and a ``message``.
     * ``infeasible`` — no point satisfies the constraints (also used for "infeasible or
       unbounded" when a backend cannot tell them apart on a problem whose variables are bounded).
     * ``unbounded`` — the objective can be improved without limit.
@@ -31,6 +38,7 @@ class Status(str, enum.Enum):
     """
 
     OPTIMAL = "optimal"
+    OPTIMAL_INACCURATE = "optimal_inaccurate"
     INFEASIBLE = "infeasible"
     UNBOUNDED = "unbounded"
     TIME_LIMIT = "time_limit"
@@ -133,8 +141,31 @@ class PolicyResult:
                     out[name] = value
         return out
 
+    def to_frame(self) -> "pd.DataFrame":
+        """The allocation as a pandas DataFrame: one row per job (index ``job``, in result order), one
+        column per configuration (the space's column order when known), each entry the fraction of
+        time the job spends alone there (0 where it has none). Colocated pairs are in
+        ``colocated_allocation``. pandas is imported on the first call."""
+        import pandas as pd
+
+        columns: list[str] = []
+        configs = getattr(getattr(self.space, "configs", None), "labels", None)
+        if configs is not None:
+            columns = [str(c) for c in configs.tolist()]
+        seen = set(columns)
+        for row in self.allocation.values():
+            for c in row:
+                if c not in seen:
+                    seen.add(c)
+                    columns.append(c)
+        frame = pd.DataFrame.from_dict(self.allocation, orient="index", columns=columns, dtype=float)
+        frame = frame.reindex(index=list(self.allocation), columns=columns).fillna(0.0)
+        frame.index.name = "job"
+        frame.columns.name = "configuration"
+        return frame
+
     def to_json(self, indent: int | None = 2) -> str:
-        return json.dumps(self.to_dict(), indent=indent, default=_json_default)
+        return json.dumps(self.to_dict(), indent=indent, default=json_default)
 
 
 def _finite_or_none(v: float | None) -> float | None:
@@ -144,7 +175,9 @@ def _finite_or_none(v: float | None) -> float | None:
     return v if np.isfinite(v) else None
 
 
-def _json_default(o: Any) -> Any:
+def json_default(o: Any) -> Any:
+    """The ``default=`` of ``json.dumps`` for the project's results: numpy scalars and arrays as
+    Python numbers and lists, enums (e.g. :class:`Status`) as their values."""
     if isinstance(o, np.generic):
         return o.item()
     if isinstance(o, np.ndarray):

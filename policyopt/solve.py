@@ -17,6 +17,9 @@ def solve(problem: Problem | dict[str, Any] | str, policy: str | Policy = "max_m
 
         result = policyopt.solve(problem, "max_min_fairness", space_sharing=True, solver="highs")
         result.allocation["0"]["v100"]
+
+    Solver settings are policy options too and reach the backend unchanged: ``time_limit``,
+    ``algorithm``, ``verbose`` (the backend's own log) and ``threads``.
     """
     if isinstance(problem, dict):
         problem = problem_from_any(problem)

@@ -63,6 +63,9 @@ class SolverOptions:
             raise InputError("options.algorithm", self.algorithm, "must be one of auto, simplex, ipm, pdlp")
         if self.time_limit is not None and not (self.time_limit > 0):
             raise InputError("options.time_limit", self.time_limit, "must be a positive number of seconds")
+        if self.threads is not None and (isinstance(self.threads, bool) or not isinstance(self.threads, int)
+                                         or self.threads < 1):
+            raise InputError("options.threads", self.threads, "must be a positive integer")
 
     def with_(self, **kw: Any) -> "SolverOptions":
         return replace(self, **kw)

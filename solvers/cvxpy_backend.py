@@ -64,13 +64,13 @@ def _solve_cvxpy(sf: StandardForm, options: SolverOptions, sub: str | None) -> S
         raise SolverError(f"cvxpy solve with solver {solver!r} and options {kwargs} failed: {exc}") from exc
     t2 = time.perf_counter()
     st = prob.status
-    status = {cp.OPTIMAL: Status.OPTIMAL, cp.OPTIMAL_INACCURATE: Status.OPTIMAL,
+    status = {cp.OPTIMAL: Status.OPTIMAL, cp.OPTIMAL_INACCURATE: Status.OPTIMAL_INACCURATE,
               cp.INFEASIBLE: Status.INFEASIBLE, cp.INFEASIBLE_INACCURATE: Status.INFEASIBLE,
               cp.UNBOUNDED: Status.UNBOUNDED, cp.UNBOUNDED_INACCURATE: Status.UNBOUNDED,
               cp.USER_LIMIT: Status.TIME_LIMIT}.get(st, Status.ERROR)
     res = SolveResult(status, None, None, solver=f"cvxpy:{solver}", options={"solver": solver, **kwargs},
                       message=str(st))
-    if status is Status.OPTIMAL or (status is Status.TIME_LIMIT and x.value is not None):
+    if status is Status.OPTIMAL or (status in (Status.OPTIMAL_INACCURATE, Status.TIME_LIMIT) and x.value is not None):
         res.x = np.asarray(x.value, dtype=np.float64).reshape(n) if n else np.zeros(0)
         res.objective = float(sf.c @ res.x + sf.offset)
         if not int_idx.size:

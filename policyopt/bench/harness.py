@@ -169,15 +169,14 @@ def summarize(runs: pd.DataFrame, agree_tol: float = 1e-6) -> pd.DataFrame:
 
 
 def plot_summary(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
-    """Log-log plots of total and solve time vs jobs, one line per backend, per policy."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    """Log-log plots of total and solve time vs jobs, one line per backend, per policy (a
+    :class:`~matplotlib.figure.Figure`, not pyplot: the user's matplotlib backend is left alone)."""
+    from matplotlib.figure import Figure
 
     paths = []
     for policy, df in summary.groupby("policy"):
-        fig, axes = plt.subplots(1, 2, figsize=(10, 4))
+        fig = Figure(figsize=(10, 4))
+        axes = fig.subplots(1, 2)
         for backend, d in df.groupby("backend"):
             d = d.sort_values("jobs")
             axes[0].plot(d["jobs"], d["total_s"], marker="o", label=backend)
@@ -194,7 +193,6 @@ def plot_summary(summary: pd.DataFrame, out_dir: Path) -> list[Path]:
         fig.tight_layout()
         p = out_dir / f"bench_{policy}.png"
         fig.savefig(p, dpi=110)
-        plt.close(fig)
         paths.append(p)
     return paths
 

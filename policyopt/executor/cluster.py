@@ -20,13 +20,13 @@ import re
 from dataclasses import asdict, dataclass
 from typing import Any, Mapping, Sequence
 
+from policyopt.cluster_counts import parse_cluster as _parse_cluster
 from policyopt.errors import InputError
 
 __all__ = ["Slot", "parse_cluster", "worker_type_kind", "build_slots", "usable_cores", "PIN_MODES"]
 
 PIN_MODES = ("auto", "on", "off")
 _CPU = re.compile(r"^cpu([1-9]\d*)$")
-_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -47,32 +47,9 @@ class Slot:
 
 
 def parse_cluster(spec: str | Mapping[str, int]) -> dict[str, int]:
-    """``"cpu1=1,cpu2=1"`` (or a mapping) → ``{"cpu1": 1, "cpu2": 1}`` (order kept)."""
-    items: list[tuple[str, Any]]
-    if isinstance(spec, Mapping):
-        items = [(str(k), v) for k, v in spec.items()]
-    elif isinstance(spec, str) and spec.strip():
-        items = []
-        for part in spec.split(","):
-            name, sep, value = part.strip().partition("=")
-            if not sep:
-                raise InputError("cluster", spec, "must look like cpu1=1,cpu2=1")
-            items.append((name.strip(), value.strip()))
-    else:
-        raise InputError("cluster", spec, "must look like cpu1=1,cpu2=1")
-    out: dict[str, int] = {}
-    for name, value in items:
-        if not _NAME.match(name):
-            raise InputError(f"cluster.{name}", name, "worker type names are lowercase, e.g. cpu1, cpu2, h100")
-        if name in out:
-            raise InputError(f"cluster.{name}", value, "worker type listed twice")
-        ok = (isinstance(value, int) and not isinstance(value, bool)) or (isinstance(value, str) and value.isdigit())
-        if not ok or int(value) < 0:
-            raise InputError(f"cluster.{name}", value, "must be a non-negative integer")
-        out[name] = int(value)
-    if sum(out.values()) == 0:
-        raise InputError("cluster", spec, "the cluster needs at least one worker")
-    return out
+    """``"cpu1=1,cpu2=1"`` (or a mapping) → ``{"cpu1": 1, "cpu2": 1}`` (order kept):
+    :func:`policyopt.cluster_counts.parse_cluster` with the executor's example."""
+    return _parse_cluster(spec, example="cpu1=1,cpu2=1")
 
 
 def worker_type_kind(name: str) -> tuple[str, int]:

@@ -22,6 +22,7 @@ Tables
 Every round ends with one transaction that writes the jobs, the round row and the meta values
 together, so a restart sees the state at the end of the last committed round; a worker process
 is recorded (``jobs.process``) right after it starts, so a restarted executor can retire it.
+The file carries a schema version and migrates on open (:mod:`policyopt.sqlite_schema`).
 """
 from __future__ import annotations
 
@@ -36,6 +37,7 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 from policyopt.errors import InputError
+from policyopt.sqlite_schema import migrate
 
 __all__ = ["ExecutorState", "JobRecord", "JOB_STATUSES"]
 
@@ -68,6 +70,9 @@ CREATE TABLE IF NOT EXISTS rounds (idx INTEGER PRIMARY KEY, start REAL NOT NULL,
 CREATE TABLE IF NOT EXISTS events (id INTEGER PRIMARY KEY AUTOINCREMENT, time REAL NOT NULL, wall REAL NOT NULL,
                                    kind TEXT NOT NULL, job_id TEXT, detail TEXT);
 """
+
+#: schema migrations in order (``PRAGMA user_version`` counts those applied; policyopt.sqlite_schema)
+_MIGRATIONS = (_SCHEMA,)
 
 _JOB_COLUMNS = ("job_id", "position", "spec", "status", "steps_required", "steps_done", "checkpoint", "restarts",
                 "crashes", "consecutive_crashes", "error", "initial_loss", "final_loss", "first_start", "finish",
@@ -140,7 +145,7 @@ class ExecutorState:
             self._db.row_factory = sqlite3.Row
             self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA synchronous=NORMAL")
-            self._db.executescript(_SCHEMA)
+            migrate(self._db, _MIGRATIONS, field="state", value=str(self.path))
         except sqlite3.DatabaseError as exc:
             raise InputError("state", str(self.path), f"not a usable SQLite file: {exc}") from None
         self._lock = threading.RLock()

@@ -184,8 +184,8 @@ class ReconfigPopAdapter(PopAdapter):
 
     def prepare_workers(self) -> None:
         """Build the space of one job per model once here, so the per-model configuration grids
-        (cached by :func:`~.catalog.model_grid`) are computed once and inherited by every forked
-        worker instead of recomputed by each, every round."""
+        (cached by :func:`~.catalog.model_grid`) are computed once in this process instead of once
+        per group, every round."""
         first: dict[str, int] = {}
         for i, j in enumerate(self.problem.jobs):
             first.setdefault(self.spec.jobs[j.id].model, i)

@@ -19,6 +19,8 @@ continues its sessions exactly.
 The mechanism state (the largest part, ``O(jobs × worker types)``) has its own column, read only
 when the caller does not hold the current one (``need_mechanism``); job specs never change after
 insertion, so their parsed form is cached per ``(session, job)``.
+
+The file carries a schema version and migrates on open (:mod:`policyopt.sqlite_schema`).
 """
 from __future__ import annotations
 
@@ -30,6 +32,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterator
+
+from policyopt.sqlite_schema import migrate
 
 __all__ = ["Store", "SessionRow", "JobRow", "WorkerRow", "RoundRow", "Changes", "ConflictError",
            "NotFoundError", "UNCHANGED"]
@@ -55,6 +59,9 @@ CREATE TABLE IF NOT EXISTS rounds (
     plan TEXT NOT NULL, progress TEXT,
     PRIMARY KEY (session_id, round));
 """
+
+#: schema migrations in order (``PRAGMA user_version`` counts those applied; policyopt.sqlite_schema)
+_MIGRATIONS = (_SCHEMA,)
 
 
 class ConflictError(Exception):
@@ -142,7 +149,7 @@ class Store:
         self._specs: dict[tuple[str, str], dict[str, Any]] = {}
         conn = self._conn()
         conn.execute("PRAGMA journal_mode=WAL")
-        conn.executescript(_SCHEMA)
+        migrate(conn, _MIGRATIONS, field="store", value=self.path)
 
     def _conn(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)

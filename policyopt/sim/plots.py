@@ -1,4 +1,7 @@
-"""Matplotlib figures of simulations (Agg backend: files only, no display).
+"""Matplotlib figures of simulations, written to files.
+
+Figures are :class:`matplotlib.figure.Figure` objects, never pyplot's: drawing one does not
+switch, or even consult, the user's matplotlib backend (``savefig`` renders with Agg on its own).
 
 * :func:`jct_cdf_figure` — CDF of JCT (steady-state window) for one or more runs;
 * :func:`utilization_figure` — GPU utilization per round over simulated time;
@@ -18,28 +21,25 @@ import numpy as np
 __all__ = ["jct_cdf_figure", "utilization_figure", "resources_figure", "jct_vs_load_figure", "bar_figure"]
 
 
-def _plt() -> Any:
-    import matplotlib
+def _subplots(*args: Any, figsize: tuple[float, float], **kwargs: Any) -> tuple[Any, Any]:
+    """``(figure, axes)`` like ``pyplot.subplots``, without pyplot (module docstring)."""
+    from matplotlib.figure import Figure
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    fig = Figure(figsize=figsize)
+    return fig, fig.subplots(*args, **kwargs)
 
 
-def _save(plt: Any, fig: Any, path: str | Path) -> Path:
-    """Lay out, write (120 dpi) and close a figure; returns its path."""
+def _save(fig: Any, path: str | Path) -> Path:
+    """Lay out and write (120 dpi) a figure; returns its path."""
     fig.tight_layout()
     path = Path(path)
     fig.savefig(path, dpi=120)
-    plt.close(fig)
     return path
 
 
 def jct_cdf_figure(runs: Mapping[str, Any], path: str | Path, window_only: bool = True) -> Path:
     """CDF of JCT in hours; ``runs`` maps a label to a :class:`~policyopt.sim.SimResult`."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = _subplots(figsize=(5, 3.5))
     for label, res in runs.items():
         df = res.jobs[res.jobs["in_window"]] if window_only else res.jobs
         x = np.sort(df["jct"].to_numpy(float)) / 3600.0
@@ -51,13 +51,12 @@ def jct_cdf_figure(runs: Mapping[str, Any], path: str | Path, window_only: bool 
     ax.set_ylabel("fraction of jobs")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
     """GPU utilization per round (busy GPU-seconds / available) against simulated hours."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = _subplots(figsize=(6, 3.2))
     for label, res in runs.items():
         r = res.rounds
         if not len(r):
@@ -73,15 +72,14 @@ def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def resources_figure(res: Any, path: str | Path) -> Path:
     """Allocated share of the cluster's GPUs, CPU cores and host memory per round (held time over
     round length) against simulated hours; ``res.rounds`` needs ``utilization``, ``cpu_utilization``
     and ``host_mem_utilization``."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(6, 3.2))
+    fig, ax = _subplots(figsize=(6, 3.2))
     r = res.rounds
     if len(r):
         t = (r["start"].to_numpy(float) - r["start"].iloc[0]) / 3600.0
@@ -93,15 +91,14 @@ def resources_figure(res: Any, path: str | Path) -> Path:
     ax.set_ylim(0, 1.05)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def jct_vs_load_figure(table: Any, path: str | Path, *, x: str = "rate", y: str = "avg_jct_hours",
                        hue: str = "policy", xlabel: str = "input job rate (jobs/hour)",
                        ylabel: str = "average JCT (hours)", title: str | None = None) -> Path:
     """Mean of ``y`` over seeds against ``x``, one line per ``hue`` (error bars: min–max over seeds)."""
-    plt = _plt()
-    fig, ax = plt.subplots(figsize=(5, 3.5))
+    fig, ax = _subplots(figsize=(5, 3.5))
     for name, g in table.groupby(hue, sort=False):
         agg = g.groupby(x)[y].agg(["mean", "min", "max"]).sort_index()
         xs = agg.index.to_numpy(float)
@@ -113,14 +110,13 @@ def jct_vs_load_figure(table: Any, path: str | Path, *, x: str = "rate", y: str 
         ax.set_title(textwrap.fill(title, 60), fontsize=8)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
-    return _save(plt, fig, path)
+    return _save(fig, path)
 
 
 def bar_figure(table: Any, path: str | Path, *, metrics: list[str], hue: str = "policy",
                title: str | None = None) -> Path:
     """Mean (over seeds) of each metric per policy, one panel per metric (error bars: min–max)."""
-    plt = _plt()
-    fig, axes = plt.subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
+    fig, axes = _subplots(1, len(metrics), figsize=(3.2 * len(metrics), 3.2), squeeze=False)
     for ax, m in zip(axes[0], metrics):
         agg = table.groupby(hue, sort=False)[m].agg(["mean", "min", "max"])
         xs = np.arange(len(agg))
@@ -131,4 +127,4 @@ def bar_figure(table: Any, path: str | Path, *, metrics: list[str], hue: str = "
         ax.grid(alpha=0.3, axis="y")
     if title:
         fig.suptitle(textwrap.fill(title, 40 * len(metrics)), fontsize=9)
-    return _save(plt, fig, path)
+    return _save(fig, path)

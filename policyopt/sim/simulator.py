@@ -43,12 +43,14 @@ from typing import Any, Mapping, Sequence
 import numpy as np
 
 from ..data.gavel import GavelThroughputs, load_gavel
+from ..cluster_counts import parse_cluster
 from ..errors import InputError, UnknownNameError
 from ..mechanism import Combination, RecomputeClock, RoundAssignment
 from ..placement import (MIGRATION_MINIMIZERS, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo, MatchingPacker,
                          NoPacking, PairThroughputTable, Placement, migrated_jobs)
 from ..policy import get_policy
 from ..problem import Cluster, Entity, Job, Problem
+from ..result import json_default
 from .metrics import DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, steady_state_window
 from .scheduling import (AllocationScheduler, PartitionedScheduler, PriorityScheduler, StaticEntitySplit,
                          resolve_policy)
@@ -62,30 +64,6 @@ GAVEL_PRICES: dict[str, float] = {"v100": 2.48, "p100": 1.46, "k80": 0.45}
 PHASES = ("problem", "solve", "install", "select", "pack", "place", "migrate", "execute")
 _BLOCKER = "__failed__"
 
-
-def parse_cluster(spec: str | Mapping[str, int]) -> dict[str, int]:
-    """``"v100=36,p100=36,k80=36"`` (or a mapping) → ``{"v100": 36, ...}``."""
-    if isinstance(spec, Mapping):
-        items = list(spec.items())
-    else:
-        items = []
-        for part in str(spec).split(","):
-            name, sep, val = part.strip().partition("=")
-            if not sep or not name:
-                raise InputError("cluster", spec, "must look like v100=36,p100=36,k80=36")
-            items.append((name.strip(), val.strip()))
-    out: dict[str, int] = {}
-    for name, val in items:
-        ok = (isinstance(val, (int, np.integer)) and not isinstance(val, bool) and val >= 0) or \
-            (isinstance(val, str) and val.isdigit())
-        if not ok:
-            raise InputError(f"cluster.{name}", val, "must be a non-negative integer")
-        if name in out:
-            raise InputError(f"cluster.{name}", val, "worker type listed twice")
-        out[name] = int(val)
-    if not out or sum(out.values()) == 0:
-        raise InputError("cluster", spec, "the cluster needs at least one GPU")
-    return out
 
 
 @dataclass
@@ -178,7 +156,7 @@ class SimResult:
         d.mkdir(parents=True, exist_ok=True)
         out = {"metrics": d / "metrics.json", "jobs": d / "jobs.csv", "rounds": d / "rounds.csv",
                "recomputes": d / "recomputes.csv"}
-        out["metrics"].write_text(json.dumps(self.metrics, indent=2, default=_json_default))
+        out["metrics"].write_text(json.dumps(self.metrics, indent=2, default=json_default))
         self.jobs.to_csv(out["jobs"], index=False)
         self.rounds.to_csv(out["rounds"], index=False)
         self.recomputes.to_csv(out["recomputes"], index=False)
@@ -197,13 +175,6 @@ class SimResult:
                 out["resources"] = resources_figure(self, d / "resources.png")
         return out
 
-
-def _json_default(o: Any) -> Any:
-    if isinstance(o, np.generic):
-        return o.item()
-    if isinstance(o, np.ndarray):
-        return o.tolist()
-    raise TypeError(f"not JSON serializable: {type(o).__name__}")
 
 
 def _gpus_per_server(counts: Mapping[str, int], spec: int | Mapping[str, int] | None) -> dict[str, int]:
