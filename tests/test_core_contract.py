@@ -288,25 +288,61 @@ def test_one_json_encoder():
 
 # ------------------------------------------------------------------------ POP's start method
 POP_NO_FORK = textwrap.dedent("""
-    import os, sys, warnings
-    warnings.simplefilter("error", DeprecationWarning)  # Python 3.12: fork of a threaded process warns
+    import os, sys
     import policyopt
     from policyopt.pop import START_METHOD, pop
-    jobs = [{"id": str(i), "throughputs": {"v100": 1.0 + i % 3, "k80": 0.5 + (i % 2)}} for i in range(12)]
+    jobs = [{"id": str(i), "throughputs": {"v100": 1.0 + i % 3, "k80": 0.5 + (i % 2)}} for i in range(16)]
     prob = policyopt.Problem.from_dict({"cluster": {"worker_types": {"v100": 4, "k80": 4}}, "jobs": jobs})
     policyopt.solve(prob, "max_min_fairness", threads=2)  # HiGHS's thread pool now runs in this process
     def no_fork():
         raise AssertionError("os.fork called in the HiGHS-threaded parent")
     os.fork = no_fork
-    par = pop("max_min_fairness", 2, 0, max_workers=2).solve(prob)
-    seq = pop("max_min_fairness", 2, 0, parallel=False).solve(prob)
+    import time
+    import policyopt.pop as P
+    solve_group = P._solve_group
+    def slow(*args):  # this process only: the pool process gets to take groups before the queue is empty
+        time.sleep(2.0)
+        return solve_group(*args)
+    P._solve_group = slow
+    par = pop("max_min_fairness", 4, 0, max_workers=2).solve(prob)
+    P._solve_group = solve_group
+    seq = pop("max_min_fairness", 4, 0, parallel=False).solve(prob)
     assert par.extra["pop"]["mode"] == "parallel" and par.extra["pop"]["workers"] == 2, par.extra["pop"]
+    assert par.extra["pop"]["worker_seconds"][1] > 0, par.extra["pop"]  # the pool process solved groups
     assert par.allocation == seq.allocation and par.objective == seq.objective
     print(START_METHOD, sys.version_info[:2])
 """)
 
 
 def test_pop_parallel_never_forks_the_threaded_parent():
-    proc = subprocess.run([sys.executable, "-c", POP_NO_FORK], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    """``os.fork`` is disabled in the parent after HiGHS ran there; on Python ≥ 3.12 a fork of a
+    multi-threaded process would also print its DeprecationWarning (shown with ``-W always``)."""
+    proc = subprocess.run([sys.executable, "-W", "always::DeprecationWarning", "-c", POP_NO_FORK], capture_output=True,
+                          text=True, timeout=300, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "use of fork()" not in proc.stderr
+    assert "pool process died" not in proc.stderr
     assert proc.stdout.split()[-3] in ("forkserver", "spawn")
+
+
+POP_UNGUARDED_SCRIPT = textwrap.dedent("""
+    import policyopt
+    from policyopt.pop import pop
+    jobs = [{"id": str(i), "throughputs": {"v100": 1.0 + i % 3}} for i in range(8)]
+    prob = policyopt.Problem.from_dict({"cluster": {"worker_types": {"v100": 4}}, "jobs": jobs})
+    par = pop("max_min_fairness", 2, 0, max_workers=2).solve(prob)
+    seq = pop("max_min_fairness", 2, 0, parallel=False).solve(prob)
+    assert par.allocation == seq.allocation
+    print("same")
+""")
+
+
+def test_pop_in_a_script_without_main_guard_falls_back_to_this_process(tmp_path):
+    """The pool processes import the main module; a script without the guard re-runs itself there
+    and the pool breaks: the groups are then solved here, with a warning that says why."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(POP_UNGUARDED_SCRIPT)
+    proc = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.split()[-1] == "same"
+    assert "__main__" in proc.stderr and "solved in this process" in proc.stderr
