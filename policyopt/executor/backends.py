@@ -572,6 +572,7 @@ class RayBackend:
         self._actors: dict[str, Any] = {}
         self._ready: dict[str, Any] = {}  # worker id -> pending warm_up reference (actor not confirmed yet)
         self._nodes: dict[str, str] = {}  # worker id -> node id, for actors that are up
+        self._dead: set[str] = set()  # worker ids whose actor call failed: the actor is gone
         for slot in self.slots:
             self._create(slot)
 
@@ -613,13 +614,14 @@ class RayBackend:
         alive = {n["NodeID"] for n in self._ray.nodes() if n.get("Alive")}
         by_id = {s.worker_id: s for s in self.slots}
         for w, node in list(self._nodes.items()):
-            if node not in alive:  # the node died, and the actor with it: ask for a new one
+            if node not in alive or w in self._dead:  # the node died, and the actor with it: ask for a new one
                 del self._nodes[w]
                 try:
                     self._ray.kill(self._actors[w])
                 except Exception:  # noqa: BLE001, S110 - it is gone already
                     pass
                 self._create(by_id[w])
+        self._dead.clear()
         if self._ready:
             done, _ = self._ray.wait(list(self._ready.values()), num_returns=len(self._ready), timeout=0)
             for w in [w for w, r in self._ready.items() if r in done]:
@@ -642,7 +644,11 @@ class RayBackend:
             raise BackendError(f"the Ray actor is gone: {exc}") from exc
 
     def _call(self, workers: Sequence[str], method: str, *args: Any, timeout: float = 120.0) -> Any:
-        return self._get(getattr(self._actor(workers), method).remote(*args), timeout)
+        try:
+            return self._get(getattr(self._actor(workers), method).remote(*args), timeout)
+        except BackendError:
+            self._dead.add(workers[0])  # its actor (its node) is gone, even before Ray marks the node dead
+            raise
 
     def rendezvous(self, worker_id: str) -> tuple[str, int]:
         addr, port = self._call([worker_id], "rendezvous")

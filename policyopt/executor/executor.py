@@ -182,6 +182,7 @@ class _RoundAcc:
     ended: dict[str, float] = field(default_factory=dict)  # job -> executor-clock time it completed/failed
     crashes: dict[str, int] = field(default_factory=dict)
     launched: list[str] = field(default_factory=list)
+    not_started: list[str] = field(default_factory=list)  # selected, but a slot's machine was gone
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per phase of the round
 
 
@@ -429,8 +430,11 @@ class Executor:
         for j in keep:
             self.backend.renew(self.tracks[j].handle, lease)
         for j in slot_sets:
-            if j not in keep:
-                self._launch(self.jobs[j], slot_sets[j], lease, acc, clock_now=now + (time.time() - wall0))
+            if j not in keep and not self._launch(self.jobs[j], slot_sets[j], lease, acc,
+                                                   clock_now=now + (time.time() - wall0)):
+                acc.not_started.append(j)
+                self.state.event(now, "launch_failed", j, {"workers": [self.slots[s].worker_id for s in slot_sets[j]]})
+        slot_sets = {j: g for j, g in slot_sets.items() if j not in acc.not_started}
         self._save_jobs()
         t_started = time.time()
         self._monitor(deadline, lease, slot_sets, acc, wall0, now)
@@ -757,6 +761,14 @@ class Executor:
         track = self.tracks[j]
         clock_now = self._clock(time.time(), wall0, now)
         dead = self._dead_slots(track.slots)
+        t_wait = time.time()
+        while not dead and code != 0 and len(set(self.topology.nodes.get(s) for s in track.slots)) > 1 \
+                and time.time() - t_wait < 3.0:
+            # a spread group broke: give the backend a moment to see whether a peer's machine is gone
+            time.sleep(0.25)
+            for h in track.ranks:
+                self._poll(h)
+            dead = self._dead_slots(track.slots)
         if dead:  # its machine went away: the job restarts whole once the slot is out of the cluster
             self._end_on_lost_slots(j, track, dead, clock_now)
             return
@@ -882,6 +894,8 @@ class Executor:
             for j in comb.jobs:
                 ended = acc.ended.get(j)
                 durations[j] = min(L, max(0.0, ended - now)) if ended is not None else L
+                if j in acc.not_started:
+                    durations[j] = 0.0
         assert self.mech is not None
         if placed.selection.combinations:
             self.mech.record_round(placed.selection, durations)
