@@ -334,8 +334,9 @@ class Executor:
             if rec.process is None:
                 continue
             final = self._retire_ranks(rec.process)
-            self.log(f"retired {rec.job_id} (pid {rec.process.get('pid')}, {len(rec.process.get('ranks') or [0])} "
-                     f"rank(s)): {(final or {}).get('status')} at step {(final or {}).get('steps_done')}")
+            n_ranks = len(rec.process.get("ranks") or [0])
+            self.log(f"retired {rec.job_id} (pid {rec.process.get('pid')}, {n_ranks} rank(s)): "
+                     f"{(final or {}).get('status')} at step {(final or {}).get('steps_done')}")
             if final is not None and final.get("job_id") == rec.job_id:
                 self._absorb_final(rec, final)
                 if final.get("status") == "completed" and rec.status == "active":
@@ -344,7 +345,8 @@ class Executor:
             if rec.status != "active" and self.mech is not None and rec.job_id in self.mech.arrays.job_ids:
                 self.mech.remove_jobs([rec.job_id])
             self.state.event(self.time, "retired", rec.job_id, {"status": (final or {}).get("status"),
-                                                                "steps_done": (final or {}).get("steps_done")})
+                                                                "steps_done": (final or {}).get("steps_done"),
+                                                                "ranks": n_ranks})
         self.previous, self.previous_pairs = {}, []
         with self.state.transaction():
             self.state.save_jobs(self.jobs)
@@ -773,6 +775,12 @@ class Executor:
             self._end_on_lost_slots(j, track, dead, clock_now)
             return
         del self.tracks[j]
+        if failed_rank is None and code != 0:  # rank 0 failed: because a peer died first?
+            for r, h in enumerate(track.ranks[1:], start=1):
+                peer = self._poll(h)
+                if peer not in (None, 0):
+                    failed_rank, code = r, peer
+                    break
         self._end_ranks(track, kill=failed_rank is not None or why is not None)
         record = self._quietly(self.backend.progress, track.handle)
         self._observe(rec, track, record, acc, clock_now)

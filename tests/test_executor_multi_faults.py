@@ -1,0 +1,148 @@
+"""Faults of data-parallel jobs (two ranks on two ``cpu1`` slots, local backend):
+
+* the executor is SIGKILLed while a 2-worker job trains; rerunning the same command finds both
+  ranks left behind and retires them (they stop at the same step and rank 0 checkpoints) before
+  the job starts again, so no two generations of ranks ever train the job at once, and every job
+  ends at exactly its step count;
+* rank 1 of the job is SIGKILLed: the whole job (rank 0 too) ends and restarts from its newest
+  checkpoint, and the run completes.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("sklearn")
+
+pytestmark = [pytest.mark.torch, pytest.mark.timeout(900)]
+ROOT = Path(__file__).resolve().parents[1]
+JOBS = [{"id": "dp", "job_type": "transformer-bs16", "steps": 160, "scale_factor": 2, "seed": 2},
+        {"id": "one", "job_type": "lstm-bs10", "steps": 120, "seed": 1}]
+
+
+def _alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state not in ("Z", "X")
+
+
+def _process(state: Path, job: str) -> dict[str, Any] | None:
+    try:
+        db = sqlite3.connect(f"file:{state}?mode=ro", uri=True, timeout=5)
+        try:
+            row = db.execute("SELECT process FROM jobs WHERE job_id = ?", (job,)).fetchone()
+        finally:
+            db.close()
+    except sqlite3.Error:
+        return None
+    return json.loads(row[0]) if row and row[0] else None
+
+
+def _training(state: Path, job: str, min_steps: int = 5) -> dict[str, Any] | None:
+    """The job's launch record while both ranks run and rank 0 trained ``min_steps`` in it."""
+    proc = _process(state, job)
+    if not proc or len(proc.get("ranks") or []) != 2 or not all(r.get("pid", 0) > 0 for r in proc["ranks"]):
+        return None
+    try:
+        live = json.loads(Path(proc["progress_file"]).read_text())
+    except (OSError, ValueError):
+        return None
+    ok = live.get("status") == "running" and live.get("steps_this_session", 0) >= min_steps
+    return proc if ok else None
+
+
+def _command(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
+    (tmp_path / "jobs.json").write_text(json.dumps(JOBS))
+    cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--jobs", str(tmp_path / "jobs.json"),
+           "--cluster", "cpu1=2", "--policy", "max_min_fairness", "--round-seconds", "3",
+           "--state", str(tmp_path / "s.sqlite"), "--output", str(tmp_path / "out"), "--no-live", "--no-fidelity"]
+    return cmd, {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+def _wait_for(predicate: Any, proc: subprocess.Popen[bytes], log: Path, timeout: float = 300) -> Any:
+    t0 = time.time()
+    while True:
+        value = predicate()
+        if value:
+            return value
+        assert proc.poll() is None, log.read_text()[-3000:]
+        assert time.time() - t0 < timeout, "timed out"
+        time.sleep(0.1)
+
+
+def _check_exact(report: dict[str, Any]) -> None:
+    for jid, job in report["jobs"].items():
+        assert job["status"] == "completed", (jid, job)
+        assert job["steps_done"] == job["steps_required"] == job["checkpoint_step"], jid
+        assert job["final_loss"] < job["initial_loss"], jid
+
+
+def test_executor_killed_mid_round_of_a_two_rank_job(tmp_path: Path) -> None:
+    cmd, env = _command(tmp_path)
+    state = tmp_path / "s.sqlite"
+    with open(tmp_path / "first.log", "wb") as log:
+        first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = _wait_for(lambda: _training(state, "dp"), first, tmp_path / "first.log")
+        first.send_signal(signal.SIGKILL)
+        first.wait()
+    ranks = [int(r["pid"]) for r in proc["ranks"]]
+    assert all(_alive(p) for p in ranks)  # both ranks outlive the executor
+    second = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, timeout=600)
+    assert second.returncode == 0, second.stdout.decode()[-3000:]
+    assert not any(_alive(p) for p in ranks)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    _check_exact(report)
+    assert report["summary"]["executor_starts"] == 2
+    db = sqlite3.connect(str(state))
+    events = [(kind, job, json.loads(detail) if detail else {}) for kind, job, detail in
+              db.execute("SELECT kind, job_id, detail FROM events ORDER BY id").fetchall()]
+    db.close()
+    start2 = max(i for i, e in enumerate(events) if e[0] == "executor_start")
+    retired = [e for e in events[start2:] if e[0] == "retired" and e[1] == "dp"]
+    assert len(retired) == 1 and retired[0][2]["ranks"] == 2           # every rank of the launch found
+    first_launch = next(i for i, e in enumerate(events) if i > start2 and e[0] == "launch" and e[1] == "dp")
+    assert events.index(retired[0]) < first_launch                      # retired before it starts again
+    launches = [e[2] for e in events if e[0] == "launch" and e[1] == "dp"]
+    pids = [p for lz in launches for p in lz["pids"]]
+    assert len(pids) == len(set(pids)) and all(len(lz["pids"]) == 2 for lz in launches)
+    rounds_max = max(r["jobs"]["dp"]["steps"] for r in report["rounds"] if "dp" in r["jobs"])
+    assert report["jobs"]["dp"]["steps_lost"] <= rounds_max
+    print(f"\nexecutor killed mid-round: dp retired at step {retired[0][2]['steps_done']}, lost "
+          f"{report['jobs']['dp']['steps_lost']} steps (max {rounds_max} per round)", file=sys.stderr)
+
+
+def test_a_killed_rank_restarts_the_whole_job(tmp_path: Path) -> None:
+    cmd, env = _command(tmp_path)
+    state = tmp_path / "s.sqlite"
+    with open(tmp_path / "run.log", "wb") as log:
+        run = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
+        proc = _wait_for(lambda: _training(state, "dp"), run, tmp_path / "run.log")
+        rank0, rank1 = (int(r["pid"]) for r in proc["ranks"])
+        os.kill(rank1, signal.SIGKILL)
+        t0 = time.time()
+        while _alive(rank0) and time.time() - t0 < 60:
+            time.sleep(0.1)
+        assert not _alive(rank0)  # rank 0 does not train on alone
+        code = run.wait(timeout=600)
+    assert code == 0, (tmp_path / "run.log").read_text()[-3000:]
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    _check_exact(report)
+    dp = report["jobs"]["dp"]
+    assert dp["crashes"] >= 1 and dp["restarts"] >= 1
+    db = sqlite3.connect(str(state))
+    crash = [json.loads(d) for (d,) in db.execute("SELECT detail FROM events WHERE kind = 'crash' AND job_id = 'dp'")]
+    db.close()
+    assert any("data-parallel rank 1" in c["error"] for c in crash), crash
+    print(f"\nrank 1 killed: dp restarted {dp['restarts']}x, lost {dp['steps_lost']} steps", file=sys.stderr)
