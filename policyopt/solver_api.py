@@ -187,6 +187,9 @@ class RebuildingModel(LoadedModel):
         return self._solve_fn(self.sf, self.options)
 
 
+_AVAILABLE: dict[type, bool] = {}
+
+
 class Solver(ABC):
     """A backend. Subclasses set ``name``, ``features``, ``required_modules`` and implement ``load``."""
 
@@ -197,8 +200,12 @@ class Solver(ABC):
 
     @classmethod
     def is_available(cls) -> bool:
-        """Probe with ``importlib.util.find_spec`` (the backend is not imported)."""
-        return all(importlib.util.find_spec(m) is not None for m in cls.required_modules)
+        """Probe with ``importlib.util.find_spec`` (the backend is not imported); the answer is kept
+        per class (a policy looks its backend up at every solve)."""
+        found = _AVAILABLE.get(cls)
+        if found is None:
+            found = _AVAILABLE[cls] = all(importlib.util.find_spec(m) is not None for m in cls.required_modules)
+        return found
 
     @abstractmethod
     def load(self, sf: StandardForm, options: SolverOptions) -> LoadedModel:
