@@ -6,6 +6,8 @@ job's nodes and GPU indices (``gres_detail``). From the snapshots:
 * :func:`gpu_seconds` — seconds each job ran on each GPU type (snapshot intervals it was seen in);
 * :func:`overcommit` — snapshots where a GPU type had more GPUs in use than exist, a job held
   other than its requested count, or two jobs held the same GPU of a node (each should be empty);
+* :func:`decided_seconds` — from ``report.json``: the seconds of the rounds in which the controller
+  chose each job for each type (what it asked Slurm to run);
 * :func:`expected_seconds` — from ``report.json``: ``Σ_rounds X_r[job, type] · (round length)``
   over the rounds the job was waiting or running (the last one cut at the job's end).
 """
@@ -21,7 +23,8 @@ from typing import Any, Mapping, Sequence
 
 from policyopt.slurm.slurmcmd import expand_nodelist, gpus_requested, parse_gres
 
-__all__ = ["Snapshot", "SqueueSampler", "gpu_seconds", "overcommit", "expected_seconds", "gpu_indices"]
+__all__ = ["Snapshot", "SqueueSampler", "decided_seconds", "expected_seconds", "gpu_indices", "gpu_seconds",
+           "overcommit"]
 
 
 def gpu_indices(detail: str) -> tuple[str, int, list[int]]:
@@ -144,4 +147,19 @@ def expected_seconds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
             dt = max(stop - a["time"], 0.0)
             for t, v in x.items():
                 out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + float(v) * dt
+    return out
+
+
+def decided_seconds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Job -> GPU type -> seconds of the rounds the controller decided to run it there (a job's
+    last round cut at its end time)."""
+    rounds = report["rounds"]
+    ends = {j: info.get("end_time") for j, info in report["jobs"].items()}
+    out: dict[str, dict[str, float]] = {}
+    for a, b in zip(rounds, rounds[1:]):
+        for jid, d in a["decided"].items():
+            end = ends.get(jid)
+            stop = b["time"] if end is None else min(b["time"], end)
+            t = d["gpu_type"]
+            out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + max(stop - a["time"], 0.0)
     return out

@@ -1,0 +1,111 @@
+"""Average JCT of one workload under ``policyopt slurm`` against Slurm's own scheduling, measured
+on the same machine in one run.
+
+    python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
+                                   [--round-seconds 5] [--output DIR]
+
+For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
+x 2 K80, emulated GPU types) runs the demo workload (policyopt.slurm.demo: six real training jobs
+of four zoo types on 1, 2 and 4 GPUs, all submitted at once):
+
+* ``slurm``: the jobs are submitted plainly (``--gpus=N``, no hold) and Slurm's own scheduler
+  (``sched/backfill``, FIFO priority) runs them wherever GPUs are free, unaware of GPU types;
+* one arm per policy: the jobs are submitted held with the opt-in comment and ``policyopt slurm``
+  drives them round by round.
+
+JCT = Slurm's end time - submit time of each job (from ``squeue --json``). Writes
+``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the arms of
+one run, not numbers across runs.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from policyopt.slurm.demo import DEMO_WORKLOAD, submit, write_throughputs
+from policyopt.slurm.localcluster import LocalSlurm, slurm_missing
+from policyopt.slurm.slurmcmd import Slurm
+
+
+def _wait_done(cluster: LocalSlurm, ids: list[str], timeout: float) -> dict[str, Any]:
+    slurm = Slurm(cluster.env)
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        jobs = {j.job_id: j for j in slurm.jobs(["gpu"]) if j.job_id in ids}
+        if all(j.finished for j in jobs.values()) and len(jobs) == len(ids):
+            return jobs
+        time.sleep(1.0)
+    raise RuntimeError(f"jobs not finished within {timeout:.0f} s")
+
+
+def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float) -> dict[str, Any]:
+    """One arm on a fresh cluster: per-job JCTs (s) and their mean."""
+    work = root / (policy or "slurm")
+    work.mkdir(parents=True)
+    with LocalSlurm(work / "cluster") as cluster:
+        table = write_throughputs(work / "throughputs.json")
+        t0 = time.time()
+        ids = submit(cluster, work, DEMO_WORKLOAD, opt_in=policy is not None, hold=policy is not None)
+        proc = None
+        if policy is not None:
+            argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
+                    "--throughputs", str(table), "--round-seconds", str(round_seconds),
+                    "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle"]
+            proc = subprocess.Popen(argv, env=cluster.env, stdout=open(work / "controller.log", "wb"),  # noqa: SIM115
+                                    stderr=subprocess.STDOUT)
+        try:
+            jobs = _wait_done(cluster, ids, timeout)
+        finally:
+            if proc is not None:
+                try:
+                    proc.wait(timeout=3 * round_seconds)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+        for jid, job in zip(ids, DEMO_WORKLOAD):  # each job trained exactly its step budget
+            progress = json.loads((work / "progress" / f"{jid}.json").read_text())
+            if progress["steps_done"] != job.steps or progress["status"] != "completed":
+                raise RuntimeError(f"job {jid}: {progress['status']} at {progress['steps_done']}/{job.steps}")
+        jct = {jid: jobs[jid].end_time - jobs[jid].submit_time for jid in ids}
+        states = {jid: jobs[jid].state for jid in ids}
+        restarts = {jid: jobs[jid].restarts for jid in ids}
+    return {"arm": policy or "slurm (backfill, no controller)", "jct": jct, "states": states, "restarts": restarts,
+            "average_jct": sum(jct.values()) / len(jct), "wall_s": time.time() - t0,
+            "jobs": [{"job_type": j.job_type, "steps": j.steps, "gpus": j.gpus} for j in DEMO_WORKLOAD]}
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--policies", nargs="+", default=["max_min_fairness", "finish_time_fairness"])
+    p.add_argument("--round-seconds", type=float, default=5.0)
+    p.add_argument("--timeout", type=float, default=900.0, help="seconds per arm")
+    p.add_argument("--output", type=Path, default=Path("benchmarks/results"))
+    args = p.parse_args(argv)
+    why = slurm_missing()
+    if why:
+        print(f"skipped: {why}", file=sys.stderr)
+        return 0
+    rows = []
+    with tempfile.TemporaryDirectory(prefix="slurm-jct-") as tmp:
+        for policy in [None, *args.policies]:
+            row = run_arm(Path(tmp), policy, args.round_seconds, args.timeout)
+            rows.append(row)
+            print(f"{row['arm']:36s} average JCT {row['average_jct']:7.1f} s   "
+                  f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   restarts {sum(row['restarts'].values())}",
+                  flush=True)
+    base = rows[0]["average_jct"]
+    for row in rows[1:]:
+        print(f"{row['arm']}: average JCT {row['average_jct'] / base:.2f}x Slurm's own scheduling")
+    args.output.mkdir(parents=True, exist_ok=True)
+    (args.output / "slurm_jct.json").write_text(json.dumps({"round_seconds": args.round_seconds, "arms": rows},
+                                                           indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
