@@ -22,10 +22,10 @@ import pandas as pd
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # the sibling benchmark's workload generator
 
-from policies_bench import workload  # noqa: E402
+from policies_bench import workload
 
-from policyopt.data import load_gavel  # noqa: E402
-from policyopt.result import Timings  # noqa: E402
+from policyopt.data import load_gavel
+from policyopt.result import Timings
 
 GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel" / "simulation_throughputs.json"
 
@@ -33,6 +33,7 @@ GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel" / "sim
 def nsw_only(problem, method: str) -> tuple[float, float, float | None]:
     """One NSW solve: ``(seconds, log-sum achieved, certified upper bound or None)``."""
     from policyopt.formulations import strategy_proof as spm
+
     from policyopt.policy import get_policy
 
     pol = get_policy("max_min_fairness_strategy_proof", method=method)

@@ -181,7 +181,8 @@ class _ConicNSW:
         x = cp.Variable(n)
         A = sf.A.tocsr()
         rlo, rhi = sf.row_lower, sf.row_upper
-        self.ub = cp.Parameter(n, nonneg=True, value=np.minimum(sf.col_upper, 1e6))
+        self.col_upper = np.minimum(sf.col_upper, 1e6)
+        self.ub = cp.Parameter(n, nonneg=True, value=self.col_upper)
         self.wp = cp.Parameter(U.shape[0], nonneg=True, value=self.w)
         self.off = cp.Parameter(U.shape[0], nonneg=True, value=(~self.alive).astype(float))
         cons = [x >= sf.col_lower, x <= self.ub]
@@ -194,28 +195,29 @@ class _ConicNSW:
         cons.append(s <= cp.log(U @ x + self.off))
         self.prob = cp.Problem(cp.Maximize(self.wp @ s), cons)
         self.x, self.U = x, U
-        self.col_upper = self.ub.value.copy()
         n_jobs = U.shape[0]
         self._xcols = [c[c >= 0] for c in X.cols.reshape(n_jobs, -1)]
         self.solver = "CLARABEL" if "CLARABEL" in cp.installed_solvers() else None
 
-    def solve(self) -> tuple[Status, np.ndarray | None, np.ndarray, float]:
+    def solve(self) -> tuple[Status, np.ndarray | None, np.ndarray, float, float]:
+        """``(status, x, log u, NSW achieved, NSW achieved)`` (exact: no separate bound)."""
         self.prob.solve(solver=self.solver)
         if self.prob.status not in ("optimal", "optimal_inaccurate") or self.x.value is None:
-            return Status.ERROR, None, np.zeros(0), np.nan
+            return Status.ERROR, None, np.zeros(0), np.nan, np.nan
         x = np.maximum(self.x.value, 0.0)
         u = self.U @ x
         with np.errstate(divide="ignore"):
             logu = np.log(np.maximum(u, 0.0))
-        act = self.wp.value > 0
-        return Status.OPTIMAL, x, logu, float(np.sum(self.w[act] * logu[act]))
+        act = np.asarray(self.wp.value) > 0
+        val = float(np.sum(self.w[act] * logu[act]))
+        return Status.OPTIMAL, x, logu, val, val
 
     def without(self, i: int) -> tuple[Status, float]:
         ub, w, off = self.col_upper.copy(), self.w.copy(), self.off.value.copy()
         ub[self._xcols[i]] = 0.0
         w[i], off[i] = 0.0, 1.0
         self.ub.value, self.wp.value, self.off.value = ub, w, off
-        status, _, _, val = self.solve()
+        status, _, _, val, _ = self.solve()
         self.ub.value, self.wp.value, self.off.value = self.col_upper, self.w, (~self.alive).astype(float)
         return status, val
 
@@ -268,8 +270,7 @@ class MaxMinFairnessStrategyProof(Policy):
             nsw = _CuttingPlaneNSW(self, space, w, self.config["tol"], self.config["max_rounds"], timings)
         timings.build += time.perf_counter() - t0
         t1 = time.perf_counter()
-        out = nsw.solve()
-        status, x, logu, lb = out[0], out[1], out[2], out[3]
+        status, x, logu, lb, ub = nsw.solve()
         solver = "cvxpy:" + (getattr(nsw, "solver", None) or "default") if conic else "highs"
         if status is not Status.OPTIMAL or x is None:
             Xf = space.full_from_single(space.isolated_allocation())
@@ -289,8 +290,8 @@ class MaxMinFairnessStrategyProof(Policy):
         X_pa = X_star * f[:, None]
         labels = space.jobs.labels.tolist()
         extra = {"method": method, "nsw": lb, "discount_factors": dict(zip(labels, f.tolist()))}
-        if not conic:
-            extra.update(nsw_upper_bound=out[4], cuts=nsw.cuts, lp_solves=nsw.lp.solves)
+        if isinstance(nsw, _CuttingPlaneNSW):
+            extra.update(nsw_upper_bound=ub, cuts=nsw.cuts, lp_solves=nsw.lp.solves)
         if worst is not Status.OPTIMAL:
             return self.result(space, X_pa, worst, lb, solver, timings,
                                f"{worst.value}: some leave-one-out NSW solve did not reach the tolerance; "

@@ -74,7 +74,8 @@ with ``fifo_lookahead=1, aggregate=False`` to ~1e-7 and with the MILP method to 
 from __future__ import annotations
 
 import time
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -85,10 +86,29 @@ from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
 from policyopt.solver_api import Feature
 
-from ._wf_engine import FAIRNESS, FIFO, FillGroup, FillOutcome, WaterFillingEngine, _floor_at, normalized_throughput
+from ._wf_engine import (
+    FAIRNESS,
+    FIFO,
+    FillGroup,
+    FillOutcome,
+    WaterFillingEngine,
+    _floor_at,
+    normalized_throughput,
+)
 
-__all__ = ["FillGroup", "FillOutcome", "WaterFillingEngine", "WaterFillingPolicy", "MaxMinFairnessWaterFilling",
-           "WaterFillingMILP", "normalized_throughput", "gavel_weights", "FAIRNESS", "FIFO", "WATER_FILLING_OPTIONS"]
+__all__ = [
+    "FAIRNESS",
+    "FIFO",
+    "WATER_FILLING_OPTIONS",
+    "FillGroup",
+    "FillOutcome",
+    "MaxMinFairnessWaterFilling",
+    "WaterFillingEngine",
+    "WaterFillingMILP",
+    "WaterFillingPolicy",
+    "gavel_weights",
+    "normalized_throughput",
+]
 
 
 # ---------------------------------------------------------------------------------------- policies
@@ -204,7 +224,9 @@ class WaterFillingMILP(WaterFillingPolicy):
 
     options = (Option("hierarchical", bool, False, "use the problem's entities (else one fairness group)"),
                Option("margin", float, 1.0001, "relative improvement that counts as 'can improve' (Gavel's slack)"),
-               Option("epsilon", float, 1e-6, "absolute improvement added to the margin"))
+               Option("epsilon", float, 1e-6, "absolute improvement added to the margin"),
+               Option("mip_node_limit", int, 10_000, "branch-and-bound nodes per bottleneck MILP (HiGHS): bounds "
+                      "its memory; when hit, the MILP's best point is used and the result is `stopped`"))
     pop_combine = "min"
 
     def groups(self, problem: Problem, space: AllocationSpace) -> tuple[list[FillGroup], np.ndarray]:
@@ -237,12 +259,15 @@ class WaterFillingMILP(WaterFillingPolicy):
         margin, eps = float(self.config["margin"]), float(self.config["epsilon"])
         solver = self.get_solver(Feature.MILP)
         opts = self.solver_options().with_(algorithm="auto")
+        if solver.name == "highs":  # the node budget bounds branch-and-bound memory
+            opts = opts.with_(extra={**opts.extra, "mip_max_nodes": int(self.config["mip_node_limit"])})
         frozen = np.zeros(n, bool)
         b = np.zeros(n)
         level = np.zeros(n)
         X_last = None
         iterations, milps = 0, 0
         status, message = Status.OPTIMAL, ""
+        budget_hits = 0
         while not frozen.all():
             w = gavel_weights(groups, omega, frozen)
             active = ~frozen & (w > 0)
@@ -294,19 +319,36 @@ class WaterFillingMILP(WaterFillingPolicy):
             milps += 1
             timings.build += t1 - t0
             timings.solve += raw2.timings.solve
-            if not raw2.ok or raw2.x is None:
+            if raw2.status is Status.STOPPED and raw2.x is not None:
+                budget_hits += 1  # the node budget: its best point decides, without a proof
+            elif not raw2.ok or raw2.x is None:
                 status, message = raw2.status, f"bottleneck MILP {milps}: {raw2.status.value}"
                 break
             zv = z.value(raw2.x)
             newly = active & (zv < 0.5)
             if not newly.any():
-                break
+                break  # Gavel's stopping rule: no job found bottlenecked
             frozen |= newly
             level[newly] = b[newly]
         if X_last is None or status is not Status.OPTIMAL:
             Xf, msg = self.fallback(space, None, None)
             return self.result(space, Xf, status, None, solver.name, timings, f"{message}; {msg}")
         u_final = space.throughput_values(X_last) * nu
-        return self.result(space, X_last, status, self.objective(space, u_final, groups, omega), solver.name,
-                           timings, water_filling={"iterations": iterations, "milp_solves": milps,
-                                                   "unfrozen_at_stop": int((~frozen).sum())})
+        unfrozen = int((~frozen).sum())
+        info = {"iterations": iterations, "milp_solves": milps, "unfrozen_at_stop": unfrozen,
+                "milp_node_limit_hits": budget_hits}
+        objective = self.objective(space, u_final, groups, omega)
+        reasons = []
+        if unfrozen:
+            reasons.append(f"Gavel's stopping rule ended it with {unfrozen} of {n} jobs never settled (the "
+                           f"bottleneck MILP found none of the active jobs bottlenecked at a "
+                           f"{margin:g}× + {eps:g} margin): their levels may be below the water-filling optimum")
+        if budget_hits:
+            reasons.append(f"{budget_hits} bottleneck MILP(s) stopped at the node limit "
+                           f"({self.config['mip_node_limit']}): their frozen sets are not proven")
+        if reasons:  # objective null as for every non-optimal result; the allocation's value in extra
+            info["objective_of_allocation"] = objective
+            return self.result(space, X_last, Status.STOPPED, None, solver.name, timings,
+                               "stopped: " + "; ".join(reasons) + " (the allocation is feasible)",
+                               water_filling=info)
+        return self.result(space, X_last, status, objective, solver.name, timings, water_filling=info)

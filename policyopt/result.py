@@ -35,6 +35,8 @@ class Status(str, enum.Enum):
     * ``time_limit`` — the time limit was hit; ``x`` holds the best feasible point if the backend
       reported one, else ``None``. Policies then return their documented safe fallback.
     * ``error`` — the backend failed; ``message`` says why.
+    * ``stopped`` — the method's own stopping rule or work budget (e.g. a MILP node limit) ended it
+      without a certificate of optimality; the allocation is feasible and ``message`` says why.
     """
 
     OPTIMAL = "optimal"
@@ -43,6 +45,7 @@ class Status(str, enum.Enum):
     UNBOUNDED = "unbounded"
     TIME_LIMIT = "time_limit"
     ERROR = "error"
+    STOPPED = "stopped"
 
     def __str__(self) -> str:
         return self.value

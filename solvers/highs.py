@@ -297,6 +297,7 @@ class HighsModel(LoadedModel):
         status_map = {S.kOptimal: Status.OPTIMAL, S.kInfeasible: Status.INFEASIBLE,
                       S.kUnbounded: Status.UNBOUNDED, S.kUnboundedOrInfeasible: Status.INFEASIBLE,
                       S.kTimeLimit: Status.TIME_LIMIT, S.kIterationLimit: Status.TIME_LIMIT,
+                      S.kSolutionLimit: Status.STOPPED,  # a MIP node/leaf/solution budget
                       S.kModelEmpty: Status.OPTIMAL}
         status = status_map.get(ms, Status.ERROR)
         if run_status == hs.HighsStatus.kError and status is Status.OPTIMAL:
@@ -309,7 +310,7 @@ class HighsModel(LoadedModel):
                           + int(getattr(info, "ipm_iteration_count", 0) or 0))
         sol = self.h.getSolution()
         has_primal = bool(sol.value_valid) and int(info.primal_solution_status) == 2  # feasible
-        if status is Status.OPTIMAL or (status is Status.TIME_LIMIT and has_primal):
+        if status is Status.OPTIMAL or (status in (Status.TIME_LIMIT, Status.STOPPED) and has_primal):
             if self.sf.num_cols:
                 res.x = np.asarray(sol.col_value, dtype=np.float64)
             else:

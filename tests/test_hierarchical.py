@@ -11,6 +11,7 @@ import pytest
 
 from policyopt import Cluster, Entity, Job, Problem, get_policy, solve
 from policyopt.errors import InputError
+from policyopt.result import Status
 from policyopt.formulations.hierarchical import entity_totals
 from policyopt.formulations.water_filling import normalized_throughput
 
@@ -96,7 +97,8 @@ def test_agrees_with_published_milp(seed: int) -> None:
     prob = random_entity_problem(seed, 4 + seed % 4)
     fast = solve(prob, "hierarchical")
     ref = solve(prob, "water_filling_milp", hierarchical=True)
-    assert fast.ok and ref.ok
+    # Gavel's stopping rule may end the reference with jobs never settled: `stopped`, not a proof
+    assert fast.ok and ref.status in (Status.OPTIMAL, Status.STOPPED)
     assert fast.space.check(fast.X, tol=1e-7) == []
     assert u_of(fast) == pytest.approx(u_of(ref), rel=2e-3, abs=5e-5)
 

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
-import scipy.sparse as sp
+from test_policies_properties import check_capacity, random_problem
 
 import policyopt
 from policyopt.errors import InputError
-from test_policies_properties import check_capacity, random_problem
 
 TYPES = ("v100", "p100", "k80")
 POLICY = "max_min_fairness_strategy_proof"

@@ -3,6 +3,8 @@ independent LPs (scipy's HiGHS via ``linprog``, built here from the raw data), a
 the published MILP method (``water_filling_milp``)."""
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -11,6 +13,7 @@ from scipy.optimize import linprog
 
 from policyopt import Cluster, Colocation, Job, Problem, get_policy, solve
 from policyopt.errors import InputError
+from policyopt.result import Status
 
 
 # ------------------------------------------------------------------------------ independent LP model
@@ -160,7 +163,8 @@ def test_agrees_with_published_milp(seed: int) -> None:
     prob = random_problem(np.random.default_rng(100 + seed), n=3 + seed % 4, types=2 + seed % 2)
     fast = solve(prob, "max_min_fairness_water_filling")
     ref = solve(prob, "water_filling_milp")
-    assert fast.ok and ref.ok
+    # Gavel's stopping rule may end the reference with jobs never settled: `stopped`, not a proof
+    assert fast.ok and ref.status in (Status.OPTIMAL, Status.STOPPED)
     # the MILP counts a job as able to improve only by a relative margin of 1e-4
     assert normalized(prob, fast) == pytest.approx(normalized(prob, ref), rel=2e-3, abs=1e-6)
 
@@ -190,3 +194,30 @@ def test_space_sharing_never_worse_and_feasible() -> None:
 def test_bad_weight_option() -> None:
     with pytest.raises(InputError):
         get_policy("max_min_fairness_water_filling", certify="magic")
+
+
+def test_gavel_stopping_rule_is_reported_as_stopped(gavel) -> None:
+    """Gavel's rule ends the level loop when the bottleneck MILP freezes no job; jobs still
+    unsettled then have no proof of optimality: the status is `stopped` (not `optimal`), the
+    message counts them, the objective is null and the allocation stays feasible. Each verdict is
+    recomputed here from the returned allocation: the run that reports `optimal` froze every job."""
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from water_filling_bench import ENTITY_SETS, gavel_problem, with_entities
+
+    spec = ENTITY_SETS["2 fair + 1 fifo"]
+    seen = set()
+    for seed in (0, 2):
+        hp = with_entities(gavel_problem(12, seed, data=gavel), [w for w, _ in spec], [p for _, p in spec], seed)
+        r = solve(hp, "water_filling_milp", hierarchical=True)
+        info = r.extra["water_filling"]
+        assert not r.space.check(r.X, tol=1e-6)
+        if info["unfrozen_at_stop"]:
+            assert r.status is Status.STOPPED and r.objective is None
+            assert f"{info['unfrozen_at_stop']} of 12 jobs never settled" in r.message
+            assert info["objective_of_allocation"] > 0
+        else:
+            assert r.status is Status.OPTIMAL and r.objective is not None
+        seen.add(r.status)
+    assert seen == {Status.STOPPED, Status.OPTIMAL}

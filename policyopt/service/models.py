@@ -103,7 +103,7 @@ class SolveResponse(_Open):
 
     policy: str
     solver: str
-    status: Literal["optimal", "optimal_inaccurate", "infeasible", "unbounded", "time_limit", "error"]
+    status: Literal["optimal", "optimal_inaccurate", "infeasible", "unbounded", "time_limit", "error", "stopped"]
     objective: float | None
     allocation: dict[str, dict[str, float]]
     colocated_allocation: list[dict[str, Any]]
