@@ -134,7 +134,7 @@ class _CuttingPlaneNSW:
             u = self.U @ x
             with np.errstate(divide="ignore"):
                 logu = np.log(np.maximum(u, 0.0))
-            ub = float(raw.objective)
+            ub = float(self.lp.sf.objective_value(x))  # the LP value: an upper bound on the NSW optimum
             lb = float(np.sum(self.w[act] * logu[act]))
             if ub - lb <= self.tol:
                 return Status.OPTIMAL, x, logu, lb, ub
@@ -213,7 +213,7 @@ class _ConicNSW:
         return Status.OPTIMAL, x, logu, val, val
 
     def without(self, i: int) -> tuple[Status, float]:
-        ub, w, off = self.col_upper.copy(), self.w.copy(), self.off.value.copy()
+        ub, w, off = self.col_upper.copy(), self.w.copy(), (~self.alive).astype(float)
         ub[self._xcols[i]] = 0.0
         w[i], off[i] = 0.0, 1.0
         self.ub.value, self.wp.value, self.off.value = ub, w, off
