@@ -39,6 +39,7 @@ from policyopt.placement.priority import (
     admit,
 )
 from policyopt.placement.registry import Registry
+from policyopt.placement.sources import MIGRATION_SOURCES, migration_sources
 from policyopt.placement.stages import (
     MIGRATION_MINIMIZERS,
     PACKERS,
@@ -51,7 +52,7 @@ from policyopt.placement.stages import (
 )
 
 __all__ = [
-    "ClusterLayout", "Placement", "migrated_jobs", "unconsolidated_type",
+    "ClusterLayout", "Placement", "migrated_jobs", "unconsolidated_type", "MIGRATION_SOURCES", "migration_sources",
     "consolidate", "first_fit", "check_capacity", "ConsolidatingPlacer", "FirstFitPlacer",
     "MigrationMinimizer", "MatchingMigration", "SimpleRuleMigration", "NoMigrationMinimization",
     "matching_relabeling", "simple_rule_relabeling", "migration_cost",

@@ -24,9 +24,23 @@ import numpy as np
 from ..errors import InputError
 
 __all__ = ["steady_state_window", "isolated_throughput", "average_contention", "summary", "percentiles",
-           "compute_metrics", "DEFAULT_WINDOW"]
+           "compute_metrics", "realized_over_planned", "DEFAULT_WINDOW"]
 
 DEFAULT_WINDOW: tuple[float, float] = (0.25, 0.75)
+
+
+def realized_over_planned(planned: np.ndarray, held: np.ndarray, round_seconds: float) -> dict[str, Any]:
+    """Per job ``held / planned``: seconds it held GPUs over ``Σ_rounds X_j · (time active)``, the time its
+    allocation planned for it. Over jobs planned at least one round's worth: count, mean, p10 and the
+    worst (smallest) ratio. Below 1 the rounds did not realize the plan (e.g. GPU counts that do not
+    pack); above 1 the work-conserving mechanism gave it idle GPUs."""
+    planned = np.asarray(planned, float)
+    ok = planned >= round_seconds
+    r = np.asarray(held, float)[ok] / planned[ok]
+    if not r.size:
+        return {"jobs": 0, "mean": None, "p10": None, "worst": None}
+    return {"jobs": int(r.size), "mean": float(r.mean()), "p10": float(np.percentile(r, 10)),
+            "worst": float(r.min())}
 
 
 def steady_state_window(num_jobs: int, window: Sequence[float] = DEFAULT_WINDOW) -> tuple[int, int]:

@@ -29,8 +29,8 @@ from ..problem import Cluster, Problem, WorkerType, physical_type
 from ..result import PolicyResult, Status, Timings
 
 __all__ = ["ResolvedPolicy", "resolve_policy", "SolvesProblems", "AllocationScheduler", "PriorityScheduler",
-           "StaticEntitySplit", "PartitionedScheduler", "split_counts", "mechanism_allocation", "ROUND_PREFIX",
-           "STATIC_SPLIT_PREFIX"]
+           "StaticEntitySplit", "PartitionedScheduler", "split_counts", "mechanism_allocation", "planned_fractions",
+           "ROUND_PREFIX", "STATIC_SPLIT_PREFIX"]
 
 ROUND_PREFIX = "round:"
 STATIC_SPLIT_PREFIX = "static_split:"
@@ -80,6 +80,17 @@ def resolve_policy(name: str) -> ResolvedPolicy:
     if name in prio:
         return ResolvedPolicy("priority", name)
     raise UnknownNameError("policy", name, opt + [p for p in prio if p not in opt] + [ROUND_PREFIX + p for p in prio])
+
+
+def planned_fractions(mechanism: RoundMechanism) -> dict[str, float]:
+    """Job -> total planned time fraction over its single and pair rows of the installed allocation."""
+    arr = mechanism.arrays
+    per_combo = arr.x.sum(axis=1)
+    m0, m1 = arr.members[:, 0], arr.members[:, 1]
+    n = len(arr.job_ids)
+    frac = np.bincount(m0, weights=per_combo, minlength=n) + \
+        np.bincount(m1[m1 >= 0], weights=per_combo[m1 >= 0], minlength=n)
+    return dict(zip(arr.job_ids, frac.tolist()))
 
 
 def mechanism_allocation(result: PolicyResult, counts: Mapping[str, int], scale: Mapping[str, int]
@@ -168,6 +179,12 @@ class AllocationScheduler:
         if self.installed:
             self.mechanism.record_round(selection, durations)
 
+    def planned_fractions(self) -> dict[str, float]:
+        """Job -> its planned time fraction ``sum_c X[(j,), c] + sum_{pairs k ∋ j} sum_c X[k, c]``."""
+        if not self.installed:
+            return {}
+        return planned_fractions(self.mechanism)
+
     def remove(self, job_ids: Sequence[str]) -> None:
         gone = [j for j in job_ids if j in self._known]
         if gone and self.installed:
@@ -188,6 +205,10 @@ class PriorityScheduler:
 
     def record(self, selection: RoundAssignment, durations: Mapping[str, float]) -> None:
         return None
+
+    def planned_fractions(self) -> dict[str, float]:
+        """A ranking policy plans no time fractions."""
+        return {}
 
     def remove(self, job_ids: Sequence[str]) -> None:
         return None
@@ -320,6 +341,13 @@ class PartitionedScheduler:
         for name, part in self.parts.items():
             if part.installed:
                 part.record(RoundAssignment(tuple(by_part.get(name, ()))), durations)
+
+    def planned_fractions(self) -> dict[str, float]:
+        """Job -> planned time fraction in its entity's slice."""
+        out: dict[str, float] = {}
+        for part in self.parts.values():
+            out.update(part.planned_fractions())
+        return out
 
     def remove(self, job_ids: Sequence[str]) -> None:
         for part in self.parts.values():

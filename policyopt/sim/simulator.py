@@ -46,12 +46,13 @@ from ..data.gavel import GavelThroughputs, load_gavel
 from ..cluster_counts import parse_cluster
 from ..errors import InputError, UnknownNameError
 from ..mechanism import Combination, RecomputeClock, RoundAssignment
-from ..placement import (MIGRATION_MINIMIZERS, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo, MatchingPacker,
-                         NoPacking, PairThroughputTable, Placement, migrated_jobs)
+from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo, MatchingPacker,
+                         NoPacking, PairThroughputTable, Placement, migrated_jobs, migration_sources)
 from ..policy import get_policy
 from ..problem import Cluster, Entity, Job, Problem
 from ..result import json_default
-from .metrics import DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, steady_state_window
+from .metrics import (DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, realized_over_planned,
+                      steady_state_window)
 from .scheduling import (AllocationScheduler, PartitionedScheduler, PriorityScheduler, StaticEntitySplit,
                          resolve_policy)
 from .traces import TraceJob, parse_job_type
@@ -329,6 +330,9 @@ class Simulator:
         n_runs = np.zeros(N, np.int64)
         n_preempt = np.zeros(N, np.int64)
         n_migr = np.zeros(N, np.int64)
+        planned_s = np.zeros(N)  # seconds of planned time (time fraction × time active), allocation policies
+        held_s = np.zeros(N)  # seconds the job held GPUs (realized)
+        sources = dict.fromkeys(MIGRATION_SOURCES, 0)
         cost = np.zeros(N)
         index = {jid: i for i, jid in enumerate(ids)}
         active: list[int] = []
@@ -434,7 +438,11 @@ class Simulator:
                 timings["place"] += s3 - s2
                 timings["migrate"] += s4 - s3
                 # 5. execution (one entry per running job; a pair contributes two entries)
-                moved = {j for j in migrated_jobs(last_placement, placement) if not j.startswith(_BLOCKER)}
+                why = {j: w for j, w in migration_sources(last_placement, plan, placement).items()
+                       if not j.startswith(_BLOCKER)}
+                moved = set(why)
+                for w in why.values():
+                    sources[w] += 1
                 combos = assignment.combinations
                 sizes = np.fromiter((len(c.jobs) for c in combos), np.int64, len(combos))
                 J = np.fromiter((index[j] for c in combos for j in c.jobs), np.int64, int(sizes.sum()))
@@ -471,6 +479,14 @@ class Simulator:
                     if moved:
                         n_migr[[index[j] for j in moved]] += 1
                     finish[J[fin]] = t + occupied[fin]
+                    held_s[J] += occupied
+                if alloc_mode:
+                    plan_frac = scheduler.planned_fractions()
+                    A = np.asarray(active, np.int64)
+                    span = np.full(N, L)
+                    span[J] = np.where(fin, occupied, L)
+                    planned_s[A] += span[A] * np.fromiter((plan_frac.get(ids[a], 0.0) for a in A.tolist()),
+                                                          float, A.size)
                 # GPU-seconds held per combination (a pair holds its GPUs until both are done)
                 if combos:
                     starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
@@ -551,6 +567,7 @@ class Simulator:
             "first_start": first_start, "finish": finish,
             "jct": jct, "rounds_run": n_runs, "compute_seconds": compute_s, "overhead_seconds": overhead_s,
             "attained_gpu_seconds": attained, "preemptions": n_preempt, "migrations": n_migr, "cost": cost,
+            "planned_seconds": planned_s if alloc_mode else np.nan, "held_seconds": held_s,
             "avg_contention": nbar, "isolated_jct": steps / np.where(thr_iso > 0, thr_iso, np.nan), "rho": rho,
             "in_window": (np.arange(N) >= lo) & (np.arange(N) < hi)})
         rounds_df = pd.DataFrame(round_rows, columns=["start", "length", "active_jobs", "running_jobs",
@@ -573,7 +590,8 @@ class Simulator:
                  "round_seconds": L, "recompute_interval": interval, "space_sharing": cfg.space_sharing,
                  "packing": cfg.packing, "migration": cfg.migration, "seed": int(cfg.seed),
                  "stalled": stalled, "simulated_seconds": t - t0_sim, "worker_failures": failures_total,
-                 "wall_seconds": wall, "phase_seconds": dict(timings)}
+                 "wall_seconds": wall, "phase_seconds": dict(timings), "migration_sources": sources,
+                 "realized_over_planned": realized_over_planned(planned_s, held_s, L) if alloc_mode else None}
         metrics = compute_metrics(job_df, rounds_df, rec_df, window=cfg.window,
                                   available_gpu_seconds=available_gpu_seconds, extra=extra)
         return SimResult(cfg, dict(self.counts), job_df, rounds_df, rec_df, metrics, timings, runs_df)
