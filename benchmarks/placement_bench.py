@@ -40,6 +40,7 @@ from policyopt.placement import (
     Placement,
     RoundPipeline,
     SimpleRuleMigration,
+    TesseraeMigration,
     migrated_jobs,
 )
 
@@ -124,6 +125,7 @@ def simulate_migrations(wl: Workload, num_gpus: int, rounds: int, seed: int, loa
     strategies = {
         "scratch+none": (scratch, NoMigrationMinimization()),
         "scratch+simple": (scratch, SimpleRuleMigration()),
+        "scratch+tesserae": (scratch, TesseraeMigration()),
         "scratch+matching": (scratch, MatchingMigration()),
         "renew+none": (sticky, NoMigrationMinimization()),
         "renew+matching": (sticky, MatchingMigration()),
@@ -188,6 +190,30 @@ def time_rounds(wl: Workload, num_jobs: int, num_gpus: int, seed: int, reps: int
     return {k: statistics.median(v) for k, v in samples.items()}
 
 
+def time_relabelings(wl: Workload, num_jobs: int, num_gpus: int, seed: int, reps: int) -> dict[str, float]:
+    """Median seconds per relabeling (and jobs moved) of each rule on the same pair of plans: two
+    consecutive LAS rounds placed from scratch (no lease renewal), so the relabeling has work to do."""
+    rules = {"simple": SimpleRuleMigration(), "tesserae": TesseraeMigration(), "matching": MatchingMigration()}
+    samples: dict[str, list[float]] = {}
+    for rep in range(reps):
+        rng = np.random.default_rng(seed + rep)
+        layout = layout_for(num_gpus)
+        jobs, model = random_jobs(rng, wl, num_jobs)
+        pipe = RoundPipeline(layout, LeastAttainedService(), ConsolidatingPlacer(renew=False),
+                             MatchingPacker(wl.table(model)), NoMigrationMinimization())
+        old = pipe.run_round(jobs).placement
+        running = set(old.gpus)
+        jobs = [replace(j, attained_service=j.attained_service + 360.0 * j.scale_factor
+                        * float(rng.uniform(0.5, 1.5))) if j.job_id in running else j for j in jobs]
+        new = pipe.run_round(jobs).placement
+        for name, rule in rules.items():
+            t0 = time.perf_counter()
+            relabeled = rule.relabel(old, new)
+            samples.setdefault(name, []).append(time.perf_counter() - t0)
+            samples.setdefault(f"{name}_moved", []).append(float(len(migrated_jobs(old, relabeled))))
+    return {k: statistics.median(v) for k, v in samples.items()}
+
+
 def time_mechanism(num_jobs: int, num_gpus: int, seed: int, rounds: int = 20) -> dict[str, float]:
     """RoundMechanism: set_allocation time and median schedule_round + record_round time.
 
@@ -245,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         ppm = s["pack"] + s["place"] + s["migrate"]
         print(f"{n:>6d} {g:>5d} {s['running']:>8.0f} {s['select']:>8.4f} {s['pack']:>8.4f} {s['place']:>8.4f} "
               f"{s['migrate']:>8.4f} {ppm:>16.4f} {s['total']:>8.4f} {s['migrated']:>9.0f}")
+    print("\nTime per relabeling, plans from scratch (median of %d), seconds [jobs moved]" % args.reps)
+    print(f"{'jobs':>6} {'GPUs':>5} {'simple':>16} {'tesserae':>16} {'matching':>16} {'matching/tesserae':>18}")
+    for n, g in sizes:
+        r = time_relabelings(wl, n, g, args.seed, args.reps)
+        cells = "".join(f"{r[k]:>9.4f} [{r[k + '_moved']:>4.0f}]" for k in ("simple", "tesserae", "matching"))
+        print(f"{n:>6d} {g:>5d} {cells} {r['matching'] / r['tesserae']:>18.2f}")
     print("\nRound mechanism (job and pair rows x 3 worker types), seconds")
     print(f"{'jobs':>6} {'GPUs':>5} {'rows':>6} {'set_allocation':>15} {'schedule+record (median)':>25}")
     for n, g in sizes:

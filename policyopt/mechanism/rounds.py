@@ -18,6 +18,12 @@ takes an entry when every job of ``k`` is still idle this round and type ``c`` s
 ``scale_factor_k`` free workers (all workers or none; a job runs in at most one combination per
 round; a pair shares the workers of one type).
 
+*Renewal credit* ``H`` (``renewal_credit``, seconds, default 0): an entry whose combination ran on
+type ``c`` last round is ranked as if it were owed ``H`` more (``D + H`` in ``e`` and in the
+deficit tie-break). A combination then stays on its type until it is about ``H`` seconds ahead
+of its share there instead of switching as soon as another entry ranks higher: fewer type
+switches (each one a checkpoint-restore), fractions still realized up to ``H`` per entry.
+
 Deficits across resets: at ``set_allocation`` every combination that survives the change keeps
 ``D <- clip(D + X_old * T - r, -deficit_cap, +deficit_cap)`` on each type where the new
 allocation still gives it time (``X_new > 0``); elsewhere the deficit is dropped because it
@@ -106,6 +112,8 @@ class RoundMechanism:
         ideal: ``r + L <= X * (T + L) + D + L / 2``.
     scale_factors:
         Optional initial job -> scale factor map; ``set_allocation`` can extend it.
+    renewal_credit:
+        Seconds of credit for the entry a combination ran on last round (module docstring).
     """
 
     def __init__(
@@ -116,8 +124,12 @@ class RoundMechanism:
         deficit_cap: float | None = None,
         work_conserving: bool = True,
         scale_factors: Mapping[str, int] | None = None,
+        renewal_credit: float = 0.0,
     ) -> None:
         self._counts = validate_worker_counts(worker_counts)
+        if not np.isfinite(renewal_credit) or renewal_credit < 0:
+            raise InputError("renewal_credit", renewal_credit, "must be a finite number of seconds >= 0")
+        self.renewal_credit = float(renewal_credit)
         self.worker_types: tuple[str, ...] = tuple(self._counts)
         self._type_index = {t: i for i, t in enumerate(self.worker_types)}
         if not np.isfinite(round_length) or round_length <= 0:
@@ -224,11 +236,12 @@ class RoundMechanism:
         st = self._require_state()
         return st.received / st.elapsed if st.elapsed > 0 else np.zeros_like(st.received)
 
-    def priorities(self) -> np.ndarray:
-        """``p[k, c]`` as in the module docstring; ``0`` where the entry cannot run."""
+    def priorities(self, deficit: np.ndarray | None = None) -> np.ndarray:
+        """``p[k, c]`` as in the module docstring; ``0`` where the entry cannot run (``deficit``:
+        ``D`` to use instead of the carried one)."""
         st = self._require_state()
         x = st.arrays.x * st.active[:, None]
-        eff = st.received - st.deficit
+        eff = st.received - (st.deficit if deficit is None else deficit)
         with np.errstate(divide="ignore", invalid="ignore"):
             prio = np.where(eff > 0, x * st.elapsed / np.where(eff > 0, eff, 1.0), np.inf)
         prio[x <= 0] = 0.0
@@ -246,11 +259,6 @@ class RoundMechanism:
         arr = st.arrays
         nc = len(self.worker_types)
         x = arr.x * st.active[:, None]
-        prio = self.priorities()
-        eligible = x > 0
-        if not self.work_conserving:
-            L, T = self.round_length, st.elapsed
-            eligible &= st.received + L <= x * (T + L) + st.deficit + 0.5 * L
         last = np.full(len(arr.job_ids), -1, dtype=np.int64)
         if self._last_type:
             jidx = {j: i for i, j in enumerate(arr.job_ids)}
@@ -259,12 +267,18 @@ class RoundMechanism:
         m0, m1 = arr.members[:, 0], arr.members[:, 1]
         type_ids = np.arange(nc)[None, :]
         renew = (last[m0][:, None] == type_ids) & ((m1[:, None] < 0) | (last[np.maximum(m1, 0)][:, None] == type_ids))
+        deficit = st.deficit + self.renewal_credit * renew if self.renewal_credit > 0 else st.deficit
+        prio = self.priorities(deficit)
+        eligible = x > 0
+        if not self.work_conserving:
+            L, T = self.round_length, st.elapsed
+            eligible &= st.received + L <= x * (T + L) + deficit + 0.5 * L
 
         flat = np.flatnonzero(eligible.ravel())
         order = flat[np.lexsort((
             -renew.ravel()[flat].astype(np.int8),
             -x.ravel()[flat],
-            -st.deficit.ravel()[flat],
+            -deficit.ravel()[flat],
             -prio.ravel()[flat],
         ))]
         ks, cs = np.divmod(order, nc)

@@ -42,6 +42,7 @@ def mechanism_to_state(mech: RoundMechanism) -> dict[str, Any]:
         "round_length": mech.round_length,
         "deficit_cap": _cap_to_json(mech.deficit_cap),
         "work_conserving": mech.work_conserving,
+        "renewal_credit": mech.renewal_credit,
         "scale_factors": {j: int(s) for j, s in mech._scale_factors.items()},  # noqa: SLF001
         "num_resets": mech.num_resets,
         "last_type": {j: arr.worker_types[c] for j, c in mech._last_type.items()},  # noqa: SLF001
@@ -60,6 +61,7 @@ def _new_mechanism(state: Mapping[str, Any], counts: Mapping[str, int]) -> Round
     return RoundMechanism(counts, round_length=float(state["round_length"]),
                           deficit_cap=float("inf") if cap is None else float(cap),
                           work_conserving=bool(state["work_conserving"]),
+                          renewal_credit=float(state.get("renewal_credit", 0.0)),
                           scale_factors=state["scale_factors"])
 
 

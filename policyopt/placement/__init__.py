@@ -13,10 +13,13 @@ from policyopt.placement.migration import (
     MigrationMinimizer,
     NoMigrationMinimization,
     SimpleRuleMigration,
+    TesseraeMigration,
     matching_relabeling,
     migration_cost,
     simple_rule_relabeling,
+    tesserae_relabeling,
 )
+from policyopt.placement.job_exact import exact_relabeling, job_exact_relabeling, kept_weight, moved_weight
 from policyopt.placement.packing import (
     BestPlanFn,
     MatchingPacker,
@@ -40,6 +43,7 @@ from policyopt.placement.priority import (
 )
 from policyopt.placement.registry import Registry
 from policyopt.placement.sources import MIGRATION_SOURCES, migration_sources
+from policyopt.placement.sticky import keep_types
 from policyopt.placement.stages import (
     MIGRATION_MINIMIZERS,
     PACKERS,
@@ -53,9 +57,11 @@ from policyopt.placement.stages import (
 
 __all__ = [
     "ClusterLayout", "Placement", "migrated_jobs", "unconsolidated_type", "MIGRATION_SOURCES", "migration_sources",
+    "keep_types",
     "consolidate", "first_fit", "check_capacity", "ConsolidatingPlacer", "FirstFitPlacer",
-    "MigrationMinimizer", "MatchingMigration", "SimpleRuleMigration", "NoMigrationMinimization",
-    "matching_relabeling", "simple_rule_relabeling", "migration_cost",
+    "MigrationMinimizer", "MatchingMigration", "TesseraeMigration", "SimpleRuleMigration", "NoMigrationMinimization",
+    "matching_relabeling", "tesserae_relabeling", "simple_rule_relabeling", "migration_cost",
+    "job_exact_relabeling", "exact_relabeling", "kept_weight", "moved_weight",
     "PairThroughputs", "PairThroughputTable", "PlanChoice", "BestPlanFn", "MatchingPacker",
     "NoPacking", "match_pairs",
     "JobInfo", "PriorityPolicy", "RankingPolicy", "LeastAttainedService", "Tiresias",

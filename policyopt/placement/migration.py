@@ -1,11 +1,16 @@
-"""Migration minimization (Tesserae): relabel this round's GPUs so the fewest jobs move.
+"""Migration minimization: relabel this round's GPUs so the fewest jobs move.
 
 A placement plan only fixes *which jobs share a server / a GPU*; any permutation of servers of
 the same type and size, combined with a permutation of GPUs inside each server, yields an
 equivalent plan (same consolidation, same pairs). We pick the permutation closest to last
-round's placement.
+round's placement. Three rules:
 
-Cost of mapping new GPU ``v`` onto old GPU ``u`` (``w_j = 0.5 / |GPUs of j|`` in the plan the job
+* ``matching`` (:class:`MatchingMigration`, the default): job-exact -- fewest jobs whose GPU set
+  changes (:mod:`policyopt.placement.job_exact`), never more than the simple rule;
+* ``tesserae`` (:class:`TesseraeMigration`): Tesserae's published two-level matching, below;
+* ``simple`` (:class:`SimpleRuleMigration`): "same GPU as last round, else move" (Gavel-style).
+
+**Tesserae's rule.** Cost of mapping new GPU ``v`` onto old GPU ``u`` (``w_j = 0.5 / |GPUs of j|`` in the plan the job
 is counted in; a job moved out of ``u`` or into ``v`` costs its ``w``)::
 
     cost(u, v) = sum_{j in old(u) \\ new(v)} w_j + sum_{j in new(v) \\ old(u)} w'_j
@@ -22,25 +27,31 @@ GPUs change. Two levels:
 
 The result minimizes the total cost over all topology-preserving relabelings, hence never has
 more cost than any other relabeling (the simple rule or the identity). Consolidated jobs stay
-consolidated because whole servers map onto whole servers.
+consolidated because whole servers map onto whole servers. It minimizes GPUs moved, not jobs
+restarted: a ``k``-GPU job that changes one GPU restarts as a whole but costs only ``1 / k``, so
+on multi-GPU jobs it can trade one job kept whole for several jobs moved.
 """
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
+from typing import Mapping
 
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import linear_sum_assignment
 
+from policyopt.placement.job_exact import job_exact_relabeling
 from policyopt.placement.layout import ClusterLayout
 from policyopt.placement.plan import Placement
 
 __all__ = [
     "MigrationMinimizer",
     "MatchingMigration",
+    "TesseraeMigration",
     "SimpleRuleMigration",
     "NoMigrationMinimization",
     "matching_relabeling",
+    "tesserae_relabeling",
     "simple_rule_relabeling",
     "migration_cost",
 ]
@@ -87,7 +98,7 @@ def _common_weight(o: np.ndarray, wo: np.ndarray, n: np.ndarray, wn: np.ndarray)
 
 
 def migration_cost(previous: Placement, plan: Placement) -> float:
-    """Total ``sum_g cost(g, g)`` of keeping ``plan``'s GPU ids as they are."""
+    """Tesserae's total ``sum_g cost(g, g)`` of keeping ``plan``'s GPU ids as they are."""
     so, wo, sn, wn = _slot_weights(previous, plan)
     common = _common_weight(so[:, None, :], wo[:, None, :], sn[:, None, :], wn[:, None, :])[:, 0, 0]
     return float(wo.sum() + wn.sum() - common.sum())
@@ -99,8 +110,17 @@ def _server_classes(layout: ClusterLayout) -> list[np.ndarray]:
     return [np.flatnonzero(key == k) for k in np.unique(key)]
 
 
-def matching_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
-    """Optimal two-level relabeling (module docstring); returns ``new_to_old``."""
+def matching_relabeling(previous: Placement, plan: Placement, costs: Mapping[str, float] | None = None
+                        ) -> np.ndarray:
+    """Job-exact relabeling (:func:`~policyopt.placement.job_exact.job_exact_relabeling`): fewest jobs
+    (weighted by ``costs``, e.g. checkpoint-restore seconds; default 1) whose GPU set changes, never
+    more than the simple rule; returns ``new_to_old``."""
+    return job_exact_relabeling(previous, plan, costs)
+
+
+def tesserae_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
+    """Tesserae's optimal two-level relabeling for its GPU-amortized cost (module docstring);
+    returns ``new_to_old``."""
     layout = plan.layout
     so, wo, sn, wn = _slot_weights(previous, plan)
     n_jobs = int(max(so.max(initial=-1), sn.max(initial=-1))) + 1
@@ -192,12 +212,24 @@ def simple_rule_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
 
 
 class MatchingMigration(MigrationMinimizer):
-    """Tesserae's two-level Hungarian relabeling (:func:`matching_relabeling`)."""
+    """Job-exact relabeling (:func:`matching_relabeling`); ``costs`` weigh jobs (default 1 each)."""
 
     name = "matching"
 
+    def __init__(self, costs: Mapping[str, float] | None = None) -> None:
+        self.costs = costs
+
     def mapping(self, previous: Placement, plan: Placement) -> np.ndarray:
-        return matching_relabeling(previous, plan)
+        return matching_relabeling(previous, plan, self.costs)
+
+
+class TesseraeMigration(MigrationMinimizer):
+    """Tesserae's published two-level Hungarian relabeling (:func:`tesserae_relabeling`)."""
+
+    name = "tesserae"
+
+    def mapping(self, previous: Placement, plan: Placement) -> np.ndarray:
+        return tesserae_relabeling(previous, plan)
 
 
 class SimpleRuleMigration(MigrationMinimizer):

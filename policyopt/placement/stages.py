@@ -95,9 +95,10 @@ def _register_migration_minimizers() -> None:
         MatchingMigration,
         NoMigrationMinimization,
         SimpleRuleMigration,
+        TesseraeMigration,
     )
 
-    for cls in (MatchingMigration, SimpleRuleMigration, NoMigrationMinimization):
+    for cls in (MatchingMigration, TesseraeMigration, SimpleRuleMigration, NoMigrationMinimization):
         MIGRATION_MINIMIZERS.register(cls.name)(cls)
 
 

@@ -1,6 +1,6 @@
 """``policyopt simulate``: run one trace-driven simulation and write metrics, per-job CSV and figures.
 
-    policyopt simulate --policy NAME [--space-sharing] [--packing] [--migration matching|simple]
+    policyopt simulate --policy NAME [--space-sharing] [--packing] [--migration matching|tesserae|simple|none]
         --cluster v100=36,p100=36,k80=36
         (--trace FILE | --generator gavel|shockwave --jobs N --rate JOBS_PER_HOUR [--multi-gpu] [--static])
         [--round-seconds 360] --seed S --output DIR
@@ -100,6 +100,9 @@ def _gavel_trace(args: argparse.Namespace, table: Any) -> list[Any]:
 def _shockwave_trace(args: argparse.Namespace, table: Any) -> list[Any]:
     from .traces import shockwave_trace
 
+    if args.multi_gpu:
+        raise InputError("--multi-gpu", True, "applies to --generator gavel; the shockwave generator always draws "
+                                              "1/2/4/8-GPU jobs (60/30/9/1 %)")
     kw = {} if args.rate is None else {"rate_per_hour": args.rate}
     return shockwave_trace(table, args.jobs, seed=args.seed, static=args.static, **kw)
 
@@ -169,6 +172,7 @@ def config_from_args(args: argparse.Namespace) -> Any:
     return SimConfig(
         policy=args.policy, policy_options=parse_options(args.option), space_sharing=args.space_sharing,
         packing=args.packing, migration=args.migration, placer=args.placer, renew_leases=not args.no_renew,
+        keep_types={"auto": None, "on": True, "off": False}[args.keep_types], renewal_credit=args.renewal_credit,
         round_seconds=args.round_seconds, recompute_interval=args.recompute_interval,
         checkpoint_seconds=10.0 if args.checkpoint_seconds is None else args.checkpoint_seconds,
         restore_seconds=10.0 if args.restore_seconds is None else args.restore_seconds,
@@ -252,6 +256,7 @@ class Backend:
 #: backend name → backend; ``--trace`` files go to ``gavel``
 BACKENDS: dict[str, Backend] = {
     "gavel": Backend(_run_gavel, ("cluster", "space_sharing", "packing", "migration", "placer", "no_renew",
+                                  "keep_types", "renewal_credit",
                                   "gpus_per_server", "trace", "multi_gpu", "priorities", "slo_factors",
                                   "slo_margin_seconds", "entities", "throughputs", "restore_seconds", "type_order",
                                   "failure_mtbf_hours", "repair_seconds")),
@@ -309,8 +314,15 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--option", action="append", metavar="KEY=VALUE", help="policy option (repeatable)")
     p.add_argument("--space-sharing", action="store_true", help="let the policy pair jobs on the same GPUs")
     p.add_argument("--packing", action="store_true", help="Tesserae packing of pending jobs onto running ones")
-    p.add_argument("--migration", default="matching", choices=["matching", "simple", "none"],
-                   help="GPU relabeling to avoid migrations (default: matching)")
+    p.add_argument("--migration", default="matching", choices=["matching", "tesserae", "simple", "none"],
+                   help="GPU relabeling to avoid migrations: fewest jobs moved (matching, default), Tesserae's "
+                        "published rule (tesserae), same GPU else move (simple), none")
+    p.add_argument("--keep-types", default="auto", choices=["auto", "on", "off"],
+                   help="keep a running job on last round's worker type when the round allows it (auto: on with "
+                        "--migration matching)")
+    p.add_argument("--renewal-credit", type=float, default=None, metavar="SECONDS",
+                   help="mechanism credit for the type a job ran on last round (default: one round with "
+                        "--migration matching, else 0)")
     p.add_argument("--placer", default="consolidate", help="placement stage (consolidate|first_fit)")
     p.add_argument("--no-renew", action="store_true", help="placements from scratch every round (no lease renewal)")
     p.add_argument("--cluster", help="GPUs per type, e.g. v100=36,p100=36,k80=36 (required except with "

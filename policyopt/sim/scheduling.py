@@ -147,13 +147,17 @@ class AllocationScheduler:
 
     kind = "allocation"
 
-    def __init__(self, policy: SolvesProblems, counts: Mapping[str, int], round_length: float) -> None:
+    def __init__(self, policy: SolvesProblems, counts: Mapping[str, int], round_length: float,
+                 renewal_credit: float = 0.0) -> None:
         self.policy = policy
         self.round_length = float(round_length)
+        self.renewal_credit = float(renewal_credit)
         self.counts = dict(counts)
-        self.mechanism = RoundMechanism(self.counts, round_length=self.round_length)
+        self.mechanism = RoundMechanism(self.counts, round_length=self.round_length,
+                                        renewal_credit=self.renewal_credit)
         self.installed = False
         self._known: set[str] = set()
+        self._row: dict[str, int] = {}
 
     def recompute(self, problem: Problem, scale: Mapping[str, int], counts: Mapping[str, int]) -> PolicyResult:
         """Solve ``problem`` with the policy and install the allocation; returns the policy's result."""
@@ -164,11 +168,20 @@ class AllocationScheduler:
     def install(self, result: PolicyResult, scale: Mapping[str, int], counts: Mapping[str, int]) -> None:
         if dict(counts) != self.counts:
             self.counts = dict(counts)
-            self.mechanism = RoundMechanism(self.counts, round_length=self.round_length)
+            self.mechanism = RoundMechanism(self.counts, round_length=self.round_length,
+                                            renewal_credit=self.renewal_credit)
         alloc, coloc = mechanism_allocation(result, self.counts, scale)
         self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc})
         self._known = set(alloc)
+        self._row = {j: i for i, j in enumerate(self.mechanism.arrays.job_ids)}
         self.installed = True
+
+    def allows(self, job: str, worker_type: str) -> bool:
+        """Whether the installed allocation gives ``job`` time alone on ``worker_type`` (``X > 0``)."""
+        i = self._row.get(job)
+        arr = self.mechanism.arrays
+        return i is not None and worker_type in arr.worker_types and \
+            bool(arr.x[i, arr.worker_types.index(worker_type)] > 0)
 
     def select(self, jobs: Sequence[JobInfo], capacity: Mapping[str, int]) -> RoundAssignment:
         if not self.installed:
@@ -294,9 +307,10 @@ class PartitionedScheduler:
 
     kind = "allocation"
 
-    def __init__(self, split: StaticEntitySplit, round_length: float) -> None:
+    def __init__(self, split: StaticEntitySplit, round_length: float, renewal_credit: float = 0.0) -> None:
         self.split = split
         self.round_length = float(round_length)
+        self.renewal_credit = float(renewal_credit)
         self.parts: dict[str, AllocationScheduler] = {}
         self.owner: dict[str, str] = {}
         self.installed = False
@@ -311,7 +325,8 @@ class PartitionedScheduler:
                 self.owner[j] = name
             part = self.parts.get(name)
             if part is None or part.counts != slice_counts:
-                part = self.parts[name] = AllocationScheduler(self.split.inner, slice_counts, self.round_length)
+                part = self.parts[name] = AllocationScheduler(self.split.inner, slice_counts, self.round_length,
+                                                              self.renewal_credit)
             if res is None:
                 part.installed = False
                 continue
@@ -341,6 +356,11 @@ class PartitionedScheduler:
         for name, part in self.parts.items():
             if part.installed:
                 part.record(RoundAssignment(tuple(by_part.get(name, ()))), durations)
+
+    def allows(self, job: str, worker_type: str) -> bool:
+        """Whether the job's entity slice gives it time alone on ``worker_type``."""
+        part = self.parts.get(self.owner.get(job, ""))
+        return part is not None and part.installed and part.allows(job, worker_type)
 
     def planned_fractions(self) -> dict[str, float]:
         """Job -> planned time fraction in its entity's slice."""

@@ -20,8 +20,12 @@ round at time ``t``:
    ``job_type`` labels and the type-level space-sharing table when space sharing is on.
 4. **Round stages**: selection (the mechanism realizing the allocation, or a priority policy) →
    packing (optional, Tesserae) → placement (consolidating, lease renewal) → migration minimization
-   (``matching`` / ``simple`` / ``none``). Failed GPUs are held by placeholder jobs so nothing is
-   placed on them.
+   (``matching`` / ``tesserae`` / ``simple`` / ``none``). Failed GPUs are held by placeholder jobs so
+   nothing is placed on them. With ``migration="matching"`` (unless ``keep_types`` /
+   ``renewal_credit`` say otherwise) the mechanism gives the type a job ran on last round a credit of
+   one round (``RoundMechanism(renewal_credit=...)``) and :func:`~policyopt.placement.keep_types`
+   moves a running job back to last round's type when that type has room (or a swap partner), gives
+   it time and is not slower for it.
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
@@ -46,8 +50,9 @@ from ..data.gavel import GavelThroughputs, load_gavel
 from ..cluster_counts import parse_cluster
 from ..errors import InputError, UnknownNameError
 from ..mechanism import Combination, RecomputeClock, RoundAssignment
-from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo, MatchingPacker,
-                         NoPacking, PairThroughputTable, Placement, migrated_jobs, migration_sources)
+from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo,
+                         MatchingPacker, NoPacking, PairThroughputTable, Placement, keep_types, migrated_jobs,
+                         migration_sources)
 from ..policy import get_policy
 from ..problem import Cluster, Entity, Job, Problem
 from ..result import json_default
@@ -78,6 +83,8 @@ class SimConfig:
     migration: str = "matching"
     placer: str = "consolidate"
     renew_leases: bool = True
+    keep_types: bool | None = None  # None: on with migration="matching" (placement.sticky.keep_types)
+    renewal_credit: float | None = None  # seconds; None: one round with migration="matching", else 0
     round_seconds: float = 360.0
     recompute_interval: float | None = None  # None: one round
     checkpoint_seconds: float = 10.0
@@ -110,6 +117,11 @@ class SimConfig:
         positive("slo_margin_seconds", self.slo_margin_seconds, True)
         if self.recompute_interval is not None:
             positive("recompute_interval", self.recompute_interval, True)
+        if self.renewal_credit is not None:
+            positive("renewal_credit", self.renewal_credit, True)
+        if self.keep_types is not None and not isinstance(self.keep_types, bool):
+            raise InputError("keep_types", self.keep_types,
+                             "must be true, false or null (on with migration='matching')")
         if self.failure_mtbf_hours is not None:
             positive("failure_mtbf_hours", self.failure_mtbf_hours)
         if self.max_seconds is not None:
@@ -302,15 +314,19 @@ class Simulator:
         policy = self._policy_object()
         alloc_mode = self.resolved.kind in ("allocation", "static_split")
         need_rho = self.resolved.kind == "priority" and self.resolved.name == "ftf"
+        credit = (L if cfg.migration == "matching" else 0.0) if cfg.renewal_credit is None else cfg.renewal_credit
         if self.resolved.kind == "static_split":
-            scheduler: Any = PartitionedScheduler(policy, L)
+            scheduler: Any = PartitionedScheduler(policy, L, credit)
         elif alloc_mode:
-            scheduler = AllocationScheduler(policy, self.counts, L)
+            scheduler = AllocationScheduler(policy, self.counts, L, credit)
         else:
             scheduler = PriorityScheduler(policy)
         packer = MatchingPacker(self._pair_table(tj, ids)) if cfg.packing else NoPacking()
         placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)
         migration = MIGRATION_MINIMIZERS.create(cfg.migration)
+        sticky = alloc_mode and (cfg.migration == "matching" if cfg.keep_types is None else bool(cfg.keep_types))
+        slack = 0.0
+        last_type: dict[str, str] = {}
         job_thr_dicts = self._throughput_dicts(np.unique(tj))
         coloc_types = ()
         labels = None
@@ -418,6 +434,9 @@ class Simulator:
                                             count_arr, remaining, steps, need_rho)
                 s0 = time.perf_counter()
                 selection = scheduler.select(infos, avail)
+                if sticky and last_type:
+                    selection = keep_types(selection, last_type, avail, scheduler.allows,
+                                           lambda j, tp: float(T_cons[index[j], type_pos[tp]]), slack)
                 s1 = time.perf_counter()
                 assignment = packer.pack(selection, {j.job_id: j for j in infos})
                 s2 = time.perf_counter()
@@ -520,6 +539,7 @@ class Simulator:
                                                 minlength=len(ent_names)))
                 scheduler.record(selection, {ids[j]: float(o) for j, o in zip(J.tolist(), occupied.tolist())})
                 last_placement = placement
+                last_type = {j: c.worker_type for c in combos for j in c.jobs}
                 # completions
                 done_idx = J[fin]
                 if done_idx.size:

@@ -1,0 +1,148 @@
+"""Migration avoidance in the round stages: keep_types, the mechanism's renewal credit, the simulator's
+migration sources and realized ÷ planned accounting, and the CLI's --multi-gpu check."""
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyopt import InputError
+from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
+from policyopt.placement import MIGRATION_SOURCES, keep_types
+from policyopt.sim.simulator import SimConfig, simulate
+from policyopt.sim.traces import shockwave_trace
+
+CAP = {"a": 2, "b": 2}
+
+
+def _allow_all(job: str, t: str) -> bool:
+    return True
+
+
+def _flat(job: str, t: str) -> float:
+    return 1.0
+
+
+# ----------------------------------------------------------------------------- keep_types
+def test_keep_types_moves_into_idle_gpus_and_swaps() -> None:
+    sel = RoundAssignment((Combination(("x",), "b", 1), Combination(("y",), "a", 1)), ("z",))
+    # x ran on a (which has a free GPU): back to a; y ran on b: now b has room too
+    out = keep_types(sel, {"x": "a", "y": "b"}, CAP, _allow_all, _flat)
+    assert {c.jobs[0]: c.worker_type for c in out.combinations} == {"x": "a", "y": "b"}
+    assert out.pending == ("z",)
+    # full cluster: only a swap keeps both
+    full = RoundAssignment((Combination(("x",), "b", 2), Combination(("y",), "a", 2)))
+    out = keep_types(full, {"x": "a", "y": "b"}, CAP, _allow_all, _flat)
+    assert {c.jobs[0]: c.worker_type for c in out.combinations} == {"x": "a", "y": "b"}
+    # different sizes cannot swap
+    mixed = RoundAssignment((Combination(("x",), "b", 2), Combination(("y",), "a", 1)))
+    out = keep_types(mixed, {"x": "a", "y": "b"}, {"a": 2, "b": 2}, _allow_all, _flat)
+    assert out is mixed
+
+
+def test_keep_types_respects_allocation_speed_and_pairs() -> None:
+    sel = RoundAssignment((Combination(("x",), "b", 1), Combination(("p", "q"), "b", 1)))
+    last = {"x": "a", "p": "a", "q": "a"}
+    assert keep_types(sel, last, CAP, lambda j, t: t != "a", _flat) is sel  # no time on a
+    slower = {("x", "a"): 1.0, ("x", "b"): 2.0}
+    assert keep_types(sel, last, CAP, _allow_all, lambda j, t: slower.get((j, t), 1.0)) is sel
+    assert keep_types(sel, last, CAP, _allow_all, lambda j, t: slower.get((j, t), 1.0), slack=0.6) is not sel
+    out = keep_types(sel, last, CAP, _allow_all, _flat)
+    assert [c.worker_type for c in out.combinations] == ["a", "b"]  # the pair stays where it was selected
+
+
+@settings(max_examples=80, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
+def test_keep_types_keeps_who_runs_and_capacity(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    cap = {"a": 8, "b": 4, "c": 4}
+    left = dict(cap)
+    combos = []
+    for i in range(n):
+        t, g = str(rng.choice(list(cap))), int(rng.choice([1, 2, 4]))
+        if left[t] >= g:
+            left[t] -= g
+            combos.append(Combination((f"j{i}",), t, g))
+    sel = RoundAssignment(tuple(combos))
+    last = {f"j{i}": str(rng.choice(list(cap))) for i in range(n) if rng.random() < 0.8}
+    thr = {(f"j{i}", t): float(rng.uniform(1, 2)) for i in range(n) for t in cap}
+    allowed = {(f"j{i}", t): bool(rng.random() < 0.7) for i in range(n) for t in cap}
+    out = keep_types(sel, last, cap, lambda j, t: allowed[(j, t)], lambda j, t: thr[(j, t)], 0.1)
+    assert sorted(c.jobs for c in out.combinations) == sorted(c.jobs for c in sel.combinations)
+    used = out.gpus_used()
+    assert all(used.get(t, 0) <= cap[t] for t in cap)
+    before = {c.jobs[0]: c.worker_type for c in sel.combinations}
+    after = {c.jobs[0]: c.worker_type for c in out.combinations}
+    for j, t in after.items():
+        if t != before[j]:  # a move only ever goes back to last round's type, allowed and not slower
+            assert t == last[j] and allowed[(j, t)] and thr[(j, t)] >= 0.9 * thr[(j, before[j])]
+    kept = sum(after[j] == last.get(j) for j in after)
+    assert kept >= sum(before[j] == last.get(j) for j in before)
+
+
+# ----------------------------------------------------------------------------- renewal credit
+def _switches(credit: float, rounds: int = 24) -> tuple[int, np.ndarray]:
+    m = RoundMechanism({"a": 1, "b": 1}, renewal_credit=credit)
+    m.set_allocation({"j": {"a": 0.5, "b": 0.5}, "k": {"a": 0.5, "b": 0.5}}, (), {"j": 1, "k": 1})
+    types = []
+    for _ in range(rounds):
+        sel = m.schedule_round()
+        m.record_round(sel)
+        types.append(sel.by_job()["j"].worker_type)
+    return sum(x != y for x, y in zip(types, types[1:])), m.realized_fractions()
+
+
+def test_renewal_credit_switches_less_and_realizes_the_fractions() -> None:
+    plain, f0 = _switches(0.0)
+    credit, f1 = _switches(360.0)
+    assert credit <= plain // 2
+    assert np.allclose(f0[:2], 0.5) and np.allclose(f1[:2], 0.5, atol=1.0 / 24)
+    with pytest.raises(InputError, match="renewal_credit"):
+        RoundMechanism({"a": 1}, renewal_credit=-1.0)
+
+
+def test_renewal_credit_survives_state_round_trip() -> None:
+    m = RoundMechanism({"a": 1, "b": 1}, renewal_credit=120.0)
+    m.set_allocation({"j": {"a": 0.5, "b": 0.5}}, (), {"j": 1})
+    m.record_round(m.schedule_round())
+    back = RoundMechanism.from_state(m.to_state())
+    assert back.renewal_credit == 120.0
+    assert back.schedule_round() == m.schedule_round()
+
+
+# ----------------------------------------------------------------------------- simulator
+def test_simulator_reports_sources_and_realized_over_planned(gavel) -> None:
+    trace = [t for t in shockwave_trace(gavel, 30, rate_per_hour=40.0, seed=1)]
+    trace = [type(t)(**{**t.__dict__, "steps": t.steps / 10}) for t in trace]
+    runs = {}
+    for rule in ("matching", "tesserae", "simple"):
+        res = simulate(trace, "v100=8,p100=4,k80=4", table=gavel, policy="max_min_fairness", seed=1,
+                       migration=rule, space_sharing=True)
+        m = res.metrics
+        assert set(m["migration_sources"]) == set(MIGRATION_SOURCES)
+        assert sum(m["migration_sources"].values()) == m["migrations"]
+        rp = m["realized_over_planned"]
+        assert rp["jobs"] > 0 and 0 < rp["worst"] <= rp["p10"] <= rp["mean"]
+        held = res.jobs["held_seconds"].to_numpy()
+        assert np.all(held <= res.jobs["jct"].to_numpy() + 1e-6)
+        runs[rule] = m
+    assert runs["simple"]["migration_sources"]["relabeling"] >= 0
+    with pytest.raises(InputError, match="keep_types"):
+        SimConfig(keep_types="yes")  # type: ignore[arg-type]
+    with pytest.raises(InputError, match="renewal_credit"):
+        SimConfig(renewal_credit=-5.0)
+
+
+def test_cli_rejects_multi_gpu_with_shockwave(tmp_path) -> None:
+    from policyopt.sim.cli import add_subparser
+
+    parser = argparse.ArgumentParser()
+    add_subparser(parser.add_subparsers())
+    args = parser.parse_args(["simulate", "--policy", "max_min_fairness", "--cluster", "v100=8",
+                              "--generator", "shockwave", "--jobs", "5", "--multi-gpu", "--seed", "0",
+                              "--output", str(tmp_path)])
+    with pytest.raises(InputError, match="--multi-gpu"):
+        args.func(args)
