@@ -18,11 +18,13 @@ takes an entry when every job of ``k`` is still idle this round and type ``c`` s
 ``scale_factor_k`` free workers (all workers or none; a job runs in at most one combination per
 round; a pair shares the workers of one type).
 
-*Renewal credit* ``H`` (``renewal_credit``, seconds, default 0): an entry whose combination ran on
-type ``c`` last round is ranked as if it were owed ``H`` more (``D + H`` in ``e`` and in the
-deficit tie-break). A combination then stays on its type until it is about ``H`` seconds ahead
-of its share there instead of switching as soon as another entry ranks higher: fewer type
-switches (each one a checkpoint-restore), fractions still realized up to ``H`` per entry.
+*Renewal credit* ``H`` (``renewal_credit``, seconds, default 0): the entry ``(k, c)`` of a
+combination that ran as the same combination on type ``c`` last round (a job alone, or the two
+jobs of a pair together) is ranked as if it were owed ``H`` more (``D + H`` in ``e`` and in the
+deficit tie-break). A combination then keeps its type (and its GPUs) until it is about ``H``
+seconds ahead of its share there, instead of switching type, or stopping, as soon as another
+entry ranks higher -- each switch is a checkpoint-restore. Fractions are still realized up to
+about ``H`` per entry; ``H = 0`` is Gavel's mechanism.
 
 Deficits across resets: at ``set_allocation`` every combination that survives the change keeps
 ``D <- clip(D + X_old * T - r, -deficit_cap, +deficit_cap)`` on each type where the new
@@ -143,6 +145,7 @@ class RoundMechanism:
         self._scale_factors: dict[str, int] = dict(scale_factors or {})
         self._state: _State | None = None
         self._last_type: dict[str, int] = {}  # job -> type index it ran on last round
+        self._last_partner: dict[str, str] = {}  # job -> the job it shared GPUs with last round
         self.num_resets = 0
 
     # ------------------------------------------------------------------ persistence
@@ -204,6 +207,7 @@ class RoundMechanism:
         st.active &= ~(gone[m[:, 0]] | ((m[:, 1] >= 0) & gone[np.maximum(m[:, 1], 0)]))
         for j in job_ids:
             self._last_type.pop(j, None)
+            self._last_partner.pop(j, None)
 
     # ------------------------------------------------------------------ views
     @property
@@ -267,7 +271,9 @@ class RoundMechanism:
         m0, m1 = arr.members[:, 0], arr.members[:, 1]
         type_ids = np.arange(nc)[None, :]
         renew = (last[m0][:, None] == type_ids) & ((m1[:, None] < 0) | (last[np.maximum(m1, 0)][:, None] == type_ids))
-        deficit = st.deficit + self.renewal_credit * renew if self.renewal_credit > 0 else st.deficit
+        deficit = st.deficit
+        if self.renewal_credit > 0:
+            deficit = st.deficit + self.renewal_credit * (renew & self._same_combination()[:, None])
         prio = self.priorities(deficit)
         eligible = x > 0
         if not self.work_conserving:
@@ -315,6 +321,15 @@ class RoundMechanism:
         waiting = waiting[np.argsort(pos[waiting], kind="stable")]
         return RoundAssignment(combos, tuple(arr.job_ids[i] for i in waiting.tolist()))
 
+    def _same_combination(self) -> np.ndarray:
+        """Per combination: whether it ran as this same combination last round (a job alone, or the
+        two jobs of a pair together); with ``renew`` it marks the entries that get the credit."""
+        arr = self._require_state().arrays
+        together = np.fromiter((self._last_partner.get(c[0]) == c[1] for c in arr.combos[arr.num_singles:]),
+                               bool, len(arr.combos) - arr.num_singles)
+        alone = np.fromiter((j not in self._last_partner for j in arr.job_ids), bool, arr.num_singles)
+        return np.concatenate((alone, together))
+
     def record_round(
         self, assignment: RoundAssignment, durations: Mapping[str, float] | None = None
     ) -> None:
@@ -353,3 +368,5 @@ class RoundMechanism:
         st.elapsed += self.round_length
         self._last_type = {j: self._type_index[comb.worker_type]
                            for comb in assignment.combinations for j in comb.jobs}
+        self._last_partner = {comb.jobs[i]: comb.jobs[1 - i] for comb in assignment.combinations
+                              if len(comb.jobs) == 2 for i in (0, 1)}

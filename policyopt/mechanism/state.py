@@ -46,6 +46,7 @@ def mechanism_to_state(mech: RoundMechanism) -> dict[str, Any]:
         "scale_factors": {j: int(s) for j, s in mech._scale_factors.items()},  # noqa: SLF001
         "num_resets": mech.num_resets,
         "last_type": {j: arr.worker_types[c] for j, c in mech._last_type.items()},  # noqa: SLF001
+        "last_partner": dict(mech._last_partner),  # noqa: SLF001
         "job_ids": list(arr.job_ids),
         "pairs": [list(c) for c in arr.combos[arr.num_singles:]],
         "x": _pack(arr.x),
@@ -85,6 +86,7 @@ def mechanism_from_state(state: Mapping[str, Any]) -> RoundMechanism:
     st.elapsed = float(state["elapsed"])
     index = {t: i for i, t in enumerate(mech.worker_types)}
     mech._last_type = {j: index[t] for j, t in state["last_type"].items()}  # noqa: SLF001
+    mech._last_partner = dict(state.get("last_partner", {}))  # noqa: SLF001
     mech.num_resets = int(state["num_resets"])
     return mech
 
@@ -98,5 +100,6 @@ def with_worker_counts(mech: RoundMechanism, counts: Mapping[str, int]) -> Round
     new = _new_mechanism(state, counts)
     new._state = mech._state  # noqa: SLF001
     new._last_type = dict(mech._last_type)  # noqa: SLF001
+    new._last_partner = dict(mech._last_partner)  # noqa: SLF001
     new.num_resets = mech.num_resets
     return new
