@@ -83,3 +83,28 @@ def test_profile_samples_data_parallel_plans(tmp_path: Path) -> None:
     assert [(r["dp"], r["ga_steps"], r["gc"], r["cpus"]) for r in rows] == [("1", "1", "0", "1"), ("2", "2", "1", "2")]
     assert float(rows[1]["bw_intra"]) > 0 and float(rows[1]["iter_time"]) > 0
     assert rows[1]["fwd_time_1gpu"] == rows[0]["fwd_time_1gpu"]  # the same one-device base
+
+
+def test_profile_writes_k_worker_rows(tmp_path: Path) -> None:
+    """``--plans dp2-ga1-gc0`` puts the 2-worker throughput of each worker type into throughputs.json
+    (``scale_factors["2"]``): on cpu1 it is the dp2 plan sample itself, on cpu2 a run of two ranks
+    of two threads each."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("needs two usable cores")
+    from policyopt.jobs.cli import main
+
+    out = tmp_path / "prof"
+    assert main(["profile", "--output", str(out), "--job-types", "recommendation-bs128", "--worker-types", "cpu1",
+                 "cpu2", "--seconds-per-run", "0.5", "--repeats", "2", "--warmup-steps", "2",
+                 "--plans", "dp2-ga1-gc0"]) == 0
+    table = json.loads((out / "throughputs.json").read_text())
+    runs = json.loads((out / "runs.json").read_text())
+    row = table["job_types"]["recommendation-bs128"]["scale_factors"]["2"]
+    assert row["plan"] == "dp2-ga1-gc0" and set(row["throughputs"]) == {"cpu1", "cpu2"}
+    plan = [r["steady_steps_per_s"] for r in runs if r["measurement"] == "plan" and r["dp"] == 2]
+    scale = [r for r in runs if r["measurement"] == "scale"]
+    assert len(plan) == 2 and row["throughputs"]["cpu1"] == pytest.approx(sum(plan) / 2)
+    assert len(scale) == 2 and all(r["dp"] == 2 and r["threads"] == 2 and r["worker_type"] == "cpu2" for r in scale)
+    assert row["throughputs"]["cpu2"] == pytest.approx(sum(r["steady_steps_per_s"] for r in scale) / 2)

@@ -583,7 +583,7 @@ class RayBackend:
             opts["num_gpus"] = 1
         if self._prefix:
             opts["resources"] = {f"{self._prefix}{slot.worker_type}": 1}
-        actor = self._remote.options(**opts).remote(str(self._run_dir / "nodes" / slot.worker_id), self._launcher,
+        actor: Any = self._remote.options(**opts).remote(str(self._run_dir / "nodes" / slot.worker_id), self._launcher,
                                                     self._env, slot.worker_id)
         self._actors[slot.worker_id] = actor
         self._ready[slot.worker_id] = actor.warm_up.remote()

@@ -263,7 +263,7 @@ def profile(
         samples, cpu_runs = _plan_samples(specs, workers, alone, plan_specs, measure)
         scaled = _scale_factor_runs(specs, workers, plan_specs, measure, cpu_runs)
 
-    table = {
+    table: dict[str, Any] = {
         "worker_types": {w.name: {"count": 1, "device": w.device, "threads": w.threads,
                                   "cores": list(w.cores) if w.cores is not None else None} for w in workers.values()},
         "job_types": {},
