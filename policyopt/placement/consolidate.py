@@ -15,6 +15,8 @@ throughput where the data has one (see :func:`policyopt.placement.plan.unconsoli
 """
 from __future__ import annotations
 
+import heapq
+
 from typing import Sequence
 
 import numpy as np
@@ -71,10 +73,34 @@ def consolidate(
     sizes = np.fromiter((c.num_gpus for c in combs), dtype=np.int64, count=len(combs))
     order = np.argsort(-sizes, kind="stable").tolist()
 
+    # best fit without scanning every server per job: per worker type, heaps of server ids by free
+    # GPUs (``buckets[t][f]``), updated lazily; free counts only fall, so a server's stale entries
+    # are skipped when met (exactly the first server of smallest fitting free count, as a scan)
+    buckets: dict[int, list[list[int]]] = {}
+
     def take(i: int, ids: np.ndarray) -> None:
         free[ids] = False
-        np.subtract.at(free_per_server, layout.gpu_server[ids], 1)
+        touched = layout.gpu_server[ids]
+        np.subtract.at(free_per_server, touched, 1)
         got[i] = ids
+        for s in np.unique(touched).tolist():
+            b = buckets.get(int(layout.server_type[s]))
+            if b is not None:
+                heapq.heappush(b[int(free_per_server[s])], s)
+
+    def best_fit(t: int, srv: np.ndarray, g: int) -> int:
+        b = buckets.get(t)
+        if b is None:
+            b = buckets[t] = [[] for _ in range(int(layout.server_size[srv].max(initial=0)) + 1)]
+            for s in srv.tolist():  # ascending ids: each list is a valid heap
+                b[int(free_per_server[s])].append(s)
+        for f in range(g, len(b)):
+            heap = b[f]
+            while heap and free_per_server[heap[0]] != f:
+                heapq.heappop(heap)
+            if heap:
+                return heap[0]
+        return -1
 
     if renew and previous is not None:
         for i in order:
@@ -96,13 +122,12 @@ def consolidate(
         comb = combs[i]
         g = comb.num_gpus
         srv = servers_of[comb.worker_type]
-        fc = free_per_server[srv]
-        fits = np.flatnonzero(fc >= g)
-        if fits.size:
-            s = srv[fits[np.argmin(fc[fits])]]
+        s = best_fit(layout.type_index(comb.worker_type), srv, g)
+        if s >= 0:
             lo = layout.first_gpu[s]
             ids = lo + np.flatnonzero(free[lo:lo + layout.server_size[s]])[:g]
         else:
+            fc = free_per_server[srv]
             by_free = srv[np.argsort(-fc, kind="stable")]
             parts, need = [], g
             for s in by_free.tolist():

@@ -183,7 +183,9 @@ def simple_rule_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
         in_class = np.zeros(layout.num_servers, dtype=bool)
         in_class[servers] = True
         claimed: set[int] = set()
-        for b in servers.tolist():
+        order = servers.tolist()
+        free = 0  # order[:free] are all claimed: the lowest unclaimed server is found in O(1) amortized
+        for b in order:
             lo_b = int(layout.first_gpu[b])
             want = pref[lo_b:lo_b + size]
             want_srv = layout.gpu_server[want[want >= 0]]
@@ -196,7 +198,9 @@ def simple_rule_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
                         a = c_
                         break
             if a < 0:
-                a = next(x for x in servers.tolist() if x not in claimed)
+                while order[free] in claimed:
+                    free += 1
+                a = order[free]
             claimed.add(a)
             lo_a = int(layout.first_gpu[a])
             taken = np.zeros(size, dtype=bool)

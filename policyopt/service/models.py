@@ -262,6 +262,9 @@ class RoundResponse(BaseModel):
     recomputed: bool
     allocation: AllocationInfo | None
     timings: dict[str, float]
+    migration: str = Field("matching", description="migration minimizer used this round: the session's, or "
+                                                   "simple when matching would exceed its budget (servers in "
+                                                   "one class > 2,048)")
 
 
 class JobInfoOut(BaseModel):

@@ -168,6 +168,8 @@ class RoundPlan:
     assignment: dict[str, list[str]]
     pairs: list[list[str]]
     timings: dict[str, float]
+    #: the migration minimizer used (the session's, or ``simple`` past the matching budget)
+    migration: str = "none"
 
 
 def _previous_placement(layout: ClusterLayout, worker_of: Sequence[str],
@@ -181,11 +183,31 @@ def _previous_placement(layout: ClusterLayout, worker_of: Sequence[str],
     return Placement.build(layout, gpus, kept)
 
 
+#: the largest class of interchangeable servers (one type, one size) that the ``matching``
+#: migration minimizer may take: its server-level assignment holds a dense ``S × S`` cost matrix
+#: (``8·S²`` bytes, ``O(S³)`` time: 2,048 servers = 32 MiB and about a second); a larger class is
+#: relabeled by the ``simple`` rule, whose cost is linear in the GPUs
+MATCHING_MAX_SERVERS = 2048
+
+
+def migration_rule(layout: ClusterLayout, migration: str) -> str:
+    """The migration minimizer this round uses: ``migration``, or ``simple`` when ``matching``
+    would exceed its budget (:data:`MATCHING_MAX_SERVERS` servers in one class)."""
+    if migration != "matching" or layout.num_servers <= MATCHING_MAX_SERVERS:
+        return migration
+    key = np.asarray(layout.server_type, dtype=np.int64) * (int(np.max(layout.server_size, initial=0)) + 1) \
+        + np.asarray(layout.server_size, dtype=np.int64)
+    largest = int(np.unique(key, return_counts=True)[1].max(initial=0))
+    return "simple" if largest > MATCHING_MAX_SERVERS else migration
+
+
 def place_round(mech: RoundMechanism, layout: ClusterLayout, worker_of: Sequence[str],
                 previous: Mapping[str, Sequence[str]], previous_pairs: Sequence[Sequence[str]],
                 placer: str = "consolidate", migration: str = "matching") -> RoundPlan:
-    """Mechanism selection → placement → migration minimization for one round (see module doc)."""
-    pipeline = RoundPipeline.from_names(layout, "mechanism", placer=placer, packer="none", migration=migration,
+    """Mechanism selection → placement → migration minimization for one round (see module doc);
+    ``matching`` falls back to ``simple`` past its budget (:func:`migration_rule`)."""
+    rule = migration_rule(layout, migration)
+    pipeline = RoundPipeline.from_names(layout, "mechanism", placer=placer, packer="none", migration=rule,
                                         options={"policy": {"mechanism": mech}})
     pipeline.last_placement = _previous_placement(layout, worker_of, previous, previous_pairs)
     result = pipeline.run_round([])
@@ -199,4 +221,4 @@ def place_round(mech: RoundMechanism, layout: ClusterLayout, worker_of: Sequence
                            "workers": assignment[first], "spread": first in pl.spread,
                            "renewed": bool(renewed.get(first, False))})
     return RoundPlan(result.selection, placements, assignment, [list(p) for p in sorted(pl.pairs)],
-                     dict(result.timings))
+                     dict(result.timings), rule)

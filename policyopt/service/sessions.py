@@ -116,7 +116,7 @@ class SessionManager:
                 on_commit: Callable[[], None] | None = None) -> tuple[T, int]:
         """Load → compute (``fn`` must not write) → commit → ``on_commit()``, under the session's lock."""
         with self._lock(sid):
-            sess, jobs, workers, coloc = self._load(sid, need_mechanism=need_mechanism)
+            sess, jobs, workers, coloc = self._load(sid, need_mechanism=need_mechanism, active_only=True)
             changes, result = fn(sess, jobs, workers, coloc)
             try:
                 version = self.store.commit(sid, sess.version, changes)
@@ -179,17 +179,15 @@ class SessionManager:
 
     # ------------------------------------------------------------------------------ reads
     def info(self, sid: str) -> dict[str, Any]:
-        sess, jobs, workers, _ = self._load(sid)
-        by_status: dict[str, int] = {}
-        for j in jobs.values():
-            by_status[j.status] = by_status.get(j.status, 0) + 1
+        sess, _, workers, _ = self._load(sid, jobs=False)
+        by_status = self.store.job_counts(sid)
         c, st = sess.config, sess.state
         return {"session_id": sid, "version": sess.version, "round": st["round"], "time": st["time"],
                 "policy": c["policy"], "options": c["options"], "round_length": c["round_length"],
                 "worker_counts": self._counts(c, workers), "jobs": by_status, "allocation": st["allocation"]}
 
     def jobs(self, sid: str, status: str | None = None) -> list[dict[str, Any]]:
-        sess, jobs, _, _ = self._load(sid, workers=False)
+        sess, jobs, _, _ = self._load(sid, workers=False, active_only=status == "active")
         now = sess.state["time"]
         return [self._job_out(j, now) for j in jobs.values() if status is None or j.status == status]
 
@@ -203,6 +201,10 @@ class SessionManager:
         except NotFoundError:
             raise SessionNotFound(sid) from None
         if row is None:
+            kept = self.store.round_range(sid)
+            if kept is not None and index < kept[0]:
+                raise ItemNotFound("round", str(index), f"no longer kept: the server keeps the last "
+                                                        f"{self.limits.round_history} rounds ({kept[0]}..{kept[1]})")
             raise ItemNotFound("round", str(index), "no such round in this session")
         return {"round": row.round, "started_at": row.started_at, "duration": row.duration,
                 "plan": row.plan, "progress": row.progress}
@@ -307,12 +309,14 @@ class SessionManager:
                 raise InputError("jobs", len(job_specs), f"a session holds at most {self.limits.max_jobs_per_session} "
                                                          f"active jobs ({n_active} active now)")
             new_ids: list[str] = []
+            wanted = [str(j.get("id")) for j in job_specs if isinstance(j, Mapping)]
+            used = self.store.existing_job_ids(sid, wanted)  # ids are never reused, also of jobs that left
             for i, spec in enumerate(job_specs):
                 if spec.get("steps_remaining") is None:
                     raise InputError(f"jobs[{i}].steps_remaining", None, "is required in a session")
                 jid = spec.get("id")
                 jid = str(jid) if isinstance(jid, (int, float)) and not isinstance(jid, bool) else jid
-                if isinstance(jid, str) and (jid in jobs or jid in new_ids):
+                if isinstance(jid, str) and (jid in used or jid in new_ids):
                     raise InputError(f"jobs[{i}].id", jid, "job id already used in this session")
                 new_ids.append(jid)
             live = self._counts(cfg, workers)
@@ -518,7 +522,9 @@ class SessionManager:
                 selection, placements, assignment, pairs, timings = (plan.selection, plan.placements, plan.assignment,
                                                                     plan.pairs, plan.timings)
                 mech_pending = list(selection.pending)
+                rule = plan.migration
             else:
+                rule = cfg["migration"]
                 selection, placements, assignment, pairs, timings = RoundAssignment(()), [], {}, [], {}
                 mech_pending = []
             running = set(assignment)
@@ -538,12 +544,14 @@ class SessionManager:
             response = {"session_id": sid, "round": index, "round_length": cfg["round_length"], "time": now,
                         "placements": placements, "assignment": assignment, "pending": pending,
                         "unschedulable": unschedulable, "completed": completed, "migrated": migrated,
-                        "recomputed": recompute, "allocation": state["allocation"], "timings": timings}
+                        "recomputed": recompute, "allocation": state["allocation"], "timings": timings,
+                        "migration": rule}
             state["open_round"] = {"index": index, "selection": R.assignment_to_state(selection),
                                    "assignment": assignment, "pairs": pairs,
                                    "progress": {"steps": {}, "durations": {}, "round_duration": None, "completed": []}}
             rounds_out.append(RoundRow(index, now, None, response, None))
             return Changes(state=state, job_updates=list(changed.values()), rounds=rounds_out, round_closes=closes,
+                           prune_rounds_before=index - self.limits.round_history + 1,
                            mechanism=R.mechanism_to_state(mech) if mech is not None else None), response
 
         result_mech: list[tuple[int, RoundMechanism | None] | None] = [None]

@@ -21,6 +21,12 @@ when the caller does not hold the current one (``need_mechanism``); job specs ne
 insertion, so their parsed form is cached per ``(session, job)``.
 
 The file carries a schema version and migrates on open (:mod:`policyopt.sqlite_schema`).
+
+Cost follows the active jobs only: requests that change a session read its *active* jobs (index
+``jobs_by_status``, schema version 2), a job's colocated entries are deleted when it leaves, the
+job counts of a summary are one ``GROUP BY``, and the round history keeps the last
+``round_history`` rounds (older rows are deleted in the transaction that opens a round; SQLite
+reuses their pages, so the file stops growing).
 """
 from __future__ import annotations
 
@@ -60,8 +66,14 @@ CREATE TABLE IF NOT EXISTS rounds (
     PRIMARY KEY (session_id, round));
 """
 
+#: version 2: the indexes that keep a request's cost on the active jobs
+_ACTIVE_INDEXES = """
+CREATE INDEX IF NOT EXISTS jobs_by_status ON jobs (session_id, status, seq);
+CREATE INDEX IF NOT EXISTS colocated_by_b ON colocated (session_id, job_b);
+"""
+
 #: schema migrations in order (``PRAGMA user_version`` counts those applied; policyopt.sqlite_schema)
-_MIGRATIONS = (_SCHEMA,)
+_MIGRATIONS = (_SCHEMA, _ACTIVE_INDEXES)
 
 
 class ConflictError(Exception):
@@ -130,6 +142,8 @@ class Changes:
     workers_add: list[WorkerRow] = field(default_factory=list)
     workers_remove: list[str] = field(default_factory=list)
     rounds: list[RoundRow] = field(default_factory=list)  # inserted (a newly opened round)
+    #: delete the history rows of rounds before this index (retention); None keeps everything
+    prune_rounds_before: int | None = None
     #: closed rounds: (round, duration, progress) written into their existing rows
     round_closes: list[tuple[int, float, dict[str, Any]]] = field(default_factory=list)
 
@@ -173,11 +187,12 @@ class Store:
 
     # ------------------------------------------------------------------------------ reads
     def load(self, session_id: str, *, jobs: bool = True, workers: bool = True,
-             need_mechanism: Callable[[dict[str, Any]], bool] | None = None
+             need_mechanism: Callable[[dict[str, Any]], bool] | None = None, active_only: bool = False
              ) -> tuple[SessionRow, dict[str, JobRow], list[WorkerRow], list[dict[str, Any]]]:
-        """Session, its jobs (by id, in arrival order), live workers (registration order) and
-        colocated entries, from one consistent snapshot. ``SessionRow.mechanism`` is filled when
-        ``need_mechanism(state)`` is true (else it is ``UNCHANGED``)."""
+        """Session, its jobs (by id, in arrival order; with ``active_only`` only the active ones),
+        live workers (registration order) and colocated entries, from one consistent snapshot.
+        ``SessionRow.mechanism`` is filled when ``need_mechanism(state)`` is true (else it is
+        ``UNCHANGED``)."""
         with self._txn("DEFERRED") as c:
             r = c.execute("SELECT id, created, version, config, state FROM sessions WHERE id=?",
                           (session_id,)).fetchone()
@@ -191,8 +206,9 @@ class Store:
             coloc: list[dict[str, Any]] = []
             if jobs:
                 specs = self._specs
+                where = "session_id=? AND status='active'" if active_only else "session_id=?"
                 for row in c.execute("SELECT job_id, seq, status, spec, steps_done, steps_remaining, "
-                                     "time_since_start, added_at, finished_at FROM jobs WHERE session_id=? "
+                                     f"time_since_start, added_at, finished_at FROM jobs WHERE {where} "
                                      "ORDER BY seq", (session_id,)):
                     key = (session_id, row[0])
                     spec = specs.get(key)
@@ -209,6 +225,29 @@ class Store:
                     "SELECT worker_id, seq, worker_type, server FROM workers WHERE session_id=? ORDER BY seq",
                     (session_id,))]
         return sess, job_rows, wk, coloc
+
+    def job_counts(self, session_id: str) -> dict[str, int]:
+        """Jobs per status (one indexed ``GROUP BY``)."""
+        with self._txn("DEFERRED") as c:
+            return {st: n for st, n in c.execute(
+                "SELECT status, COUNT(*) FROM jobs WHERE session_id=? GROUP BY status", (session_id,))}
+
+    def existing_job_ids(self, session_id: str, ids: list[str]) -> set[str]:
+        """Which of ``ids`` the session already has (any status: job ids are never reused)."""
+        out: set[str] = set()
+        with self._txn("DEFERRED") as c:
+            for k in range(0, len(ids), 500):
+                chunk = ids[k:k + 500]
+                out.update(r[0] for r in c.execute(
+                    f"SELECT job_id FROM jobs WHERE session_id=? AND job_id IN ({','.join('?' * len(chunk))})",
+                    (session_id, *chunk)))
+        return out
+
+    def round_range(self, session_id: str) -> tuple[int, int] | None:
+        """The first and last round index kept in the history (None when empty)."""
+        with self._txn("DEFERRED") as c:
+            r = c.execute("SELECT MIN(round), MAX(round) FROM rounds WHERE session_id=?", (session_id,)).fetchone()
+        return None if r is None or r[0] is None else (int(r[0]), int(r[1]))
 
     def load_round(self, session_id: str, round_index: int) -> RoundRow | None:
         with self._txn("DEFERRED") as c:
@@ -241,7 +280,11 @@ class Store:
             if r[0] != expected_version:
                 raise ConflictError(f"session {session_id} is at version {r[0]}, the change was computed "
                                     f"from version {expected_version}; retry")
-            return self._apply(c, session_id, expected_version, changes)
+            version = self._apply(c, session_id, expected_version, changes)
+        for j in changes.job_updates:  # committed: a job that left needs no cached spec
+            if j.status != "active":
+                self._specs.pop((session_id, j.job_id), None)
+        return version
 
     def _apply(self, c: sqlite3.Connection, sid: str, version: int, ch: Changes) -> int:
         if ch.workers_remove:
@@ -269,6 +312,12 @@ class Store:
                           "VALUES (?,?,?,?,?,?)",
                           [(sid, r.round, r.started_at, r.duration, _dumps(r.plan),
                             None if r.progress is None else _dumps(r.progress)) for r in ch.rounds])
+        if ch.prune_rounds_before is not None:
+            c.execute("DELETE FROM rounds WHERE session_id=? AND round<?", (sid, ch.prune_rounds_before))
+        left = [j.job_id for j in ch.job_updates if j.status != "active"]
+        if left:  # a job that left takes its colocated entries with it
+            c.executemany("DELETE FROM colocated WHERE session_id=? AND (job_a=? OR job_b=?)",
+                          [(sid, j, j) for j in left])
         if ch.round_closes:
             c.executemany("UPDATE rounds SET duration=?, progress=? WHERE session_id=? AND round=?",
                           [(d, _dumps(p), sid, r) for r, d, p in ch.round_closes])
