@@ -130,3 +130,20 @@ def test_big_session_round_uses_the_fallback(tmp_path: Path) -> None:
     assert second["migration"] == "simple" and len(second["assignment"]) == n
     kept = [j for j in second["assignment"] if j in first["assignment"]]
     assert all(second["assignment"][j] == first["assignment"][j] for j in kept)  # renewed jobs stay put
+
+
+def test_sessions_share_gpus_by_job_type_like_the_simulator(tmp_path: Path) -> None:
+    """Issue 16 item 8: ``colocated_types`` at creation + ``job_type`` on jobs + the policy option
+    ``space_sharing``: pairs of jobs run on the same GPU when that beats running alone."""
+    m = manager(tmp_path)
+    table = [{"job_types": ["small", "small"], "worker_type": "v100", "throughputs": [0.9, 0.9]}]
+    sid = m.create({"cluster": {"worker_types": {"v100": {"count": 1}}}, "policy": "max_sum_throughput",
+                    "options": {"space_sharing": True}, "colocated_types": table})["session_id"]
+    m.add_jobs(sid, [{"id": x, "throughputs": {"v100": 1.0}, "steps_remaining": 1e9, "job_type": "small"}
+                     for x in ("a", "b")])
+    rnd = m.next_round(sid, {})
+    assert [sorted(p["jobs"]) for p in rnd["placements"]] == [["a", "b"]]
+    assert rnd["assignment"]["a"] == rnd["assignment"]["b"]
+    with pytest.raises(InputError) as exc:  # the table is validated against the cluster at creation
+        m.create({"cluster": CLUSTER, "colocated_types": [{**table[0], "worker_type": "tpu"}]} | {"policy": "fifo"})
+    assert exc.value.field.startswith("colocated_types")

@@ -15,11 +15,11 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema
 
-from policyopt.schema import (COLOCATED_FIELDS, ENTITY_FIELDS, cluster_json_schema, job_json_schema,
+from policyopt.schema import (COLOCATED_FIELDS, COLOCATED_TYPE_FIELDS, ENTITY_FIELDS, cluster_json_schema, job_json_schema,
                               object_json_schema, problem_json_schema)
 
 __all__ = [
-    "Number", "ProblemBody", "ClusterBody", "SessionJobBody", "ColocatedBody", "EntityBody", "RECONFIG_SCHEMA",
+    "Number", "ProblemBody", "ClusterBody", "SessionJobBody", "ColocatedBody", "ColocatedTypeBody", "EntityBody", "RECONFIG_SCHEMA",
     "SolveRequest", "SolveResponse", "PopReport", "SlaEntry", "INT_MAX", "PolicyOptionInfo", "PolicyInfo",
     "ErrorDetail", "ErrorResponse", "WorkerSpec", "SessionCreate", "WorkersAdd", "JobsAdd", "ProgressReport",
     "NextRoundRequest", "CombinationPlacement", "AllocationInfo", "RoundResponse", "SessionInfo", "JobInfoOut",
@@ -75,6 +75,8 @@ ClusterBody = Annotated[dict[str, Any], WithJsonSchema(cluster_json_schema())]
 SessionJobBody = Annotated[dict[str, Any], WithJsonSchema(job_json_schema(require=["steps_remaining"]))]
 ColocatedBody = Annotated[dict[str, Any], WithJsonSchema(object_json_schema(COLOCATED_FIELDS, "a pair of jobs"))]
 EntityBody = Annotated[dict[str, Any], WithJsonSchema(object_json_schema(ENTITY_FIELDS, "a tenant"))]
+ColocatedTypeBody = Annotated[dict[str, Any], WithJsonSchema(object_json_schema(COLOCATED_TYPE_FIELDS,
+                                                                                 "space sharing by job type"))]
 
 
 # ------------------------------------------------------------------------------------ stateless
@@ -199,6 +201,9 @@ class SessionCreate(_Closed):
     auto_workers: bool = Field(True, description="create `count` workers per type named <type>-<server>-<gpu>")
     workers: list[WorkerSpec] = Field(default_factory=list, description="workers to register at creation")
     entities: dict[str, EntityBody] | None = None
+    colocated_types: list[ColocatedTypeBody] = Field(
+        default_factory=list, description="space sharing by job type (jobs carry job_type), as in the simulator: "
+                                          "with the policy option space_sharing, pairs of jobs share GPUs")
     placer: str = Field("consolidate", description="placement stage: consolidate | first_fit")
     migration: str = Field("matching", description="migration minimizer: matching | simple | none")
     work_conserving: bool = True

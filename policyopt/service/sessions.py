@@ -132,9 +132,10 @@ class SessionManager:
         cluster_spec = body["cluster"]
         check_json_numbers(cluster_spec, "cluster", magnitudes=True)
         try:
-            base = Problem.from_dict({"cluster": cluster_spec, "jobs": [], "entities": body.get("entities") or {}})
+            base = Problem.from_dict({"cluster": cluster_spec, "jobs": [], "entities": body.get("entities") or {},
+                                      "colocated_types": list(body.get("colocated_types") or [])})
         except InputError as exc:
-            if exc.field.startswith(("cluster", "entities")):
+            if exc.field.startswith(("cluster", "entities", "colocated_types")):
                 raise
             raise prefixed(exc, "cluster") from None
         policy, options = make_policy(body["policy"], body.get("options") or {},
@@ -160,7 +161,9 @@ class SessionManager:
                   "round_length": round_length, "min_recompute_interval": min_interval, "placer": placer,
                   "migration": migration, "work_conserving": bool(body.get("work_conserving", True)),
                   "deficit_cap": cap,
-                  "entities": {n: {"weight": e.weight, "policy": e.policy} for n, e in base.entities.items()}}
+                  "entities": {n: {"weight": e.weight, "policy": e.policy} for n, e in base.entities.items()},
+                  "colocated_types": [{"job_types": list(c.job_types), "worker_type": c.worker_type,
+                                       "throughputs": list(c.throughputs)} for c in base.colocated_types]}
         specs: list[dict[str, Any]] = []
         if body.get("auto_workers", True):
             for w in base.cluster.worker_types:
@@ -326,7 +329,8 @@ class SessionManager:
             problem = Problem.from_dict({
                 "cluster": {"worker_types": nominal},
                 "jobs": [*job_specs, *(dict(j.spec) for j in active)],
-                "colocated": list(colocated), "entities": cfg["entities"]})
+                "colocated": list(colocated), "entities": cfg["entities"],
+                "colocated_types": cfg.get("colocated_types", [])})
             known_pairs = {(min(e["jobs"]), max(e["jobs"]), e["worker_type"]) for e in coloc}
             sf = {j.id: j.scale_factor for j in problem.jobs}
             for i, c in enumerate(problem.colocated):
@@ -599,4 +603,5 @@ class SessionManager:
         ids = {j.job_id for j in jobs}
         pairs = [e for e in coloc if e["jobs"][0] in ids and e["jobs"][1] in ids]
         return Problem.from_dict({"cluster": {"worker_types": types}, "jobs": out, "colocated": pairs,
+                                  "colocated_types": cfg.get("colocated_types", []),
                                   "entities": cfg["entities"]})
