@@ -8,6 +8,7 @@ own files, not from the controller's records — except where the two are compar
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -145,6 +146,8 @@ def test_max_min_fairness_small_with_controller_kill(cluster: LocalSlurm, tmp_pa
 
 
 @pytest.mark.slow
+@pytest.mark.skipif(os.environ.get("POLICYOPT_SLURM_FULL") != "1",
+                    reason="long form (about 2 min per policy): set POLICYOPT_SLURM_FULL=1")
 @pytest.mark.parametrize("policy, kill_after", [("max_min_fairness", 5), ("finish_time_fairness", 6)])
 def test_full_workload(cluster: LocalSlurm, tmp_path: Path, policy: str, kill_after: int) -> None:
     run = _run_scenario(cluster, tmp_path, policy, DEMO_WORKLOAD, kill_after=kill_after)
