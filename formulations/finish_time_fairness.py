@@ -4,13 +4,20 @@
            \\rho_m(X) = \\frac{t_m + s_m/thr(m)}{t_m + s_m/thr(m, X_{iso})}
 
 ``t_m`` time since start, ``s_m`` steps remaining, ``X_iso`` the isolated allocation (each of ``n``
-jobs gets ``1/n`` of every type divided by its scale factor, rows capped at 1; so ``ρ(X_iso) = 1``
-and the optimum is ``≤ 1``: sharing incentive). Gavel writes both times with the same ``t_m``; so
-do we. Jobs with no remaining steps are finished and take no part.
+jobs gets ``1/n`` of every type divided by its scale factor, rows capped at 1). Jobs with no
+remaining steps are finished and take no part.
+
+The denominator is the time the job would take in isolation: ``c_m + s_m/thr(m, X_iso)`` with
+``c_m`` the job's ``isolated_time`` — the seconds it would have needed in isolation for the steps
+it has done so far, which Gavel accumulates from call to call (``c_m += Δsteps_m/thr_prev(m,
+X_iso)``; :class:`policyopt.mechanism.IsolatedTimeTracker` does that for the simulator, and a
+caller may pass it per job). Without it ``c_m = t_m``, so ``ρ(X_iso) = 1`` and the optimum is
+``≤ 1`` (sharing incentive); with it ``ρ(X_iso)`` may differ from 1 and is the starting upper bound.
+The result carries ``isolated_throughputs`` (``thr(m, X_iso)`` per job) for the next call's update.
 
 Method — parametric LP with certified bounds
 --------------------------------------------
-Write ``D_m = t_m + s_m/thr(m, X_iso)``, ``w_m = thr(m, X_iso)`` and ``v = 1/ρ``. For a level ``ρ`` (with
+Write ``D_m = c_m + s_m/thr(m, X_iso)``, ``w_m = thr(m, X_iso)`` and ``v = 1/ρ``. For a level ``ρ`` (with
 ``v < D_m/t_m``) ``ρ_m(X) ≤ ρ  ⟺  thr(m) ≥ s_m/(ρ·D_m − t_m)``, a linear constraint whose right-hand
 side alone depends on ``ρ``. Define the slack LP (the same matrix for every ``v``; only row bounds
 change, so it is loaded once and re-solved in place with warm starts)
@@ -101,16 +108,25 @@ def _model_root(lam: float, pi: np.ndarray, v: float, beta: Callable[[float], np
     return float(brentq(model, lo, hi, xtol=1e-15 * max(v, 1.0), rtol=4 * np.finfo(float).eps, maxiter=200))
 
 
+def isolated_times(space: AllocationSpace) -> np.ndarray:
+    """``c_m`` per job of the space: the job's ``isolated_time``, else its ``time_since_start``."""
+    c = np.fromiter((np.nan if j.isolated_time is None else j.isolated_time for j in space.problem.jobs),
+                    float, len(space.problem.jobs))
+    return np.where(np.isnan(c), space.time_since_start, c)
+
+
 def finish_time_ratios(space: AllocationSpace, X: np.ndarray, T: np.ndarray, Tp: np.ndarray,
                        active: np.ndarray, iso: np.ndarray | None = None) -> np.ndarray:
-    """``ρ_m(X)`` of the active jobs under the data ``(T, Tp)`` (``inf`` where ``thr(m) = 0``);
-    ``iso`` = ``thr(m, X_iso)`` of the active jobs under the same data, if already known."""
+    """``ρ_m(X) = (t_m + s_m/thr(m))/(c_m + s_m/thr(m, X_iso))`` of the active jobs under the data
+    ``(T, Tp)`` (``inf`` where ``thr(m) = 0``); ``iso`` = ``thr(m, X_iso)`` of the active jobs under
+    the same data, if already known."""
     thr = space.throughput_values(X, T, Tp)[active]
     if iso is None:
         iso = isolated_throughput(space, T, Tp)[active]
     s, t = space.steps[active], space.time_since_start[active]
+    c = isolated_times(space)[active]
     with np.errstate(divide="ignore"):
-        return (t + s / thr) / (t + s / iso)
+        return (t + s / thr) / (c + s / iso)
 
 
 @register_policy("finish_time_fairness")
@@ -138,8 +154,9 @@ class FinishTimeFairness(Policy):
             return self.result(space, X_iso, Status.OPTIMAL, None, "none", timings,
                                "no job has remaining steps: nothing to equalize (isolated allocation)")
         s, t = space.steps[active], space.time_since_start[active]
-        w = isolated_throughput(space, T, Tp)[active]
-        D = t + s / w
+        iso_all = isolated_throughput(space, T, Tp)
+        w = iso_all[active]
+        D = isolated_times(space)[active] + s / w
         model = Model(self.name)
         X = space.add_allocation(model)
         lam = model.add_variable("lam")
@@ -158,7 +175,7 @@ class FinishTimeFairness(Policy):
             return s * D / ((D - t * v) ** 2 * w)
 
         lb = float(np.max((t + s / max_throughput(space, T, Tp)[active]) / D))
-        ub, X_best = 1.0, X_iso
+        ub, X_best = float(np.max((t + s / w) / D)), X_iso  # ρ(X_iso): 1 unless isolated_time is given
         v = 1.0 / lb
         tol, status = self.config["tol"], Status.OPTIMAL
         for _ in range(self.config["max_iterations"]):
@@ -187,7 +204,8 @@ class FinishTimeFairness(Policy):
         else:
             status = Status.TIME_LIMIT
         gap = (ub - lb) / ub
-        extra = {"lower_bound": lb, "relative_gap": gap, "lp_solves": lp.solves}
+        extra = {"lower_bound": lb, "relative_gap": gap, "lp_solves": lp.solves,
+                 "isolated_throughputs": dict(zip(space.jobs.labels.tolist(), iso_all.tolist()))}
         if self.agnostic:
             extra["real_objective"] = float(np.max(finish_time_ratios(space, X_best, space.T, space.Tp, active)))
         if status is Status.OPTIMAL:

@@ -199,6 +199,9 @@ class Job:
     arrival: float | None = None
     priority: bool = False  # high priority / deadline-bound: never packed with another job
     job_type: str | None = None
+    #: seconds the job would have needed in isolation for the steps done so far (finish-time
+    #: fairness; None: ``time_since_start``)
+    isolated_time: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.id, str) or not self.id:
@@ -528,7 +531,7 @@ class Problem:
     def from_arrays(cls, cluster: Cluster, ids: Sequence[Any], throughputs: Any, configs: Sequence[str] | None = None,
                     *, scale_factor: Any = None, weight: Any = None, steps_remaining: Any = None,
                     time_since_start: Any = None, slo_seconds: Any = None, arrival: Any = None,
-                    entity: Sequence[str | None] | None = None, priority: Any = None,
+                    isolated_time: Any = None, entity: Sequence[str | None] | None = None, priority: Any = None,
                     job_type: Sequence[str | None] | None = None, colocated: Iterable[Colocation] = (),
                     entities: Mapping[str, Entity] | None = None,
                     colocated_types: Iterable[TypeColocation] = ()) -> "Problem":
@@ -574,7 +577,8 @@ class Problem:
             _check_number(f"jobs[{ids[i]}].throughputs.{configs[k]}", float(T[i, k]))
         cols = {name: column(name, v) for name, v in (
             ("scale_factor", scale_factor), ("weight", weight), ("steps_remaining", steps_remaining),
-            ("time_since_start", time_since_start), ("slo_seconds", slo_seconds), ("arrival", arrival))}
+            ("time_since_start", time_since_start), ("slo_seconds", slo_seconds), ("arrival", arrival),
+            ("isolated_time", isolated_time))}
 
         def values(name: str) -> list[Any]:
             spec = _JOB_SPECS[name]
@@ -600,7 +604,8 @@ class Problem:
         rows = T.tolist()
         columns = {"scale_factor": values("scale_factor"), "weight": values("weight"),
                    "steps_remaining": values("steps_remaining"), "time_since_start": values("time_since_start"),
-                   "slo_seconds": values("slo_seconds"), "arrival": values("arrival")}
+                   "slo_seconds": values("slo_seconds"), "arrival": values("arrival"),
+                   "isolated_time": values("isolated_time")}
         ents, jtypes = strings("entity", entity, True), strings("job_type", job_type, False)
         make = Job._unchecked
         jobs = [make({"id": ids[i], "throughputs": dict(zip(configs, rows[i])),
@@ -608,7 +613,8 @@ class Problem:
                       "steps_remaining": columns["steps_remaining"][i],
                       "time_since_start": columns["time_since_start"][i], "entity": ents[i],
                       "slo_seconds": columns["slo_seconds"][i], "arrival": columns["arrival"][i],
-                      "priority": prio[i], "job_type": jtypes[i]}) for i in range(n)]
+                      "priority": prio[i], "job_type": jtypes[i],
+                      "isolated_time": columns["isolated_time"][i]}) for i in range(n)]
         jobs_t = tuple(jobs)
         order = _config_order(set(configs), cluster.names, jobs_t)
         full = np.zeros((n, len(order)))
@@ -645,6 +651,8 @@ class Problem:
                 d["priority"] = True
             if j.job_type is not None:
                 d["job_type"] = j.job_type
+            if j.isolated_time is not None:
+                d["isolated_time"] = j.isolated_time
             jobs.append(d)
         out: dict[str, Any] = {"cluster": {"worker_types": wts}, "jobs": jobs}
         if self.colocated:
@@ -711,7 +719,7 @@ class Problem:
                                  "throughputs": {c[len("throughput_"):]: r[c] for c in thr_cols
                                                  if _nan_to_none(r[c]) is not None}}
             for k in ("scale_factor", "weight", "steps_remaining", "time_since_start", "entity",
-                      "slo_seconds", "arrival", "priority", "job_type"):
+                      "slo_seconds", "arrival", "priority", "job_type", "isolated_time"):
                 if k in r and _nan_to_none(r[k]) is not None:
                     d[k] = r[k].item() if hasattr(r[k], "item") else r[k]
             job_list.append(d)
@@ -927,11 +935,11 @@ def _parse_jobs(raw_jobs: Sequence[Any]) -> _ParsedJobs:
     make = Job._unchecked
     jobs = [make({"id": a, "throughputs": b, "scale_factor": c, "weight": d, "steps_remaining": e,
                   "time_since_start": f, "entity": g, "slo_seconds": h, "arrival": i_, "priority": k,
-                  "job_type": m})
-            for a, b, c, d, e, f, g, h, i_, k, m in zip(
+                  "job_type": m, "isolated_time": q})
+            for a, b, c, d, e, f, g, h, i_, k, m, q in zip(
                 ids, thr_out, sf, nums["weight"].tolist(), nums["steps_remaining"].tolist(),
                 nums["time_since_start"].tolist(), others["entity"], nums["slo_seconds"], nums["arrival"],
-                priority, others["job_type"])]
+                priority, others["job_type"], nums["isolated_time"])]
     return _ParsedJobs(jobs, configs, columns, scale, nums["weight"], nums["steps_remaining"],
                        nums["time_since_start"])
 

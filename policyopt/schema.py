@@ -80,6 +80,9 @@ JOB_FIELDS: tuple[FieldSpec, ...] = (
     FieldSpec("steps_remaining", "number", "steps left", default=1.0, minimum=0, nullable=True),
     FieldSpec("time_since_start", "number", "seconds since the job started", default=0.0, minimum=0,
               nullable=True),
+    FieldSpec("isolated_time", "number", "seconds the job would have run in isolation for the steps it has done "
+              "(Gavel's cumulative isolated time; finish-time fairness; default: time_since_start)", minimum=0,
+              nullable=True),
     FieldSpec("entity", "string", "tenant (a key of entities when entities is given)", nullable=True),
     FieldSpec("slo_seconds", "number", "deadline, seconds from now", minimum=0, exclusive=True, nullable=True),
     FieldSpec("arrival", "number", "arrival order for FIFO-style policies (default: list order)", nullable=True),

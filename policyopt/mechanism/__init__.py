@@ -7,6 +7,7 @@ realized fractions track ``X``. See ``docs/mechanism.md``.
 from __future__ import annotations
 
 from policyopt.mechanism.allocation import AllocationArrays, build_allocation_arrays
+from policyopt.mechanism.isolated_time import IsolatedTimeTracker
 from policyopt.mechanism.recompute import EVENT_KINDS, RecomputeClock, recompute_due
 from policyopt.mechanism.rounds import Combination, RoundAssignment, RoundMechanism
 from policyopt.mechanism.tracking import TrackingRow, format_tracking_table, track_allocation
@@ -14,6 +15,7 @@ from policyopt.mechanism.tracking import TrackingRow, format_tracking_table, tra
 __all__ = [
     "AllocationArrays",
     "build_allocation_arrays",
+    "IsolatedTimeTracker",
     "Combination",
     "RoundAssignment",
     "RoundMechanism",

@@ -49,7 +49,7 @@ import numpy as np
 from ..data.gavel import GavelThroughputs, load_gavel
 from ..cluster_counts import parse_cluster
 from ..errors import InputError, UnknownNameError
-from ..mechanism import Combination, RecomputeClock, RoundAssignment
+from ..mechanism import Combination, IsolatedTimeTracker, RecomputeClock, RoundAssignment
 from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo,
                          MatchingPacker, NoPacking, PairThroughputTable, Placement, keep_types, migrated_jobs,
                          migration_sources)
@@ -260,6 +260,7 @@ class Simulator:
         if not trace:
             raise InputError("trace", [], "the trace has no jobs")
         jobs = sorted(trace, key=lambda j: (j.arrival, _id_key(j.id)))
+        self._isolated = IsolatedTimeTracker()  # finish-time fairness: cumulative isolated time per job
         N = len(jobs)
         ids = [j.id for j in jobs]
         if len(set(ids)) != N:
@@ -703,12 +704,14 @@ class Simulator:
                 left = max(arrival[i] + slo[i] - t - margin, 1.0)
             members.append(Job(ids[i], thr, int(sf[i]), float(weight[i]), float(remaining[i]), float(t - arrival[i]),
                                jobs[i].entity, left, float(arrival[i]),
-                               bool(prio_flag[i]), labels[int(tj[i])] if labels is not None else None))
+                               bool(prio_flag[i]), labels[int(tj[i])] if labels is not None else None,
+                               isolated_time=self._isolated.value(ids[i], float(remaining[i]))))
         if sum(avail.values()) == 0 or not members:
             return
         problem = Problem(cluster, tuple(members), (), entities if entities else {}, tuple(coloc_types))
         r1 = time.perf_counter()
         result = scheduler.recompute(problem, {ids[i]: int(sf[i]) for i in active}, avail)
+        self._isolated.observe({m.id: m.steps_remaining for m in members}, result)
         r2 = time.perf_counter()
         timings["problem"] += r1 - r0
         # solve = the policy's own phases; install = the rest of the recompute (mechanism reset)
