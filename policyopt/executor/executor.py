@@ -499,8 +499,15 @@ class Executor:
     # ------------------------------------------------------------------------------ processes
     def _job_dir(self, job_id: str) -> Path:
         """The directory of a job's checkpoints, progress, lease files and logs (the one place a
-        job id becomes a path)."""
-        return self.run_dir / "jobs" / job_id
+        job id becomes a path: through :func:`~policyopt.executor.spec.job_file_name`, a single
+        escaped path component, checked to stay inside ``<run-dir>/jobs``)."""
+        from .spec import job_file_name
+
+        base = self.run_dir / "jobs"
+        path = base / job_file_name(job_id)
+        if path.resolve().parent != base.resolve():  # pragma: no cover - job_file_name makes one component
+            raise InputError("id", job_id, "the job's directory would leave the run directory")
+        return path
 
     def _launch(self, rec: JobRecord, slot_ids: Sequence[int], lease: Mapping[str, Any], acc: _RoundAcc,
                 clock_now: float) -> bool:

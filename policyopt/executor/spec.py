@@ -7,7 +7,7 @@
 
 | field | meaning |
 | --- | --- |
-| ``id`` | unique job id (string; numbers are converted) |
+| ``id`` | unique job id (string; numbers are converted); its files live in ``<run-dir>/jobs/<name>`` where ``<name>`` is the id with every character but letters, digits, ``_ - .`` percent-encoded (:func:`job_file_name`) |
 | ``job_type`` | a job type of :data:`policyopt.jobs.JOB_TYPES` |
 | ``steps`` | steps to train (the job finishes at exactly this step count) |
 | ``arrival`` | seconds after the run starts (executor clock), default 0 |
@@ -32,7 +32,7 @@ from typing import Any, Mapping, Sequence
 from policyopt.errors import InputError, UnknownNameError
 
 __all__ = ["JobSpec", "parse_jobs", "load_jobs", "example_jobs", "EXAMPLES", "example_throughputs_path",
-           "load_throughput_table", "check_table", "table_row"]
+           "load_throughput_table", "check_table", "table_row", "job_file_name"]
 
 _FIELDS = ("id", "job_type", "steps", "arrival", "seed", "weight", "scale_factor")
 _HERE = Path(__file__).resolve().parent
@@ -93,6 +93,7 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
         if isinstance(jid, bool) or not isinstance(jid, (str, int)) or str(jid) == "":
             raise InputError(f"{where}.id", jid, "must be a non-empty string or an integer")
         jid = str(jid)
+        job_file_name(jid, f"{where}.id")  # refused here, before anything runs, if it cannot be a file name
         if jid in seen:
             raise InputError(f"{where}.id", jid, "duplicate job id")
         seen.add(jid)
@@ -120,6 +121,34 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
                              f"the global batch {batch} of {jtype} is not divisible by it (each rank takes B/K samples)")
         out.append(JobSpec(jid, str(jtype), int(steps), float(arrival), int(seed), float(weight), int(scale)))
     return out
+
+
+#: bytes of a job's directory name at most (file systems allow 255 per path component)
+_MAX_NAME_BYTES = 200
+
+
+def job_file_name(job_id: str, field: str = "id") -> str:
+    """The directory name of job ``job_id`` under ``<run-dir>/jobs/`` — the one way a job id
+    becomes part of a path. Letters, digits, ``_``, ``-`` and ``.`` stay; every other character
+    is percent-encoded (``/`` → ``%2F``, so ``../x`` is ``..%2Fx``); an id made only of dots is
+    encoded whole (``..`` → ``%2E%2E``). The mapping is one-to-one, and its result is a single
+    path component that is never ``.`` or ``..``. An id that cannot be mapped (empty, not valid
+    Unicode, or longer than 200 bytes once encoded) is an :class:`InputError` on ``field``."""
+    from urllib.parse import quote
+
+    if not isinstance(job_id, str) or not job_id:
+        raise InputError(field, job_id, "a job id must be a non-empty string")
+    try:
+        name = quote(job_id, safe="", encoding="utf-8", errors="strict")
+    except UnicodeEncodeError:
+        raise InputError(field, job_id, "a job id must be valid Unicode (no lone surrogates)") from None
+    name = name.replace("~", "%7E")
+    if set(name) == {"."}:
+        name = "%2E" * len(name)
+    if len(name.encode()) > _MAX_NAME_BYTES:
+        raise InputError(field, job_id, f"too long to name a file ({len(name.encode())} bytes once encoded, "
+                                        f"at most {_MAX_NAME_BYTES})")
+    return name
 
 
 def _read_json(path: str | Path, field: str) -> Any:
