@@ -212,3 +212,22 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "--round-seconds" in capsys.readouterr().err
     assert main([*base, "--partition", "gpu", "--round-seconds", "5", "--policy", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+
+
+def test_controller_with_pop_and_gavel_table(tmp_path: Path, gavel_dir: Path) -> None:
+    from policyopt.pop import pop
+
+    table = load_throughputs(gavel_dir / "simulation_throughputs.json")
+    names = ["ResNet-18 (batch size 64)", "Transformer (batch size 32)", "A3C", "LM (batch size 20)"]
+    names = [n for n in names if n in table] + [n for n in table if "#" not in n][:4]
+    jobs = [_job(str(i + 1), f"policyopt:type={n}") for i, n in enumerate(names[:6])]
+    cfg = ControllerConfig(pop(get_policy("max_min_fairness"), k=2, parallel=False), "max_min_fairness", ["gpu"],
+                           table, 10.0)
+    store = StateStore(tmp_path / "s.sqlite")
+    out = Controller(cfg, FakeSlurm(jobs), store, log=lambda _: None).run_round(now=50.0)  # type: ignore[arg-type]
+    alloc = store.get("allocation")
+    assert sorted(alloc["x"], key=int) == [j.job_id for j in jobs] and alloc["capacity"] == {"k80": 2, "v100": 2}
+    per_type = {t: sum(row[t] for row in alloc["x"].values()) for t in ("k80", "v100")}
+    assert all(v <= 2 + 1e-6 for v in per_type.values()) and sum(per_type.values()) > 0
+    assert 0 < len(out["decided"]) <= 4
+    store.close()

@@ -186,11 +186,11 @@ class Controller:
             ran[jid] = {"gpu_type": gpu_type, "gpus": sum(types.values()), "gpus_by_type": types,
                         "nodes": list(job.nodes), "seconds": seconds}
             self.store.update_job(jid, restarts=max(job.restarts, int(row["restarts"] or 0)))
-        if self.mech is not None and ran:
-            known_jobs = set(self.mech.arrays.job_ids)
+        if self.mech is not None:  # every round advances the mechanism's clock, even an idle one
+            arrays = self.mech.arrays
+            scale_of = {j: int(arrays.scale[i]) for i, j in enumerate(arrays.job_ids)}
             combos = [Combination((j,), r["gpu_type"], r["gpus"]) for j, r in ran.items()
-                      if j in known_jobs and r["gpu_type"] in self.mech.worker_types
-                      and r["gpus"] == int(self.mech.arrays.scale[self.mech.arrays.job_ids.index(j)])]
+                      if scale_of.get(j) == r["gpus"] and r["gpu_type"] in self.mech.worker_types]
             scale = self.mech.round_length / interval
             self.mech.record_round(RoundAssignment(tuple(combos)),
                                    {c.jobs[0]: min(ran[c.jobs[0]]["seconds"] * scale, self.mech.round_length)
