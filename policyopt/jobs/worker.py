@@ -253,9 +253,13 @@ def _run(args: argparse.Namespace, peers: list[subprocess.Popen[bytes]], port: i
         if not torch.cuda.is_available():
             raise InputError("device", args.device, "CUDA is not available on this machine")
         first = device.index or 0
-        if first + args.dp > torch.cuda.device_count():
-            raise InputError("dp", args.dp, f"NCCL needs one GPU per rank; {torch.cuda.device_count()} visible")
-        device = torch.device("cuda", first + args.rank)
+        if args.master_port and not args.local_peer:  # ranks started separately, each with its own GPU
+            if first >= torch.cuda.device_count():
+                raise InputError("device", args.device, f"{torch.cuda.device_count()} CUDA device(s) visible")
+        else:  # this process starts the ranks: rank r takes the r-th GPU from --device on
+            if first + args.dp > torch.cuda.device_count():
+                raise InputError("dp", args.dp, f"NCCL needs one GPU per rank; {torch.cuda.device_count()} visible")
+            device = torch.device("cuda", first + args.rank)
         torch.cuda.set_device(device)
     watchdog_stop = threading.Event()
     state: dict[str, Any] = {"session": None, "metadata": {}}
