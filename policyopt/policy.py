@@ -225,14 +225,14 @@ class LPPolicy(Policy):
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
         loaded = solver.load(sf, self.solver_options(sf))
         prev = self.__dict__.get("_last_basis")
-        if prev is not None and not model.is_mip:
+        if prev is not None and not model.is_mip and self.config["algorithm"] == "auto":
             # warm start: the previous problem's optimal basis, carried over by labels (a job more
             # or less after an arrival or completion); a failed warm solve is checked cold (resolve)
             loaded.set_basis(*carry_basis(prev, model))
             raw = loaded.resolve()
         else:
             raw = loaded.solve()
-        basis = loaded.get_basis()
+        basis = loaded.get_basis() if self.config["algorithm"] == "auto" else None
         self.__dict__["_last_basis"] = None if basis is None else BasisSnapshot(model, *basis)
         timings.build, timings.compile = t1 - t0, t2 - t1
         timings.solve = time.perf_counter() - t2 - raw.timings.extract

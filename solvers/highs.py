@@ -212,15 +212,14 @@ class HighsModel(LoadedModel):
         b = self.h.getBasis()
         if not b.valid:
             return None
-        return (np.fromiter(map(int, b.col_status), np.int8, self.sf.num_cols),
-                np.fromiter(map(int, b.row_status), np.int8, self.sf.num_rows))
+        return np.array(b.col_status, np.int8), np.array(b.row_status, np.int8)
 
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
         S = self._hs.HighsBasisStatus
         codes = [S.kLower, S.kBasic, S.kUpper, S.kZero, S.kNonbasic]
         b = self._hs.HighsBasis()
-        b.col_status = [codes[int(v)] for v in col_status]
-        b.row_status = [codes[int(v)] for v in row_status]
+        b.col_status = [codes[v] for v in np.asarray(col_status, np.int64).tolist()]
+        b.row_status = [codes[v] for v in np.asarray(row_status, np.int64).tolist()]
         b.alien = True  # HiGHS completes a basis with too many or too few basic variables
         _check(self.h.setBasis(b), "setBasis")
         self._warm = True
