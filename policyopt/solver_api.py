@@ -255,11 +255,11 @@ def get_solver(name: str | Solver | None = None, require: Feature | None = None)
     if isinstance(name, Solver):
         return name
     _ensure_loaded()
-    if name is None:
-        names = available_solvers(require)
-        if not names:
-            raise SolverNotAvailableError(f"no installed solver backend supports {require}")
-        return _REGISTRY[names[0]]()
+    if name is None:  # the first available backend in preference order (later ones are not probed)
+        for cls in _REGISTRY.values():
+            if (require is None or (cls.features & require) == require) and cls.is_available():
+                return cls()
+        raise SolverNotAvailableError(f"no installed solver backend supports {require}")
     base, _, sub = str(name).partition(":")
     if base not in _REGISTRY:
         raise UnknownNameError("solver", name, _REGISTRY)
