@@ -86,15 +86,8 @@ from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
 from policyopt.solver_api import Feature
 
-from ._wf_engine import (
-    FAIRNESS,
-    FIFO,
-    FillGroup,
-    FillOutcome,
-    WaterFillingEngine,
-    _floor_at,
-    normalized_throughput,
-)
+from ._wf_common import _floor_at
+from ._wf_engine import FAIRNESS, FIFO, FillGroup, FillOutcome, WaterFillingEngine, normalized_throughput
 
 __all__ = [
     "FAIRNESS",
