@@ -28,7 +28,8 @@ Spread jobs enter ``V`` with their weight divided over their parts (a heuristic:
 matched without its siblings); :func:`exact_relabeling` solves the same model as a MILP (HiGHS)
 to measure the gap. **Never worse than the simple rule**: the result is the better (by kept
 weight, per server class) of this mapping, the simple rule's
-(:func:`~policyopt.placement.migration.simple_rule_relabeling`) and the plan as given.
+(:func:`~policyopt.placement.migration.simple_rule_relabeling`), the plan as given, and -- when a
+job is spread -- Tesserae's (:func:`~policyopt.placement.migration.tesserae_relabeling`).
 """
 from __future__ import annotations
 
@@ -301,15 +302,18 @@ def job_exact_relabeling(previous: Placement, plan: Placement, costs: Mapping[st
     """Job-exact two-level relabeling (module docstring); returns ``new_to_old``.
 
     Per server class, the best (by kept weight) of the fast mapping and the ``baselines`` (default:
-    the simple rule's mapping and the identity, i.e. the plan as given), so the result never moves
-    more (weighted) jobs than any of them: it starts from them and only accepts improvements.
+    the simple rule's mapping and the identity, i.e. the plan as given; and Tesserae's mapping when
+    some job is spread, where the fast method is a heuristic), so the result never moves more
+    (weighted) jobs than any of them: it starts from them and only accepts improvements.
     """
-    from policyopt.placement.migration import simple_rule_relabeling
+    from policyopt.placement.migration import simple_rule_relabeling, tesserae_relabeling
 
     m = RelabelingModel.build(previous, plan, costs)
     best = _fast_mapping(m)
     if baselines is None:
-        baselines = (simple_rule_relabeling(previous, plan), np.arange(plan.layout.num_gpus))
+        baselines = [simple_rule_relabeling(previous, plan), np.arange(plan.layout.num_gpus)]
+        if m.spread_jobs().size:  # the fast method is a heuristic there: Tesserae's mapping competes too
+            baselines.append(tesserae_relabeling(previous, plan))
     kb = np.asarray(kept_weight(previous, plan, best, costs, per_type=True))
     for base in baselines:
         base = np.asarray(base, np.int64)
