@@ -35,6 +35,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "perf-model": ("policyopt.perfmodel.cli", "fit / apply the execution-plan performance model"),
     "estimate": ("policyopt.estimation.cli", "fill missing colocated throughputs from estimates"),
     "serve": ("policyopt.service.cli", "run the HTTP policy service (FastAPI + uvicorn)"),
+    "state": ("policyopt.state_cli", "check, back up (online) or repair an SQLite state file"),
     "profile": ("policyopt.jobs.cli", "measure steps/s of the job zoo alone and in pairs on every worker type"),
     "run": ("policyopt.executor.cli", "run real PyTorch training jobs under a policy, round by round"),
     "slurm": ("policyopt.slurm.cli", "drive a Slurm cluster's GPU jobs round by round with a policy"),

@@ -140,6 +140,9 @@ class ExecutorState:
         if self.path.exists() and self.path.is_dir():
             raise InputError("state", str(self.path), "is a directory, expected an SQLite file path")
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        from policyopt.state_file import check_state_file
+
+        check_state_file(self.path, ("meta", "jobs", "rounds", "events"), command="policyopt state repair")
         try:
             self._db = sqlite3.connect(str(self.path), timeout=30.0, isolation_level=None, check_same_thread=False)
             self._db.row_factory = sqlite3.Row

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import sys
 
 from policyopt.errors import InputError
 
@@ -30,11 +31,44 @@ def serve(args: argparse.Namespace) -> int:
                          "must be positive seconds")
     if args.default_time_limit > args.max_time_limit:
         raise InputError("--default-time-limit", args.default_time_limit, "must not exceed --max-time-limit")
-    api_key = args.api_key or os.environ.get(API_KEY_ENV) or None
+    api_key = _api_key(args)
+    if args.repair and args.new_state:
+        raise InputError("--repair/--new-state", True, "give one of them")
+    if args.repair or args.new_state:
+        from policyopt.state_file import repair, set_aside
+
+        if args.repair:
+            out = repair(args.state)
+            print(f"repaired {args.state}: {out['tables']}; the damaged file is {out['damaged_file']}",
+                  file=sys.stderr)
+        else:
+            old = set_aside(args.state, "old")
+            if old is not None:
+                print(f"new empty state {args.state}; the previous file is {old}", file=sys.stderr)
     app = create_app(args.state, api_key=api_key, max_body_bytes=args.max_body_bytes,
                      limits=Limits(default_time_limit=args.default_time_limit, max_time_limit=args.max_time_limit))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _api_key(args: argparse.Namespace) -> str | None:
+    """The key from ``--api-key-file``, ``$POLICYOPT_API_KEY`` or (with a warning: other users
+    see a process's arguments in ``ps``) ``--api-key``."""
+    if args.api_key_file:
+        from pathlib import Path
+
+        try:
+            key = Path(args.api_key_file).read_text().strip()
+        except OSError as exc:
+            raise InputError("--api-key-file", args.api_key_file, f"cannot be read: {exc.strerror}") from None
+        if not key:
+            raise InputError("--api-key-file", args.api_key_file, "is empty")
+        return key
+    if args.api_key:
+        print(f"policyopt serve: warning: --api-key on the command line is visible to every user of this "
+              f"machine (ps, /proc); set ${API_KEY_ENV} or use --api-key-file FILE instead", file=sys.stderr)
+        return str(args.api_key)
+    return os.environ.get(API_KEY_ENV) or None
 
 
 def add_subparser(sub: argparse._SubParsersAction) -> None:
@@ -46,9 +80,18 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
                                    "in SQLite (docs/service.md). OpenAPI schema at /openapi.json.")
     p.add_argument("--host", default="127.0.0.1", help="interface to bind (default 127.0.0.1)")
     p.add_argument("--port", type=int, default=8000, help="TCP port (default 8000)")
-    p.add_argument("--state", default="policyopt-state.sqlite", help="SQLite file holding sessions (created if missing)")
+    p.add_argument("--state", default="policyopt-state.sqlite",
+                   help="SQLite file holding sessions (created if missing; a damaged or emptied file is refused)")
     p.add_argument("--api-key", dest="api_key", default=None,
-                   help=f"require header X-API-Key with this value (or set ${API_KEY_ENV})")
+                   help=f"require header X-API-Key with this value; prefer ${API_KEY_ENV} or --api-key-file "
+                        "(a command-line argument is visible to other users in ps: a warning is printed)")
+    p.add_argument("--api-key-file", dest="api_key_file", default=None, metavar="FILE",
+                   help="read the API key from FILE (first line; keep it readable by you only)")
+    p.add_argument("--repair", action="store_true",
+                   help="salvage a damaged --state file's readable rows into a fresh one (the damaged file is "
+                        "kept as FILE.damaged-TIME), then serve")
+    p.add_argument("--new-state", dest="new_state", action="store_true",
+                   help="move an existing --state file aside (FILE.old-TIME) and start with an empty one")
     p.add_argument("--max-body-bytes", dest="max_body_bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                    help=f"refuse larger request bodies with 413 (default {DEFAULT_MAX_BODY_BYTES})")
     p.add_argument("--default-time-limit", dest="default_time_limit", type=float, default=30.0,

@@ -2,20 +2,24 @@
 limits): :data:`stateless` (health, policies, solve) and :data:`sessions` (cluster sessions)."""
 from __future__ import annotations
 
-from typing import Any
+import hashlib
+from contextlib import contextmanager
+from typing import Any, Iterator
 
 from fastapi import APIRouter, Query, Request
 from fastapi import Path as FPath
 from fastapi.responses import JSONResponse
 
 import policyopt
+from policyopt.errors import InputError
 from policyopt.policy import list_policies
+from pydantic import BaseModel
 
 from .errors import SafeJSONRoute
 from .models import (Deleted, Health, JobInfoOut, JobRemoved, JobsAdd, JobsAdded, NextRoundRequest, PolicyInfo,
                      ProgressAccepted, ProgressReport, RoundRecord, RoundResponse, SessionCreate, SessionCreated,
                      SessionInfo, SolveRequest, SolveResponse, WorkerInfoOut, WorkerRemoved, WorkersAdd, WorkersAdded)
-from .sessions import SessionManager
+from .sessions import IDEMPOTENCY, SessionManager
 from .stateless import parse_problem, wrap_pop
 from .validation import make_policy, solve_checked
 
@@ -28,6 +32,25 @@ sessions = APIRouter(route_class=SafeJSONRoute, prefix="/v1/sessions", tags=["se
 def _manager(request: Request) -> SessionManager:
     manager: SessionManager = request.app.state.manager
     return manager
+
+
+@contextmanager
+def _idempotent(request: Request, req: BaseModel | None) -> Iterator[None]:
+    """Serve the body of a mutating request under its ``Idempotency-Key`` header, if any: the
+    manager stores the response with the change and answers a retry from it (docs/service.md)."""
+    key = request.headers.get("idempotency-key")
+    if key is None:
+        yield
+        return
+    if not key or len(key) > 200:
+        raise InputError("header.Idempotency-Key", key, "must hold 1 to 200 characters")
+    body = "" if req is None else req.model_dump_json()
+    digest = hashlib.sha256(f"{request.method} {request.url.path}\n{body}".encode()).hexdigest()
+    token = IDEMPOTENCY.set((key, digest))
+    try:
+        yield
+    finally:
+        IDEMPOTENCY.reset(token)
 
 
 # ------------------------------------------------------------------------------------ stateless
@@ -66,7 +89,8 @@ def solve(req: SolveRequest, request: Request) -> JSONResponse:
 def create_session(req: SessionCreate, request: Request) -> dict[str, Any]:
     """Create a cluster session (cluster, policy + options, round length); workers are created
     from the cluster's counts unless ``auto_workers`` is false."""
-    return _manager(request).create(req.model_dump())
+    with _idempotent(request, req):
+        return _manager(request).create(req.model_dump())
 
 
 @sessions.get("/{session_id}", response_model=SessionInfo)
@@ -88,13 +112,15 @@ def get_workers(session_id: str, request: Request) -> list[dict[str, Any]]:
 @sessions.post("/{session_id}/workers", response_model=WorkersAdded)
 def add_workers(session_id: str, req: WorkersAdd, request: Request) -> dict[str, Any]:
     """Register workers (GPUs); the allocation is recomputed at the next round."""
-    return _manager(request).add_workers(session_id, [w.model_dump() for w in req.workers])
+    with _idempotent(request, req):
+        return _manager(request).add_workers(session_id, [w.model_dump() for w in req.workers])
 
 
 @sessions.delete("/{session_id}/workers/{worker_id}", response_model=WorkerRemoved)
 def remove_worker(session_id: str, worker_id: str, request: Request) -> dict[str, Any]:
     """Remove a worker (e.g. it failed); the allocation is recomputed at the next round."""
-    return _manager(request).remove_worker(session_id, worker_id)
+    with _idempotent(request, None):
+        return _manager(request).remove_worker(session_id, worker_id)
 
 
 @sessions.get("/{session_id}/jobs", response_model=list[JobInfoOut])
@@ -106,26 +132,30 @@ def get_jobs(session_id: str, request: Request,
 @sessions.post("/{session_id}/jobs", response_model=JobsAdded)
 def add_jobs(session_id: str, req: JobsAdd, request: Request) -> dict[str, Any]:
     """Add interchange job objects (``steps_remaining`` required) and colocated throughputs."""
-    return _manager(request).add_jobs(session_id, req.jobs, req.colocated)
+    with _idempotent(request, req):
+        return _manager(request).add_jobs(session_id, req.jobs, req.colocated)
 
 
 @sessions.delete("/{session_id}/jobs/{job_id}", response_model=JobRemoved)
 def remove_job(session_id: str, job_id: str, request: Request) -> dict[str, Any]:
-    return _manager(request).remove_job(session_id, job_id)
+    with _idempotent(request, None):
+        return _manager(request).remove_job(session_id, job_id)
 
 
 @sessions.post("/{session_id}/progress", response_model=ProgressAccepted)
 def progress(session_id: str, req: ProgressReport, request: Request) -> dict[str, Any]:
     """Report progress of the open round: steps (added up across reports), seconds each job ran,
     the round's wall time, completed jobs."""
-    return _manager(request).report_progress(session_id, req.model_dump())
+    with _idempotent(request, req):
+        return _manager(request).report_progress(session_id, req.model_dump())
 
 
 @sessions.post("/{session_id}/rounds/next", response_model=RoundResponse)
 def next_round(session_id: str, request: Request, req: NextRoundRequest | None = None) -> JSONResponse:
     """Close the open round and plan the next: job -> worker ids (mechanism + placement)."""
     body = req.model_dump() if req is not None else {}
-    return JSONResponse(_manager(request).next_round(session_id, body))  # plain JSON types already
+    with _idempotent(request, req):
+        return JSONResponse(_manager(request).next_round(session_id, body))  # plain JSON types already
 
 
 @sessions.get("/{session_id}/rounds/{index}", response_model=RoundRecord)

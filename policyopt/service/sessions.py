@@ -24,6 +24,7 @@ update.
 """
 from __future__ import annotations
 
+import contextvars
 import copy
 import math
 import secrets
@@ -44,6 +45,24 @@ from .validation import check_json_numbers, make_policy, prefixed, solve_checked
 __all__ = ["Limits", "SessionManager", "SessionNotFound", "ItemNotFound", "RoundConflict"]
 
 T = TypeVar("T")
+
+#: ``(key, request digest)`` of the request being served, set by the HTTP layer for a request that
+#: carries an ``Idempotency-Key`` header (a context variable: each request runs in its own context)
+IDEMPOTENCY: contextvars.ContextVar[tuple[str, str] | None] = contextvars.ContextVar("idempotency", default=None)
+
+
+def _replay(store: Store, scope: str) -> dict[str, Any] | None:
+    """The stored response of this request's Idempotency-Key in ``scope`` (None: run it); the same
+    key with another request is an error."""
+    idem = IDEMPOTENCY.get()
+    if idem is None:
+        return None
+    prior = store.stored_response(scope, idem[0])
+    if prior is None:
+        return None
+    if prior[0] != idem[1]:
+        raise InputError("header.Idempotency-Key", idem[0], "was already used for a different request")
+    return prior[1]
 
 
 class SessionNotFound(Exception):
@@ -114,10 +133,19 @@ class SessionManager:
                                               tuple[Changes, T]],
                 need_mechanism: Callable[[dict[str, Any]], bool] | None = None,
                 on_commit: Callable[[], None] | None = None) -> tuple[T, int]:
-        """Load → compute (``fn`` must not write) → commit → ``on_commit()``, under the session's lock."""
+        """Load → compute (``fn`` must not write) → commit → ``on_commit()``, under the session's lock.
+        A request with an Idempotency-Key that already ran returns its stored response (``result``
+        without ``version``, and that version) and changes nothing."""
         with self._lock(sid):
+            stored = _replay(self.store, sid)
+            if stored is not None:
+                body = dict(stored)
+                return body, int(body.pop("version"))  # type: ignore[return-value]
             sess, jobs, workers, coloc = self._load(sid, need_mechanism=need_mechanism, active_only=True)
             changes, result = fn(sess, jobs, workers, coloc)
+            idem = IDEMPOTENCY.get()
+            if idem is not None:
+                changes.idempotency = (sid, idem[0], idem[1], lambda v: {**result, "version": v})
             try:
                 version = self.store.commit(sid, sess.version, changes)
             except NotFoundError:
@@ -176,9 +204,18 @@ class SessionManager:
                  "mechanism_rev": 0, "open_round": None, "allocation": None, "removed_since_round": []}
         new_workers = self._validate_workers(config, [], specs, state)
         sid = secrets.token_hex(16)
-        version = self.store.create(sid, config, Changes(state=state, workers_add=new_workers, mechanism=None))
-        return {"session_id": sid, "version": version, "policy": policy.name, "options": options,
-                "worker_counts": self._counts(config, new_workers), "round_length": round_length}
+        out = {"session_id": sid, "policy": policy.name, "options": options,
+               "worker_counts": self._counts(config, new_workers), "round_length": round_length}
+        changes = Changes(state=state, workers_add=new_workers, mechanism=None)
+        idem = IDEMPOTENCY.get()
+        with self._guard:  # one creation per key in this process (the store's key is the last word)
+            stored = _replay(self.store, "")
+            if stored is not None:
+                return stored
+            if idem is not None:
+                changes.idempotency = ("", idem[0], idem[1], lambda v: {**out, "version": v})
+            version = self.store.create(sid, config, changes)
+        return {**out, "version": version}
 
     # ------------------------------------------------------------------------------ reads
     def info(self, sid: str) -> dict[str, Any]:

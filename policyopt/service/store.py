@@ -73,7 +73,15 @@ CREATE INDEX IF NOT EXISTS colocated_by_b ON colocated (session_id, job_b);
 """
 
 #: schema migrations in order (``PRAGMA user_version`` counts those applied; policyopt.sqlite_schema)
-_MIGRATIONS = (_SCHEMA, _ACTIVE_INDEXES)
+#: version 3: stored responses of requests sent with an Idempotency-Key (scope: a session id, or
+#: "" for session creation)
+_IDEMPOTENCY = """
+CREATE TABLE IF NOT EXISTS idempotency (
+    scope TEXT NOT NULL, key TEXT NOT NULL, request TEXT NOT NULL, response TEXT NOT NULL,
+    created REAL NOT NULL, PRIMARY KEY (scope, key));
+"""
+
+_MIGRATIONS = (_SCHEMA, _ACTIVE_INDEXES, _IDEMPOTENCY)
 
 
 class ConflictError(Exception):
@@ -144,6 +152,9 @@ class Changes:
     rounds: list[RoundRow] = field(default_factory=list)  # inserted (a newly opened round)
     #: delete the history rows of rounds before this index (retention); None keeps everything
     prune_rounds_before: int | None = None
+    #: ``(scope, key, request digest, response(new_version))``: store the response of a request
+    #: sent with an Idempotency-Key in the same transaction as its change
+    idempotency: tuple[str, str, str, Callable[[int], dict[str, Any]]] | None = None
     #: closed rounds: (round, duration, progress) written into their existing rows
     round_closes: list[tuple[int, float, dict[str, Any]]] = field(default_factory=list)
 
@@ -161,6 +172,9 @@ class Store:
         self.timeout = timeout
         self._local = threading.local()
         self._specs: dict[tuple[str, str], dict[str, Any]] = {}
+        from policyopt.state_file import check_state_file
+
+        check_state_file(self.path, ("sessions", "workers", "jobs", "colocated", "rounds"))  # damaged: refused
         conn = self._conn()
         conn.execute("PRAGMA journal_mode=WAL")
         migrate(conn, _MIGRATIONS, field="store", value=self.path)
@@ -243,6 +257,12 @@ class Store:
                     (session_id, *chunk)))
         return out
 
+    def stored_response(self, scope: str, key: str) -> tuple[str, dict[str, Any]] | None:
+        """``(request digest, response)`` stored for ``key`` in ``scope``, or None."""
+        with self._txn("DEFERRED") as c:
+            r = c.execute("SELECT request, response FROM idempotency WHERE scope=? AND key=?", (scope, key)).fetchone()
+        return None if r is None else (r[0], json.loads(r[1]))
+
     def round_range(self, session_id: str) -> tuple[int, int] | None:
         """The first and last round index kept in the history (None when empty)."""
         with self._txn("DEFERRED") as c:
@@ -322,6 +342,10 @@ class Store:
             c.executemany("UPDATE rounds SET duration=?, progress=? WHERE session_id=? AND round=?",
                           [(d, _dumps(p), sid, r) for r, d, p in ch.round_closes])
         c.execute("UPDATE sessions SET version=?, state=? WHERE id=?", (version + 1, _dumps(ch.state), sid))
+        if ch.idempotency is not None:
+            scope, key, digest, response = ch.idempotency
+            c.execute("INSERT INTO idempotency (scope, key, request, response, created) VALUES (?,?,?,?,?)",
+                      (scope, key, digest, _dumps(response(version + 1)), time.time()))
         if ch.mechanism is not UNCHANGED:
             c.execute("UPDATE sessions SET mechanism=? WHERE id=?",
                       (None if ch.mechanism is None else _dumps(ch.mechanism), sid))
@@ -333,6 +357,7 @@ class Store:
                 raise NotFoundError(session_id)
             for table in ("workers", "jobs", "colocated", "rounds"):
                 c.execute(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
+            c.execute("DELETE FROM idempotency WHERE scope=?", (session_id,))
         for key in [k for k in self._specs if k[0] == session_id]:
             self._specs.pop(key, None)
 
