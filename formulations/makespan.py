@@ -54,10 +54,12 @@ def isolated_makespan(space: AllocationSpace, active: np.ndarray) -> float:
     return float(np.max(space.steps[active] / thr_iso[active]))
 
 
-def normalized_throughput_costs(space: AllocationSpace, X: Variable) -> tuple[np.ndarray, np.ndarray]:
-    """LP columns of ``X`` and their coefficients in ``Σ_m thr(m)/thr(m, X_equal)``."""
-    M = space.throughput_matrix()
-    per_slot = np.bincount(M.cols, weights=M.vals / space.equal_share_throughput()[M.rows],
+def normalized_throughput_costs(space: AllocationSpace, X: Variable, T: np.ndarray | None = None,
+                                Tp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """LP columns of ``X`` and their coefficients in ``Σ_m thr(m)/thr(m, X_equal)`` (under the
+    throughput data ``T``, ``Tp``; default the problem's)."""
+    M = space.throughput_matrix(T, Tp)
+    per_slot = np.bincount(M.cols, weights=M.vals / space.equal_share_throughput(T)[M.rows],
                            minlength=M.shape[1])
     flat = X.cols.ravel()
     ok = flat >= 0

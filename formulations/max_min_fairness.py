@@ -4,7 +4,25 @@
 
 with ``thr(m) = Σ_c T[m,c]·X[m,c] (+ pair rows)`` and ``X_equal[m,c] = count_c/Σ count``. Written as
 an epigraph LP: new free ``t``, rows ``sf_m·thr(m)/(w_m·thr(m,X_equal)) − t ≥ 0``, maximize ``t``.
-The objective reported is ``t``, the smallest weighted normalized throughput.
+The objective reported is ``t*``, the optimal smallest weighted normalized throughput.
+
+**Second stage (``fill``, on by default).** The max-min LP has many optimal allocations: only the
+bottleneck jobs are pinned, and a vertex solution (simplex) may leave whole worker types idle that
+other jobs could use at no cost to ``t*``. So the loaded model is re-solved in place (through the
+backend-neutral :class:`~policyopt.solver_api.LoadedModel` updates): ``t`` is held at
+``t ≥ t*·(1 − 10⁻⁹)`` and the objective becomes the total normalized throughput
+
+.. math::  \\max_X \\sum_m \\frac{thr(m)}{thr(m, X_{equal})} \\quad\\text{s.t.}\\quad
+           \\frac{sf_m\\,thr(m)}{w_m\\,thr(m, X_{equal})} \\ge t^*(1 - 10^{-9})\\;\\forall m
+
+(the same rule as ``makespan -o fill=true``). Among max-min optimal allocations it returns one
+where no job could get more throughput from capacity that would otherwise stay idle. This is
+one step of water-filling, not all of them: jobs above the minimum are not made max-min fair
+among themselves (``max_min_fairness_water_filling`` does that, with more LPs). ``-o fill=false``
+returns the first LP's allocation. If the second LP does not solve to optimality, the first
+optimum is returned with a ``message``. ``extra["fill"]`` reports its seconds, the smallest level
+of the returned allocation (``min_level``, ``t*`` to 10⁻⁹ relative and the solver's feasibility
+tolerance) and the total normalized throughput before and after.
 
 ``max_min_fairness_agnostic`` is the heterogeneity-agnostic baseline: the policy sees every
 throughput as 1 (pairs as their packed/alone ratios), so it shares time, not speed; the reported
@@ -12,11 +30,21 @@ effective throughputs use the real data.
 """
 from __future__ import annotations
 
+import time
+
 import numpy as np
 
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
-from policyopt.policy import LPPolicy, register_policy
+from policyopt.policy import LPPolicy, Option, register_policy
+from policyopt.problem import Problem
+from policyopt.result import PolicyResult, Status, Timings
+
+from ._common import LoadedLP
+from .makespan import normalized_throughput_costs
+
+#: relative slack on ``t*`` in the second stage (the first optimum satisfies it exactly)
+FILL_TOLERANCE = 1e-9
 
 
 @register_policy("max_min_fairness")
@@ -24,6 +52,9 @@ class MaxMinFairness(LPPolicy):
     """Max-min fairness (LAS): max min_m sf_m·thr(m)/(w_m·thr(m, X_equal)), heterogeneity-aware."""
 
     pop_combine = "min"  # how POP recombines sub-problem objectives
+    options = (Option("fill", bool, True,
+                      "second in-place LP: among max-min optimal allocations maximize the total normalized "
+                      "throughput (no capacity left idle that a job could use at no cost to the minimum)"),)
 
     agnostic = False
 
@@ -38,6 +69,41 @@ class MaxMinFairness(LPPolicy):
     def build(self, model: Model, space: AllocationSpace, X: Variable) -> Variable:
         T, Tp = self.data(space)
         return model.maximize_min(space.throughput(X, T, Tp) * self.normalizer(space), "t")
+
+    def solve(self, problem: Problem) -> PolicyResult:
+        if not self.config["fill"]:
+            return super().solve(problem)
+        timings = Timings()
+        t0 = time.perf_counter()
+        space = self.make_space(problem)
+        model = Model(self.name)
+        X = space.add_allocation(model)
+        t = self.build(model, space, X)
+        timings.build = time.perf_counter() - t0
+        lp = LoadedLP(self, model, timings)
+        raw = lp.solve()
+        if raw.status is not Status.OPTIMAL or raw.x is None:
+            Xf, msg = self.fallback(space, raw, X)
+            return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)
+        T, Tp = self.data(space)
+        cols, costs = normalized_throughput_costs(space, X, T, Tp)
+        t_star = float(t.value(raw.x).ravel()[0])
+        before = float(costs @ raw.x[cols])
+        t1 = time.perf_counter()
+        lp.set_col_bounds(LoadedLP.cols(t), t_star - FILL_TOLERANCE * abs(t_star), np.inf)
+        lp.set_costs(LoadedLP.cols(t), 0.0)
+        lp.set_costs(cols, costs)
+        raw2 = lp.solve()
+        x, message = raw.x, ""
+        if raw2.status is Status.OPTIMAL and raw2.x is not None:
+            x = raw2.x
+        else:
+            message = f"second stage (fill) ended {raw2.status.value}: returning the max-min optimum without it"
+        Xv = X.value(x)
+        level = self.normalizer(space) * space.throughput_values(np.clip(Xv, 0.0, 1.0), T, Tp)
+        fill = {"seconds": time.perf_counter() - t1, "min_level": float(level.min()) if level.size else t_star,
+                "normalized_throughput_before": before, "normalized_throughput_after": float(costs @ x[cols])}
+        return self.result(space, Xv, Status.OPTIMAL, t_star, raw.solver, timings, message, fill=fill)
 
 
 @register_policy("max_min_fairness_agnostic")

@@ -11,6 +11,7 @@ import importlib
 import json
 import logging
 import os
+import re
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -205,7 +206,27 @@ def _parser(commands: Iterable[str]) -> argparse.ArgumentParser:
                     _add_verbosity(real, argparse.SUPPRESS)
         if name not in sub.choices:
             sub.add_parser(name, help=help_text, add_help=False).set_defaults(func=_stub)
+    _plain_text(parser)
     return parser
+
+
+_BACKTICKS = re.compile(r"`+([^`]*)`+")
+
+
+def _plain_text(parser: argparse.ArgumentParser) -> None:
+    """Drop reStructuredText/Markdown backticks from every description and help text (module
+    docstrings double as descriptions; a terminal shows the backticks literally)."""
+    if parser.description:
+        parser.description = _BACKTICKS.sub(r"\1", parser.description)
+    for action in parser._actions:  # noqa: SLF001 - argparse offers no public accessor
+        if isinstance(action.help, str):
+            action.help = _BACKTICKS.sub(r"\1", action.help)
+        if isinstance(action, argparse._SubParsersAction):  # noqa: SLF001
+            for choice in action._choices_actions:  # noqa: SLF001
+                if isinstance(choice.help, str):
+                    choice.help = _BACKTICKS.sub(r"\1", choice.help)
+            for sub in dict.fromkeys(action.choices.values()):
+                _plain_text(sub)
 
 
 def _add_verbosity(parser: argparse.ArgumentParser, default: Any) -> None:
@@ -256,10 +277,11 @@ def dispatch(args: argparse.Namespace) -> int:
         if getattr(args, "plugin", None):
             from .policy import load_plugins
 
-            load_plugins(args.plugin)
+            plugins = [str(Path(p).resolve()) if p.endswith(".py") else p for p in args.plugin]
+            load_plugins(plugins)
             # child processes (POP workers, benchmark cases, the service) load them too
             os.environ["POLICYOPT_PLUGINS"] = ",".join(
-                [p for p in os.environ.get("POLICYOPT_PLUGINS", "").split(",") if p] + args.plugin)
+                [p for p in os.environ.get("POLICYOPT_PLUGINS", "").split(",") if p] + plugins)
         return int(args.func(args) or 0)
     except BrokenPipeError:
         raise

@@ -287,7 +287,8 @@ _PLUGINS_LOADED: set[str] = set()
 
 
 def load_plugins(modules: Iterable[str] = ()) -> list[str]:
-    """Import policy plugins so their ``@register_policy`` decorators run: the given modules, the
+    """Import policy plugins so their ``@register_policy`` decorators run: the given modules (a
+    dotted name, or a ``.py`` file path imported as a module named after the file), the
     comma-separated ``POLICYOPT_PLUGINS`` environment variable, and the ``policyopt.policies``
     entry-point group of installed packages. A module that fails to import raises ``InputError``."""
     import os
@@ -299,10 +300,13 @@ def load_plugins(modules: Iterable[str] = ()) -> list[str]:
     for name in names:
         if name in _PLUGINS_LOADED:
             continue
-        try:
-            importlib.import_module(name)
-        except ImportError as exc:
-            raise InputError("plugin", name, f"cannot import policy plugin module: {exc}") from None
+        if name.endswith(".py") or os.sep in name:
+            _import_file(name)
+        else:
+            try:
+                importlib.import_module(name)
+            except ImportError as exc:
+                raise InputError("plugin", name, f"cannot import policy plugin module: {exc}") from None
         _PLUGINS_LOADED.add(name)
         loaded.append(name)
     for ep in metadata.entry_points(group="policyopt.policies"):
@@ -311,6 +315,35 @@ def load_plugins(modules: Iterable[str] = ()) -> list[str]:
             _PLUGINS_LOADED.add(ep.value)
             loaded.append(ep.value)
     return loaded
+
+
+def _import_file(path: str) -> None:
+    """Import the plugin file ``path`` as module ``<file stem>`` (so that its classes pickle, and a
+    child process given the same path imports it under the same name)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise InputError("plugin", path, "no such plugin file")
+    name = file.stem
+    known = sys.modules.get(name)
+    if known is not None:
+        if Path(getattr(known, "__file__", "") or "").resolve() == file:
+            return
+        raise InputError("plugin", path, f"a module named {name!r} is already imported from elsewhere; "
+                                         "rename the plugin file")
+    spec = importlib.util.spec_from_file_location(name, file)
+    if spec is None or spec.loader is None:
+        raise InputError("plugin", path, "cannot import a module from this file")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as exc:  # a plugin's own error: reported as the plugin's, never a traceback
+        del sys.modules[name]
+        raise InputError("plugin", path, f"importing the plugin file failed: {type(exc).__name__}: {exc}") from None
 
 
 def _ensure_loaded(name: str | None = None) -> None:

@@ -218,3 +218,69 @@ def test_summary_table_fits_80_columns(tmp_path: Path) -> None:
     table = [line for line in r.stderr.splitlines() if line.startswith(("│", "┃"))]
     assert table and max(len(line) for line in table) <= 80
     assert all(f")#{i}" in r.stderr or f"A3C#{i}" in r.stderr for i in range(12))  # names wrap, never cut
+
+
+# ------------------------------------------------------------------ help texts, summaries, .gitignore
+def _subparsers(parser: argparse.ArgumentParser) -> dict[str, argparse.ArgumentParser]:
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return dict(action.choices)
+    return {}
+
+
+@pytest.mark.parametrize("command", ["bench", "policies", "solvers", "track-allocation", "solve", "simulate"])
+def test_help_explains_every_option(command: str) -> None:
+    from policyopt import cli
+
+    sub = _subparsers(cli.build_parser(command))[command]
+    missing = [a.dest for a in sub._actions if not (a.help and a.help.strip()) and a.help != argparse.SUPPRESS]
+    assert not missing, f"policyopt {command}: options without help: {missing}"
+
+
+def test_no_rst_backticks_in_help() -> None:
+    from policyopt import cli
+
+    def texts(parser: argparse.ArgumentParser) -> list[str]:
+        out = [parser.format_help()]
+        for sub in _subparsers(parser).values():
+            out += texts(sub)
+        return out
+
+    offenders = [t.splitlines()[0] for t in texts(cli.build_parser()) if "`" in t]
+    assert not offenders, offenders
+
+
+def test_simulate_prints_a_human_summary(tmp_path: Path, gavel_dir: Path) -> None:
+    r = _cli("simulate", "--policy", "max_min_fairness", "--generator", "gavel", "--jobs", "8", "--rate", "4",
+             "--cluster", "v100=2,p100=2,k80=2", "--seed", "0", "--output", str(tmp_path / "sim"), "--no-figures",
+             env={"POLICYOPT_GAVEL_DIR": str(gavel_dir)})
+    assert r.returncode == 0, r.stderr
+    json.loads(r.stdout)  # stdout: the metrics line alone
+    assert "h simulated" in r.stderr and "steady-state window: the 4 jobs at arrival positions 2-5" in r.stderr
+    assert "average JCT" in r.stderr
+
+
+def test_gitignore_covers_sqlite_sidecars() -> None:
+    lines = (ROOT / ".gitignore").read_text().splitlines()
+    assert {"*.sqlite-wal", "*.sqlite-shm"} <= set(lines)
+
+
+def test_plugin_accepts_a_file_path(tmp_path: Path) -> None:
+    """``--plugin path/to/file.py`` works from any directory, without PYTHONPATH; a missing file is
+    a one-line error."""
+    plugin = tmp_path / "plugins" / "fc_plugin_policy.py"
+    plugin.parent.mkdir()
+    plugin.write_text(
+        "from policyopt import LPPolicy, register_policy\n\n\n"
+        "@register_policy('fc_total_time')\n"
+        "class TotalTime(LPPolicy):\n"
+        "    \"\"\"Maximize the total time allocated.\"\"\"\n\n"
+        "    def build(self, model, space, X):\n"
+        "        model.maximize(X.sum())\n")
+    r = _cli("--plugin", str(plugin), "solve", "--example", "small", "--policy", "fc_total_time", cwd=Path("/"))
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["policy"] == "fc_total_time"
+    r = _cli("--plugin", "plugins/fc_plugin_policy.py", "policies", cwd=tmp_path)
+    assert r.returncode == 0 and "fc_total_time" in r.stdout
+    r = _cli("--plugin", str(tmp_path / "missing.py"), "policies")
+    assert r.returncode == 2 and "no such plugin file" in r.stderr and r.stderr.count("\n") == 1

@@ -76,16 +76,25 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("bench", help="benchmark formulations against solver backends",
                        description="Formulations x backends x sizes on Gavel-style problems; phases timed "
                                    "separately, objectives cross-checked, peak memory, CSV and plots.")
-    p.add_argument("--policies", nargs="+", default=["max_min_fairness"])
-    p.add_argument("--sizes", nargs="+", type=int, default=[16, 64, 256])
-    p.add_argument("--backends", nargs="+",
-                   default=["highs:simplex", "highs:ipm", "cvxpy:CLARABEL", "cvxpy:HIGHS", "pulp:CBC", "pulp:HiGHS"])
-    p.add_argument("--repeats", type=int, default=3)
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--space-sharing", action="store_true")
-    p.add_argument("--time-limit", type=float, default=None)
-    p.add_argument("--pulp-max", type=int, default=1024, help="largest size given to PuLP backends (slow build)")
-    p.add_argument("--output", default="bench-results")
+    p.add_argument("--policies", nargs="+", default=["max_min_fairness"], metavar="NAME",
+                   help="registered policies to benchmark (default: max_min_fairness)")
+    p.add_argument("--sizes", nargs="+", type=int, default=[16, 64, 256], metavar="JOBS",
+                   help="problem sizes in jobs; each is a Gavel-style problem on a cluster of JOBS/4 "
+                        "(at least 8) each of v100/p100/k80 (default: 16 64 256)")
+    p.add_argument("--backends", nargs="+", metavar="SOLVER[:ALGORITHM]",
+                   default=["highs:simplex", "highs:ipm", "cvxpy:CLARABEL", "cvxpy:HIGHS", "pulp:CBC", "pulp:HiGHS"],
+                   help="solver backends, as --solver takes them plus highs:ALGORITHM (default: highs:simplex "
+                        "highs:ipm cvxpy:CLARABEL cvxpy:HIGHS pulp:CBC pulp:HiGHS)")
+    p.add_argument("--repeats", type=int, default=3, help="runs per (policy, size, backend); the median is "
+                                                          "reported (default 3)")
+    p.add_argument("--seed", type=int, default=0, help="seed of the generated problems (default 0)")
+    p.add_argument("--space-sharing", action="store_true",
+                   help="add the measured colocated throughputs and solve with space sharing")
+    p.add_argument("--time-limit", type=float, default=None, help="seconds per solver call (default: none)")
+    p.add_argument("--pulp-max", type=int, default=1024, metavar="JOBS",
+                   help="largest size given to PuLP backends, whose model building is slow (default 1024)")
+    p.add_argument("--output", default="bench-results", metavar="DIR",
+                   help="directory for runs.csv, summary.csv and the plots (default: bench-results)")
     p.set_defaults(func=_cmd_bench)
     ps = p.add_subparsers(dest="bench_command", required=False, metavar="{suite}")
     s = ps.add_parser("suite", help="the standard suite: fixed, versioned policy LPs/MILPs x every installed backend",

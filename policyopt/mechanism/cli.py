@@ -37,10 +37,16 @@ def run_track(args: argparse.Namespace) -> int:
 
 def add_subparser(subparsers: Any) -> None:
     """Register ``track-allocation``: ``policyopt track-allocation ALLOCATION.json [--rounds R]``."""
-    p = subparsers.add_parser("track-allocation", help="realized vs allocated time fractions over rounds")
-    p.add_argument("allocation", help="JSON with allocation, colocated, scale_factors, worker_counts")
-    p.add_argument("--rounds", type=int, default=256)
-    p.add_argument("--round-length", type=float, default=360.0, help="seconds per round")
+    p = subparsers.add_parser(
+        "track-allocation", help="realized vs allocated time fractions over rounds",
+        description="Run the round mechanism on an allocation for --rounds rounds and print how far the "
+                    "realized time fractions r/T are from the allocated ones X after 1, 2, 4, ... rounds "
+                    "(largest and mean absolute difference over jobs and configurations).")
+    p.add_argument("allocation", help="JSON file {\"allocation\": {job: {config: fraction}}, \"colocated\": "
+                                      "[...] (optional), \"scale_factors\": {job: GPUs}, \"worker_counts\": "
+                                      "{type: count}}")
+    p.add_argument("--rounds", type=int, default=256, help="rounds to simulate (default 256)")
+    p.add_argument("--round-length", type=float, default=360.0, help="seconds per round (default 360)")
     p.add_argument("--no-work-conserving", action="store_true",
-                   help="do not give idle workers to jobs that are ahead")
+                   help="do not give idle workers to jobs that are ahead of their allocation")
     p.set_defaults(func=run_track)

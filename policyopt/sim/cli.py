@@ -301,8 +301,36 @@ def run_simulate(args: argparse.Namespace) -> int:
     keys += [k for k in ("reconfigure", "guaranteed_avg_jct", "best_effort_avg_jct", "reconfigurations",
                          "sla_violations") if k in m]
     print(json.dumps({k: m[k] for k in keys}, default=float))
+    for line in human_summary(m):
+        log.info("%s", line)
     log.info("wrote %s", out / "metrics.json")
     return 0
+
+
+def _hours(seconds: Any) -> str:
+    return "-" if seconds is None else f"{float(seconds) / 3600:.1f} h"
+
+
+def human_summary(m: dict[str, Any]) -> list[str]:
+    """A few sentences for a person reading the terminal: simulated hours, the steady-state
+    window (which jobs it covers), JCTs in hours, utilization."""
+    cluster = ",".join(f"{k}={v}" for k, v in (m.get("cluster") or {}).items())
+    lines = [f"{m.get('policy')} on {cluster or 'the cluster'}: {m.get('completed')} of {m.get('num_jobs')} jobs "
+             f"finished in {_hours(m.get('simulated_seconds'))} simulated ({m.get('rounds')} rounds of "
+             f"{m.get('round_seconds', 0):g} s; {m.get('wall_seconds', 0.0):.1f} s of wall time)"
+             + (" - STALLED: some jobs can never run" if m.get("stalled") else "")]
+    w = m.get("steady_state_window") or {}
+    if w:
+        a, b = (100 * f for f in w.get("fractions", (0, 0)))
+        lines.append(f"steady-state window: the {w.get('count')} jobs at arrival positions {w.get('first')}-"
+                     f"{w.get('last')} ({a:g}-{b:g} % of arrivals; {w.get('completed')} finished): average JCT "
+                     f"{_hours(m.get('avg_jct'))}, p99 {_hours(m.get('p99_jct'))}")
+    everyone = m.get("jct_all") or {}
+    if everyone:
+        lines.append(f"all jobs: average JCT {_hours(everyone.get('mean'))}, p99 {_hours(everyone.get('p99'))}, "
+                     f"makespan {_hours(m.get('makespan'))}; GPU utilization {100 * m.get('utilization', 0.0):.1f} %, "
+                     f"{m.get('migrations', 0)} migrations")
+    return lines
 
 
 def add_subparser(subparsers: Any) -> None:
@@ -330,7 +358,9 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--gpus-per-server", type=int, default=None, help="default: 4 (or gcd(count, 4))")
     src = p.add_argument_group("trace")
     src.add_argument("--trace", help="CSV or JSON trace file")
-    src.add_argument("--generator", choices=list(GENERATORS))
+    src.add_argument("--generator", choices=list(GENERATORS),
+                     help="generate the trace: gavel (Gavel's generator and throughputs), shockwave, "
+                          "transformers (reconfigurable transformer jobs)")
     src.add_argument("--jobs", type=int, help="number of jobs to generate")
     src.add_argument("--rate", type=float, help="arrival rate, jobs/hour")
     src.add_argument("--multi-gpu", action="store_true", help="gavel: 1/2/4/8 GPUs at 70/10/15/5 %%")
@@ -341,7 +371,7 @@ def add_subparser(subparsers: Any) -> None:
                    help="pose every deadline this much earlier to the policy (rounds make tight SLOs slip)")
     src.add_argument("--entities", help="entities and weights, e.g. a=1,b=2,c=3 (jobs assigned uniformly)")
     src.add_argument("--throughputs", help="Gavel-format throughput JSON (default: the Gavel tables shipped with policyopt, or $POLICYOPT_GAVEL_DIR)")
-    p.add_argument("--round-seconds", type=float, default=360.0)
+    p.add_argument("--round-seconds", type=float, default=360.0, help="round length in seconds (default 360)")
     p.add_argument("--recompute-interval", type=float, default=None, help="seconds (default: one round)")
     p.add_argument("--checkpoint-seconds", type=float, default=None,
                    help="checkpoint time (default 10; transformers: checkpoint-restore time δ of every job, "
@@ -350,7 +380,8 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--type-order", default="fastest", choices=["fastest", "cluster"],
                    help="priority policies: try a job's fastest type first, or cluster order (agnostic)")
     p.add_argument("--failure-mtbf-hours", type=float, default=None, help="mean time between failures per GPU")
-    p.add_argument("--repair-seconds", type=float, default=3600.0)
+    p.add_argument("--repair-seconds", type=float, default=3600.0,
+                   help="seconds a failed GPU stays down (default 3600; with --failure-mtbf-hours)")
     rc = p.add_argument_group("reconfiguration (--generator transformers)")
     rc.add_argument("--nodes", type=int, default=None, help="nodes of 8 GPUs / 96 cores / 1.6 TB (default 4)")
     rc.add_argument("--reconfigure", default=None, metavar="all|plans|resources|none",
@@ -370,9 +401,9 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--until", default="all", choices=["all", "window"],
                    help="stop when every job finished, or when the window's jobs finished")
     p.add_argument("--max-hours", type=float, default=None, help="stop after this much simulated time")
-    p.add_argument("--seed", type=int, required=True)
+    p.add_argument("--seed", type=int, required=True, help="seed of the generated trace and of every random choice")
     p.add_argument("--output", required=True, help="output directory")
-    p.add_argument("--no-figures", action="store_true")
+    p.add_argument("--no-figures", action="store_true", help="do not draw the PNG figures")
     p.add_argument("--progress", action="store_true", help="show a progress bar")
     p.set_defaults(func=run_simulate)
     _DEFAULTS.update({a.dest: a.default for a in p._actions})  # noqa: SLF001 - argparse offers no accessor
