@@ -341,7 +341,7 @@ def _import_file(path: str) -> None:
     sys.modules[name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as exc:  # a plugin's own error: reported as the plugin's, never a traceback
+    except Exception as exc:  # noqa: BLE001 - any error of the plugin file is reported as its own, one line
         del sys.modules[name]
         raise InputError("plugin", path, f"importing the plugin file failed: {type(exc).__name__}: {exc}") from None
 
