@@ -36,7 +36,7 @@ is the result's status:
 | 4 | `infeasible` | the policy's fallback allocation (e.g. best effort for SLOs) |
 | 5 | `unbounded` | the policy's fallback allocation |
 | 6 | `error` | the policy's fallback allocation (the solver failed) |
-| 7 | `stopped`, or any other non-optimal status | a feasible allocation without a proof of optimality (the message says why) |
+| 7 | `optimal_inaccurate`, `stopped`, or any other non-optimal status | the solver's point without a proof of optimality (the message says why) |
 
 `--allow-nonoptimal` makes 3–7 exit with 0 (for scripts that read the status from the JSON).
 """

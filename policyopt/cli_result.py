@@ -3,7 +3,7 @@ table at 80 columns, and the exit status.
 
 Exit status of ``policyopt solve`` (see ``docs/cli.md``): 0 optimal; 3 time limit (the policy's
 fallback allocation is returned); 4 infeasible (fallback returned); 5 unbounded; 6 solver error;
-7 any other non-optimal status. ``--allow-nonoptimal`` turns 3–7 into 0 (the result is written
+7 any other non-optimal status (``optimal_inaccurate``: the backend's tolerances were not met). ``--allow-nonoptimal`` turns 3–7 into 0 (the result is written
 either way); 2 stays the code of input errors.
 """
 from __future__ import annotations
@@ -19,7 +19,8 @@ __all__ = ["EXIT_OTHER", "EXIT_STATUS", "exit_status", "explain", "print_summary
 log = logging.getLogger("policyopt.cli")
 
 #: result status → exit status of ``policyopt solve`` (``docs/cli.md``)
-EXIT_STATUS: dict[str, int] = {"optimal": 0, "time_limit": 3, "infeasible": 4, "unbounded": 5, "error": 6}
+EXIT_STATUS: dict[str, int] = {"optimal": 0, "time_limit": 3, "infeasible": 4, "unbounded": 5, "error": 6,
+                               "optimal_inaccurate": 7}
 #: exit status of a non-optimal status not in :data:`EXIT_STATUS`
 EXIT_OTHER = 7
 _MAX_LINES = 10  # per kind of note; the rest is counted
