@@ -96,7 +96,8 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--output", default="bench-results", metavar="DIR",
                    help="directory for runs.csv, summary.csv and the plots (default: bench-results)")
     p.set_defaults(func=_cmd_bench)
-    ps = p.add_subparsers(dest="bench_command", required=False, metavar="{suite}")
+    ps = p.add_subparsers(dest="bench_command", required=False, metavar="{suite}",
+                          help="optional: 'suite' runs the standard, versioned benchmark suite instead")
     s = ps.add_parser("suite", help="the standard suite: fixed, versioned policy LPs/MILPs x every installed backend",
                       description="Generate the suite's instances (Gavel data, fixed seeds; every policy family at "
                                   "256 ... 262,144 jobs), solve each with every installed backend under a time limit, "
