@@ -192,7 +192,9 @@ def test_explain_pop_and_pairs() -> None:
     from policyopt.cli_result import exit_status, explain
     from policyopt.examples import load_example
 
-    res = policyopt.pop(policyopt.get_policy("max_min_fairness"), k=4).solve(load_example("small"))
+    from policyopt.pop import pop
+
+    res = pop(policyopt.get_policy("max_min_fairness"), k=4).solve(load_example("small"))
     notes = explain(res.to_dict())
     assert any("POP: k lowered from 4" in t for _, t in notes)
     res = policyopt.solve(load_example("gavel-small"), "max_min_fairness", space_sharing=True)
