@@ -26,8 +26,8 @@ pytest.importorskip("sklearn")
 
 pytestmark = [pytest.mark.torch, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[1]
-JOBS = [{"id": "dp", "job_type": "transformer-bs16", "steps": 160, "scale_factor": 2, "seed": 2},
-        {"id": "one", "job_type": "lstm-bs10", "steps": 120, "seed": 1}]
+JOBS = [{"id": "dp", "job_type": "transformer-bs16", "steps": 100, "scale_factor": 2, "seed": 2},
+        {"id": "one", "job_type": "lstm-bs10", "steps": 60, "seed": 1}]
 
 
 def _alive(pid: int) -> bool:

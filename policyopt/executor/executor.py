@@ -617,6 +617,8 @@ class Executor:
             self.state.put("topology", self.topology.to_state())
             self._save_jobs()
             self.state.put("placement", {"assignment": self.previous, "pairs": self.previous_pairs})
+            if self.mech is None:  # a resumed run must not schedule on the old cluster's mechanism
+                self.state.put("mechanism", None)
         for s in lost:
             self.state.event(now, "slot_lost", detail={"slot": self.slots[s].worker_id})
         for s in added:
