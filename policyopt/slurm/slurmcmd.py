@@ -212,7 +212,8 @@ class Slurm:
 
     # ------------------------------------------------------------------ reading
     def jobs(self, partitions: Sequence[str]) -> list[SlurmJob]:
-        """Every job of ``partitions`` that Slurm still knows (all states)."""
+        """Every job of ``partitions`` that Slurm still knows (all states). Slurm 22.05's
+        ``squeue --json`` ignores ``--partition``/``--states``, so the records are filtered here."""
         res = self._run(["squeue", "--json", "--states=all", "--partition", ",".join(partitions)])
         try:
             data = json.loads(res.stdout)
