@@ -182,6 +182,9 @@ def simple_rule_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
         size = int(layout.server_size[servers[0]])
         in_class = np.zeros(layout.num_servers, dtype=bool)
         in_class[servers] = True
+        if size == 1:  # one-GPU servers: the same rule on plain ints, no numpy call per server
+            _simple_rule_single(layout, servers, pref, in_class, mapping)
+            continue
         claimed: set[int] = set()
         order = servers.tolist()
         free = 0  # order[:free] are all claimed: the lowest unclaimed server is found in O(1) amortized
@@ -213,6 +216,29 @@ def simple_rule_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
             target[target < 0] = np.flatnonzero(~taken)
             mapping[lo_b:lo_b + size] = lo_a + target
     return mapping
+
+
+def _simple_rule_single(layout: ClusterLayout, servers: np.ndarray, pref: np.ndarray, in_class: np.ndarray,
+                        mapping: np.ndarray) -> None:
+    """:func:`simple_rule_relabeling` for a class of one-GPU servers (identical result): server
+    ``b`` takes the old server of its GPU's preference when unclaimed, else the lowest unclaimed."""
+    first = layout.first_gpu[servers]
+    want = pref[first]
+    wsrv = np.full(servers.size, -1, dtype=np.int64)
+    ok = want >= 0
+    wsrv[ok] = layout.gpu_server[want[ok]]
+    wsrv[ok] = np.where(in_class[wsrv[ok]], wsrv[ok], -1)
+    order = servers.tolist()
+    first_of = layout.first_gpu.tolist()
+    claimed: set[int] = set()
+    free = 0
+    for b, a in zip(order, wsrv.tolist()):
+        if a < 0 or a in claimed:
+            while order[free] in claimed:
+                free += 1
+            a = order[free]
+        claimed.add(a)
+        mapping[first_of[b]] = first_of[a]
 
 
 class MatchingMigration(MigrationMinimizer):
