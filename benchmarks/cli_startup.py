@@ -1,4 +1,4 @@
-"""Start-up time of the ``policyopt`` command against ``python -c "import policyopt"`` (issue #16).
+"""Start-up time of the ``policyopt`` command against ``python -c "import policyopt"``.
 
 Each repetition runs, in a fresh interpreter and interleaved (so machine load hits all alike):
 

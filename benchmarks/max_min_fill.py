@@ -1,4 +1,4 @@
-"""Cost and effect of max_min_fairness's second stage (``fill``, on by default; issue #16).
+"""Cost and effect of max_min_fairness's second stage (``fill``, on by default).
 
 Gavel-generator jobs (static, multi-GPU, Gavel's measured throughputs) on two clusters: ``busy``
 (N/4 GPUs per type, as in the policy benchmarks) and ``light`` (N GPUs per type, where a vertex of

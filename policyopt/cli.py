@@ -96,7 +96,7 @@ def _cmd_solve(args: argparse.Namespace) -> int:
         options["space_sharing"] = True
     policy = get_policy(args.policy, **options)
     if args.pop_k is not None:
-        from .pop import pop  # issue 4: POP combinator
+        from .pop import pop
 
         policy = pop(policy, k=args.pop_k, seed=args.seed)
     result = policy.solve(problem)
