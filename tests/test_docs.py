@@ -33,6 +33,8 @@ def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
 def test_mkdocs_builds(tmp_path: Path) -> None:
     if shutil.which("mkdocs") is None and not _has_module("mkdocs"):
         pytest.skip("mkdocs not installed (extra 'docs')")
+    if not _has_module("pymdownx"):
+        pytest.skip("pymdown-extensions not installed (extra 'docs': pip install -e '.[docs]')")
     r = subprocess.run([sys.executable, "-m", "mkdocs", "build", "-q", "-d", str(tmp_path / "site")],
                        cwd=ROOT, capture_output=True, text=True, timeout=300, env={**os.environ})
     assert r.returncode == 0, r.stderr
