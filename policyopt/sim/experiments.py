@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
@@ -36,6 +37,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 __all__ = ["Arm", "Experiment", "EXPERIMENTS", "run_experiment", "missing_policies", "main"]
 
@@ -281,7 +284,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     missing = missing_policies(exp)
     if missing:
         summary = {"experiment": name, "status": "skipped", "missing_policies": missing}
-        print(f"{name}: skipped, policies not registered: {', '.join(missing)}", file=sys.stderr)
+        log.warning("%s: skipped, policies not registered: %s", name, ", ".join(missing))
         return summary
     seeds = tuple(seeds) if seeds is not None else exp.seeds
     rates = exp.rates[-1:] if quick else exp.rates
@@ -322,7 +325,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     cdf_runs = {row["arm"]: _Stub(keep) for row, keep in sel}
     jct_cdf_figure(cdf_runs, out / f"{name}_jct_cdf.png")
     utilization_figure(cdf_runs, out / f"{name}_utilization.png")
-    print(_markdown(summary))
+    log.info("%s", _markdown(summary))
     return summary
 
 
@@ -356,9 +359,8 @@ class _Stub:
 def _report(progress: bool, k: int, tasks: Sequence[Any], row: dict[str, Any]) -> None:
     if progress:
         jct = row["avg_jct_hours"]
-        print(f"[{k + 1}/{len(tasks)}] {row['arm']:>20} seed={row['seed']} rate={row['rate']} "
-              f"avg_jct={'-' if jct is None else f'{jct:.2f}h'} wall={row['wall_seconds']:.1f}s", file=sys.stderr,
-              flush=True)
+        log.info("[%d/%d] %20s seed=%s rate=%s avg_jct=%s wall=%.1fs", k + 1, len(tasks), row["arm"], row["seed"],
+                 row["rate"], "-" if jct is None else f"{jct:.2f}h", row["wall_seconds"])
 
 
 def _markdown(summary: dict[str, Any]) -> str:
@@ -385,6 +387,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--quick", action="store_true", help="one seed, the highest rate only")
     p.add_argument("--replot", action="store_true", help="redraw the load / bar figures from OUTPUT/NAME.csv")
     args = p.parse_args(argv)
+    logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
         for n in (list(EXPERIMENTS) if args.name == "all" else [args.name]):
             replot(n, args.output)
