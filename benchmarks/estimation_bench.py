@@ -79,7 +79,8 @@ def bench_holdout(g: Any, fractions: list[float], seeds: list[int]) -> None:
             else:
                 label = f"{name} {m}"
             a, b = summarize(np.concatenate(e)), summarize(np.concatenate(rel[(name, m)]))
-            rows.append([f"{frac:.0%}", label, a["n"], a["median"], a["p90"], a["max"], b["median"], b["p90"], b["max"]])
+            rows.append([f"{frac:.0%}", label, a["n"], a["median"], a["p90"], a["max"],
+                         b["median"], b["p90"], b["max"]])
         for (name, rule), v in fz.items():
             if name != "als":
                 continue

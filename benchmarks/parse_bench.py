@@ -83,8 +83,8 @@ def measure(n: int, repeats: int, before: Callable[[dict[str, Any]], Any] | None
     text = json.dumps(doc)
     t_json = timed(lambda: json.loads(text), repeats)
     data = json.loads(text)
-    t_after = timed(lambda: Problem.from_dict(data), repeats)
-    t_before = timed(lambda: before(data), repeats) if before is not None else float("nan")
+    t_after = timed(lambda: Problem.from_dict(data), repeats)  # noqa: F821 - called here, before the del below
+    t_before = timed(lambda: before(data), repeats) if before is not None else float("nan")  # noqa: F821
     names = list(doc["cluster"]["worker_types"])
     T = np.array([[j["throughputs"][t] for t in names] for j in doc["jobs"]])
     ids = [j["id"] for j in doc["jobs"]]

@@ -83,7 +83,8 @@ def load_workload(seed: int) -> Workload:
         for m in models:
             for o in models:
                 if scale[m] == scale[o] and rng.random() < 0.8:
-                    raw[t][m][o] = [raw[t][m]["null"] * rng.uniform(0.3, 0.8), raw[t][o]["null"] * rng.uniform(0.3, 0.8)]
+                    raw[t][m][o] = [raw[t][m]["null"] * rng.uniform(0.3, 0.8),
+                                    raw[t][o]["null"] * rng.uniform(0.3, 0.8)]
     return Workload(models, scale, raw, "synthetic")
 
 
@@ -95,7 +96,8 @@ def layout_for(num_gpus: int, gpus_per_server: int = 8) -> ClusterLayout:
                                        "p100": (third, gpus_per_server), "k80": (third, gpus_per_server)})
 
 
-def random_jobs(rng: np.random.Generator, wl: Workload, n: int, start: int = 0, now: float = 0.0) -> tuple[list[JobInfo], dict[str, str]]:
+def random_jobs(rng: np.random.Generator, wl: Workload, n: int, start: int = 0,
+                now: float = 0.0) -> tuple[list[JobInfo], dict[str, str]]:
     """``n`` jobs with random models; ~70% single-GPU (scale factors 1/2/4/8 as 70/15/10/5 %)."""
     by_sf = {s: [m for m in wl.models if wl.scale[m] == s] for s in (1, 2, 4, 8)}
     sfs = rng.choice([1, 2, 4, 8], size=n, p=[0.7, 0.15, 0.1, 0.05])
@@ -182,7 +184,7 @@ def time_rounds(wl: Workload, num_jobs: int, num_gpus: int, seed: int, reps: int
         jobs = [replace(j, attained_service=j.attained_service + 360.0 * j.scale_factor) if j.job_id in running else j
                 for j in jobs]
         res = pipe.run_round(jobs)
-        res.placement  # the second round is the timed one
+        _ = res.placement  # the second round is the timed one
         for k, v in res.timings.items():
             samples.setdefault(k, []).append(v)
         samples.setdefault("migrated", []).append(float(len(res.migrated)))

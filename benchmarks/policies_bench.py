@@ -8,8 +8,8 @@ steps = duration × the type's V100 throughput. Cluster: N/4 each of V100/P100/K
 server; prices 3.06/1.46/0.90 $/h). To make time-dependent policies non-trivial every job is
 observed mid-run: a fraction ``f ~ U(0, 0.9)`` of its work is done, ``time_since_start = f·duration``
 and ``steps_remaining = (1−f)·steps`` (``--fresh`` uses ``f = 0``; the targets also use a *queued*
-snapshot: waited ``U(0,1)·duration`` without running, full steps — several Newton steps for FTF). SLOs (``min_cost_slo``):
-``factor × duration`` with factor from {1.2, 2, 10}, as in Gavel. Budget
+snapshot: waited ``U(0,1)·duration`` without running, full steps — several Newton steps for FTF).
+SLOs (``min_cost_slo``): ``factor × duration`` with factor from {1.2, 2, 10}, as in Gavel. Budget
 (``makespan_under_budget``): 90 % of what the unconstrained makespan allocation would spend.
 Space sharing: the type-level table (``colocated="types"``), pruned with ``pair_top_k`` (default 8).
 

@@ -20,8 +20,9 @@ background load) and every timing is the fastest of ``--repeat`` runs:
 The 1-minute load average and the machine's *parallel capacity* right then (work two concurrent
 CPU-bound processes get done / work one gets done in the same wall time: 2.0 on two idle cores,
 about 1.0 when other work fills them — the ceiling for any parallel speedup) are printed before and
-after (the development machine has 2 cores shared with other work). ``--baseline`` also runs the reference code's partitioning for comparison: every
-job to ``randint(0, k−1)`` independently and ``c//k`` workers of each type per group.
+after (the development machine has 2 cores shared with other work). ``--baseline`` also runs the
+reference code's partitioning for comparison: every job to ``randint(0, k−1)`` independently and
+``c//k`` workers of each type per group.
 
 Run::
 

@@ -142,7 +142,8 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
     from policyopt import SolverOptions, get_solver
 
     t0 = time.perf_counter()
-    nox = get_solver("highs").load(forms[0][0].copy(), SolverOptions(algorithm="ipm", extra={"run_crossover": "off"})).solve()
+    nox = get_solver("highs").load(forms[0][0].copy(),
+                                   SolverOptions(algorithm="ipm", extra={"run_crossover": "off"})).solve()
     row["ipm_nocrossover_s"] = time.perf_counter() - t0
     row["ipm_nocrossover_rel_diff"] = (abs(nox.objective - forms[0][1]) / max(1e-12, abs(forms[0][1]))
                                        if nox.objective is not None and forms[0][1] is not None else np.inf)
@@ -189,7 +190,8 @@ def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
     silence_banner()
     p = workload(load_gavel(), n, seed=seed)
     rng = np.random.default_rng(seed)
-    distinct = [dataclasses.replace(j, throughputs={c: v * float(rng.uniform(0.9, 1.1)) for c, v in j.throughputs.items()})
+    distinct = [dataclasses.replace(j, throughputs={c: v * float(rng.uniform(0.9, 1.1))
+                                                    for c, v in j.throughputs.items()})
                 for j in p.jobs]
     rows = []
     for label, jobs in (("gavel", list(p.jobs)), ("distinct jobs", distinct)):

@@ -128,7 +128,7 @@ class AlloX(Policy):
         ji = jobs_i[head]
         tj = gt[grp_sorted[head]]
         X[order[ji], best_cfg[ji, tj]] = 1.0 / w_sel[ji, tj]
-        objective = float(cost[assigned, level[assigned]].sum())
+        objective: float | None = float(cost[assigned, level[assigned]].sum())
         timings.extract += time.perf_counter() - t2
         extra: dict[str, object] = {"jobs_considered": int(m), "method": method}
         status, msg = Status.OPTIMAL, ""
@@ -140,7 +140,7 @@ class AlloX(Policy):
         return self.result(space, X, status, objective, solver, timings, msg, **extra)
 
     @staticmethod
-    def _matching(space, cost: np.ndarray, gt: np.ndarray, gk: np.ndarray) -> np.ndarray:  # type: ignore[no-untyped-def]
+    def _matching(space, cost: np.ndarray, gt: np.ndarray, gk: np.ndarray) -> np.ndarray:
         """One column per (type, level, worker): scipy's ``linear_sum_assignment``."""
         reps = space.counts[gt].astype(np.int64)
         col_group = np.repeat(np.arange(gt.size), reps)
@@ -155,7 +155,7 @@ class AlloX(Policy):
         level[ri[ok]] = col_group[ci[ok]]
         return level
 
-    def _flow(self, space, cost: np.ndarray, gt: np.ndarray, timings: Timings  # type: ignore[no-untyped-def]
+    def _flow(self, space, cost: np.ndarray, gt: np.ndarray, timings: Timings
               ) -> tuple[np.ndarray | None, str]:
         """The same assignment as a transportation problem: jobs (supply 1) to slot groups (capacity
         ``count_t``). Its constraint matrix is totally unimodular, so a basic optimal solution is a

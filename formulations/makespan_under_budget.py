@@ -80,7 +80,7 @@ class MakespanUnderBudget(Policy):
         lp = LoadedLP(self, model, timings)
         raw = lp.solve()
         u_star = float(u.value(raw.x).ravel()[0]) if raw.ok and raw.x is not None else 0.0
-        if not raw.ok or u_star <= 1e-12:
+        if not raw.ok or raw.x is None or u_star <= 1e-12:
             return self._infeasible(space, raw.status if not raw.ok else Status.INFEASIBLE, lp.solver_name, timings)
         return self.result(space, X.value(raw.x), Status.OPTIMAL, tau / u_star, lp.solver_name, timings,
                            lp_solves=lp.solves)

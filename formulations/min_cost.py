@@ -42,7 +42,7 @@ loaded LP (column bounds and costs changed in place).
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -82,7 +82,7 @@ class _CostPolicy(Policy):
     """Shared machinery of ``min_cost`` and ``min_cost_slo``."""
 
     use_slos = False
-    options = (Option("exact_ratio", bool, False,
+    options: ClassVar[tuple[Option, ...]] = (Option("exact_ratio", bool, False,
                       "optimize Σ thr / Σ cost exactly (Charnes–Cooper) instead of Gavel's per-slot linear form"),)
 
     def solve(self, problem: Problem) -> PolicyResult:

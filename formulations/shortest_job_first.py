@@ -119,8 +119,8 @@ class ShortestJobFirst(Policy):
 
     objective_sense = "min"
     options = (Option("max_lp_solves", int, 100000, "cap on LP solves (then: best allocation so far, time_limit)"),
-               Option("method", str, "auto", "auto (exact greedy prefix, then LPs) or lp (LP sequence only; a cross-check)",
-                      ("auto", "lp")))
+               Option("method", str, "auto",
+                      "auto (exact greedy prefix, then LPs) or lp (LP sequence only; a cross-check)", ("auto", "lp")))
 
     def solve(self, problem: Problem) -> PolicyResult:
         timings = Timings()

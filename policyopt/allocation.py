@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import copy
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 import numpy as np
 
@@ -184,12 +184,12 @@ class AllocationSpace:
         new_index = np.full(uniq.size, -1, np.int64)
         new_index[keep_pairs] = np.arange(int(keep_pairs.sum()))
         row = new_index[inv]
-        sel = row >= 0
+        kept = row >= 0
         p = int(keep_pairs.sum())
         self.pair_jobs = np.stack([pa[keep_pairs], pb[keep_pairs]], axis=1)
         self.Tp = np.zeros((p, C, 2))
-        self.Tp[row[sel], c[sel], 0] = ta[sel]
-        self.Tp[row[sel], c[sel], 1] = tb[sel]
+        self.Tp[row[kept], c[kept], 0] = ta[kept]
+        self.Tp[row[kept], c[kept], 1] = tb[kept]
         self.pair_mask = (self.Tp[:, :, 0] > 0) & (self.Tp[:, :, 1] > 0)
 
     def _type_pair_candidates(self, cfg_pos: dict[str, int]
@@ -236,6 +236,7 @@ class AllocationSpace:
         A, B, c, ta, tb = A[ok], B[ok], c[ok], ta[ok], tb[ok]
         members = [np.flatnonzero(job_code == k) for k in range(K)]
         sizes = np.array([m.size for m in members])
+        chosen: Mapping[tuple[int, int], tuple[np.ndarray, np.ndarray] | None]
         if self.pruning.top_k is None:
             chosen = {(int(x), int(y)): None for x, y in zip(A, B)}
         else:
@@ -475,7 +476,8 @@ class AllocationSpace:
         nothing is rebuilt; ``problem`` still refers to the whole problem. Only for spaces whose rows
         are the base ones (subclasses that add rows or count workers differently must override)."""
         cls = type(self)
-        if cls.add_allocation is not AllocationSpace.add_allocation or cls.slot_workers is not AllocationSpace.slot_workers:
+        if (cls.add_allocation is not AllocationSpace.add_allocation
+                or cls.slot_workers is not AllocationSpace.slot_workers):
             raise NotImplementedError(f"{cls.__name__}.restrict: the space adds its own rows")
         jobs = np.asarray(jobs, np.int64)
         n = len(self.jobs)

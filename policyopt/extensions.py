@@ -96,7 +96,8 @@ def _in_tree_extensions() -> list[str]:
     names = []
     for base in policyopt.__path__:
         for info in pkgutil.iter_modules([base]):
-            if info.ispkg and any(m.name == EXTENSION_MODULE for m in pkgutil.iter_modules([str(Path(base, info.name))])):
+            inner = pkgutil.iter_modules([str(Path(base, info.name))]) if info.ispkg else ()
+            if any(m.name == EXTENSION_MODULE for m in inner):
                 names.append(f"policyopt.{info.name}.{EXTENSION_MODULE}")
     return sorted(names)
 
@@ -118,7 +119,7 @@ def discover(force: bool = False) -> list[str]:
     for ep in metadata.entry_points(group=ENTRY_POINT_GROUP):
         try:
             ep.load()
-        except Exception as exc:  # a broken third-party plugin must not break the core
+        except Exception as exc:  # noqa: BLE001 - a broken third-party plugin must not break the core
             log.warning("policyopt extension %r (%s) failed to load: %s", ep.name, ep.value, exc)
             continue
         loaded.append(ep.value)

@@ -111,8 +111,8 @@ class LinExpr:
     #: expr`` → ``expr.__ge__``) instead of broadcasting over the expression as an opaque object
     __array_ufunc__ = None
 
-    def __init__(self, dims: tuple[IndexSet, ...], rows: np.ndarray, cols: np.ndarray, coefs: np.ndarray,
-                 const: np.ndarray | float = 0.0) -> None:
+    def __init__(self, dims: tuple[IndexSet, ...], rows: ArrayLike, cols: ArrayLike, coefs: ArrayLike,
+                 const: ArrayLike = 0.0) -> None:
         self.dims = tuple(dims)
         self.rows = np.asarray(rows, dtype=np.int64)
         self.cols = np.asarray(cols, dtype=np.int64)
@@ -124,7 +124,7 @@ class LinExpr:
     # ------------------------------------------------------------------ construction
     @classmethod
     def from_matrix(cls, matrix: "sp.spmatrix | np.ndarray | Triplets", var: "Variable",
-                    dims: tuple[IndexSet, ...], const: ArrayLike = 0.0) -> "LinExpr":
+                    dims: tuple[IndexSet, ...], const: np.ndarray | float = 0.0) -> "LinExpr":
         """``expr = M @ vec(var) + const``: ``M`` has one row per element of ``dims`` and one column
         per element of ``var`` (C order); a scipy/dense matrix or :class:`Triplets`. Masked variable
         slots are dropped with their coefficients."""
@@ -257,10 +257,10 @@ class LinExpr:
         return LinExpr(new_dims, rows, self.cols[keep], self.coefs[keep], np.take(self.const, pos, axis=ax))
 
     # ------------------------------------------------------------------ comparisons → constraints
-    def __le__(self, rhs: ArrayLike) -> "Constraint":  # type: ignore[override]
+    def __le__(self, rhs: ArrayLike) -> "Constraint":
         return Constraint(self - rhs, upper=0.0)
 
-    def __ge__(self, rhs: ArrayLike) -> "Constraint":  # type: ignore[override]
+    def __ge__(self, rhs: ArrayLike) -> "Constraint":
         return Constraint(self - rhs, lower=0.0)
 
     def __eq__(self, rhs: Any) -> "Constraint":  # type: ignore[override]
@@ -356,10 +356,10 @@ class Variable:
     def __rsub__(self, other: Any) -> LinExpr:
         return (-self.expr()) + other
 
-    def __le__(self, rhs: ArrayLike) -> Constraint:  # type: ignore[override]
+    def __le__(self, rhs: ArrayLike) -> Constraint:
         return self.expr() <= rhs
 
-    def __ge__(self, rhs: ArrayLike) -> Constraint:  # type: ignore[override]
+    def __ge__(self, rhs: ArrayLike) -> Constraint:
         return self.expr() >= rhs
 
     def __eq__(self, rhs: Any) -> Constraint:  # type: ignore[override]

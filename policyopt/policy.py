@@ -91,7 +91,7 @@ def _empty_problem_guard(solve: Callable[[Any, Problem], PolicyResult]) -> Calla
     @functools.wraps(solve)
     def guarded(self: Any, problem: Problem) -> PolicyResult:
         if isinstance(problem, Problem) and not problem.jobs:
-            return self.empty_result(problem)  # type: ignore[no-any-return]
+            return self.empty_result(problem)
         return solve(self, problem)
 
     return guarded
@@ -109,7 +109,7 @@ class Policy(ABC):
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
         if "solve" in cls.__dict__:  # every policy answers a problem without jobs the same way
-            cls.solve = _empty_problem_guard(cls.__dict__["solve"])  # type: ignore[method-assign]
+            cls.solve = _empty_problem_guard(cls.__dict__["solve"])  # type: ignore[method-assign, assignment]
 
     def empty_result(self, problem: Problem) -> PolicyResult:
         """The answer to a problem without jobs: the empty allocation, status optimal (nothing to
@@ -159,8 +159,8 @@ class Policy(ABC):
     def make_space(self, problem: Problem) -> AllocationSpace:
         """The allocation space for ``problem``: the first registered space factory whose predicate
         accepts the problem (e.g. execution-plan configurations), else :class:`AllocationSpace`."""
-        kwargs = dict(space_sharing=bool(self.config["space_sharing"]),
-                      pruning=PairPruning(self.config["pair_threshold"], self.config["pair_top_k"]))
+        kwargs: dict[str, Any] = dict(space_sharing=bool(self.config["space_sharing"]),
+                                      pruning=PairPruning(self.config["pair_threshold"], self.config["pair_top_k"]))
         for accepts, factory in _SPACE_FACTORIES:
             if accepts(problem):
                 return factory(problem, **kwargs)

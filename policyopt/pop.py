@@ -529,7 +529,7 @@ def _drain(worker: int) -> list[PartResult]:
     it is empty; ``worker`` 0 is the parent process."""
     assert _SHARED is not None
     policy, adapter, part, members, order, counter = _SHARED
-    out = []
+    out: list[PartResult] = []
     while True:
         with counter.get_lock():
             i = counter.value

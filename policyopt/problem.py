@@ -493,7 +493,7 @@ class Problem:
                 raise InputError(f"colocated[{i}].jobs", rc["jobs"], "must list exactly two job ids")
             if not isinstance(rc["throughputs"], Sequence) or len(rc["throughputs"]) != 2:
                 raise InputError(f"colocated[{i}].throughputs", rc["throughputs"], "must list two throughputs")
-            colocs.append(Colocation(tuple(str(x) for x in rc["jobs"]), str(rc["worker_type"]),
+            colocs.append(Colocation((str(rc["jobs"][0]), str(rc["jobs"][1])), str(rc["worker_type"]),
                                      tuple(rc["throughputs"])))
         type_colocs = []
         raw_types = data.get("colocated_types") or []
@@ -512,7 +512,7 @@ class Problem:
             thr = rc["throughputs"]
             if not isinstance(thr, Sequence) or isinstance(thr, str) or len(thr) != 2:
                 raise InputError(f"colocated_types[{i}].throughputs", thr, "must list two throughputs")
-            type_colocs.append(TypeColocation(tuple(str(x) for x in jt), str(rc["worker_type"]), tuple(thr)))
+            type_colocs.append(TypeColocation((str(jt[0]), str(jt[1])), str(rc["worker_type"]), tuple(thr)))
         ents = {}
         raw_ents = data.get("entities") or {}
         if not isinstance(raw_ents, Mapping):
@@ -712,7 +712,8 @@ class Problem:
                 if k in r and _nan_to_none(r[k]) is not None:
                     spec[k] = _nan_to_none(r[k])
             wts[str(r["worker_type"])] = spec
-        thr_cols = [c for c in jobs.columns if str(c).startswith("throughput_")] if isinstance(jobs, pd.DataFrame) else []
+        thr_cols = ([c for c in jobs.columns if str(c).startswith("throughput_")]
+                    if isinstance(jobs, pd.DataFrame) else [])
         job_list = []
         for r in records(jobs, "jobs", {"id"}):
             d: dict[str, Any] = {"id": str(r["id"]),

@@ -69,7 +69,7 @@ def carry_basis(prev: BasisSnapshot, model: Model) -> tuple[np.ndarray, np.ndarr
     for name, v in model.variables.items():
         ov = prev.model.variables.get(name)
         idx = None if ov is None else _old_index(ov.dims, v.dims)
-        if idx is None:
+        if idx is None or ov is None:
             continue
         new_cols = np.broadcast_to(v.cols, idx.shape).ravel()
         old_cols = np.where(idx.ravel() >= 0, ov.cols.ravel()[np.maximum(idx.ravel(), 0)], -1)
@@ -78,7 +78,7 @@ def carry_basis(prev: BasisSnapshot, model: Model) -> tuple[np.ndarray, np.ndarr
     for name, b in model.blocks.items():
         ob = prev.model.blocks.get(name)
         idx = None if ob is None else _old_index(ob.dims, b.dims)
-        if idx is None:
+        if idx is None or ob is None:
             continue
         flat = idx.ravel()
         take = flat >= 0

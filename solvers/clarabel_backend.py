@@ -71,22 +71,22 @@ def _solve_clarabel(sf: StandardForm, options: SolverOptions) -> SolveResult:
     t2 = time.perf_counter()
     S = clarabel.SolverStatus
     st = sol.status
-    status = {S.Solved: Status.OPTIMAL, S.AlmostSolved: Status.OPTIMAL, S.PrimalInfeasible: Status.INFEASIBLE,
-              S.AlmostPrimalInfeasible: Status.INFEASIBLE, S.DualInfeasible: Status.UNBOUNDED,
-              S.AlmostDualInfeasible: Status.UNBOUNDED, S.MaxTime: Status.TIME_LIMIT,
-              S.MaxIterations: Status.TIME_LIMIT}.get(st, Status.ERROR)
+    status = {S.Solved: Status.OPTIMAL, S.AlmostSolved: Status.OPTIMAL_INACCURATE,
+              S.PrimalInfeasible: Status.INFEASIBLE, S.AlmostPrimalInfeasible: Status.INFEASIBLE,
+              S.DualInfeasible: Status.UNBOUNDED, S.AlmostDualInfeasible: Status.UNBOUNDED,
+              S.MaxTime: Status.TIME_LIMIT, S.MaxIterations: Status.TIME_LIMIT}.get(st, Status.ERROR)
     res = SolveResult(status, None, None, solver="clarabel", message=str(st),
                       options={"tol": TOL, "time_limit": options.time_limit, **options.extra})
-    if status is Status.OPTIMAL or (status is Status.TIME_LIMIT and sol.x is not None):
+    if status is Status.OPTIMAL or (status in (Status.OPTIMAL_INACCURATE, Status.TIME_LIMIT) and sol.x is not None):
         res.x = np.asarray(sol.x, np.float64).reshape(n)
         res.objective = sf.objective_value(res.x)
         if status is Status.OPTIMAL and sf.num_rows:
             z = np.asarray(sol.z, np.float64)
-            k = np.cumsum([0, eq.size, up.size, dn.size])
+            kk = np.cumsum([0, eq.size, up.size, dn.size])
             y = np.zeros(sf.num_rows)
-            y[eq] -= z[k[0]:k[1]]
-            y[up] -= z[k[1]:k[2]]
-            y[dn] += z[k[2]:k[3]]
+            y[eq] -= z[kk[0]:kk[1]]
+            y[up] -= z[kk[1]:kk[2]]
+            y[dn] += z[kk[2]:kk[3]]
             res.row_duals = sf.unscale_duals(sign * y)
     res.timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     return res

@@ -182,8 +182,9 @@ class HighsModel(LoadedModel):
             return
         inf = self._hs.kHighsInf
         slo, shi = self.sf.row_lower[rows], self.sf.row_upper[rows]
-        _check(self.h.changeRowsBounds(rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
-                                       np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
+        _check(self.h.changeRowsBounds(  # type: ignore[attr-defined]  # in highspy, missing from its stubs
+            rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
+            np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
 
     def add_rows(self, A_rows: Any, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         rows = super().add_rows(A_rows, lower, upper)

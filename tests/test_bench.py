@@ -1,7 +1,6 @@
 """The benchmarking harness runs cases in child processes, times phases, checks agreement."""
 from __future__ import annotations
 
-import json
 
 from policyopt.bench import BenchConfig, run_benchmark, summarize, write_results
 

@@ -18,8 +18,8 @@ BANNER = "Running HiGHS"
 
 def _cli(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None,
          stdin: str | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "policyopt", *args], capture_output=True, text=True, timeout=300, check=False,
-                          cwd=cwd, env={**os.environ, **(env or {})}, input=stdin)
+    return subprocess.run([sys.executable, "-m", "policyopt", *args], capture_output=True, text=True, timeout=300,
+                          check=False, cwd=cwd, env={**os.environ, **(env or {})}, input=stdin)
 
 
 def _small_problem(tmp_path: Path, name: str = "small") -> Path:
@@ -38,7 +38,8 @@ def test_solve_stdout_is_json_only(tmp_path: Path) -> None:
     assert BANNER not in r.stdout
     assert json.loads(r.stdout)["status"] == "optimal"
     pipe = subprocess.run(f"{sys.executable} -m policyopt solve --input {p} --policy max_min_fairness"
-                          f" | {sys.executable} -m json.tool", shell=True, capture_output=True, text=True, timeout=300, check=False)
+                          f" | {sys.executable} -m json.tool", shell=True, capture_output=True, text=True, timeout=300,
+                          check=False)
     assert pipe.returncode == 0 and '"status": "optimal"' in pipe.stdout, pipe.stderr
 
 

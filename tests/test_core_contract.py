@@ -129,7 +129,8 @@ def test_figures_leave_the_matplotlib_backend_alone(tmp_path):
         import pandas as pd
         from policyopt.sim.plots import bar_figure, jct_vs_load_figure
         from policyopt.bench.harness import plot_summary
-        t = pd.DataFrame({{"policy": ["a", "a", "b", "b"], "rate": [1, 2, 1, 2], "avg_jct_hours": [1.0, 2.0, 1.5, 2.5]}})
+        t = pd.DataFrame({{"policy": ["a", "a", "b", "b"], "rate": [1, 2, 1, 2],
+                           "avg_jct_hours": [1.0, 2.0, 1.5, 2.5]}})
         p1 = jct_vs_load_figure(t, r"{tmp_path}/load.png")
         p2 = bar_figure(t, r"{tmp_path}/bars.png", metrics=["avg_jct_hours"])
         s = pd.DataFrame({{"policy": ["x"] * 2, "backend": ["highs"] * 2, "jobs": [10, 20], "total_s": [0.1, 0.2],
@@ -265,7 +266,8 @@ def test_one_cluster_parser():
     for spec in ("v100=36,p100=36,k80=36", "cpu1=1, cpu2=2", {"h100": 1, "cpu1": 0}, {"v100": np.int64(3)}):
         assert executor_parse(spec) == sim_parse(spec)
     for bad, field in [("cpu1", "cluster"), ("cpu1=x", "cluster.cpu1"), ("cpu1=1,cpu1=2", "cluster.cpu1"),
-                       ("CPU1=1", "cluster.CPU1"), ("cpu1=0", "cluster"), ("", "cluster"), ({"v100": True}, "cluster.v100")]:
+                       ("CPU1=1", "cluster.CPU1"), ("cpu1=0", "cluster"), ("", "cluster"),
+                       ({"v100": True}, "cluster.v100")]:
         for parse in (sim_parse, executor_parse):
             with pytest.raises(InputError) as info:
                 parse(bad)

@@ -173,7 +173,8 @@ def test_linear_scaling_helper() -> None:
     eff = np.where(configs == "v100", 0.9, 0.5)
     data = ScalingData(np.repeat(["m0", "m1"], 6), configs, gpus, single, gpus * eff * single)
     model = ScalingModel.fit(data)
-    assert model.factor("v100", 4) == pytest.approx(0.9) and model.factor("v100_unconsolidated", 8) == pytest.approx(0.5)
+    assert model.factor("v100", 4) == pytest.approx(0.9)
+    assert model.factor("v100_unconsolidated", 8) == pytest.approx(0.5)
     assert model.factor("v100", 1) == 1.0 and model.factor("k80", 2) == 1.0  # unfitted → linear
     np.testing.assert_allclose(model.predict(single, gpus, configs), data.measured)
     assert ScalingModel.from_dict(model.to_dict()).efficiency == pytest.approx(model.efficiency)

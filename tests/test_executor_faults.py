@@ -101,7 +101,8 @@ def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp
     assert after_kill and after_kill[0]["step"] == _step(seen["previous"])  # fell back one checkpoint, no further
     assert 0 < a["steps_lost"] <= _max_round_steps(report, "a")       # less than one round of steps lost
     print(f"\nkilled worker of a at >= {seen['steps_seen']} steps with ckpt {_step(seen['newest'])} corrupt: resumed "
-          f"at {_step(seen['previous'])}, {a['steps_lost']} steps lost (a round: up to {_max_round_steps(report, 'a')}); "
+          f"at {_step(seen['previous'])}, {a['steps_lost']} steps lost "
+          f"(a round: up to {_max_round_steps(report, 'a')}); "
           f"bad failed after {bad['crashes']} crashes: {bad['error'][:80]}", file=sys.stderr)
     # the job that keeps crashing: failed with its error after max_restarts restarts; the others finished
     assert bad["status"] == "failed" and bad["crashes"] == config.max_restarts + 1

@@ -196,6 +196,7 @@ def test_cli_export_import(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -
                  "--output", str(tmp_path / "w.mps")]) == 2
     err = capsys.readouterr().err
     assert "sequence of" in err and "--stage" in err and "Traceback" not in err
-    assert main(["export", "--policy", "isolated", "--example", "gavel-small", "--output", str(tmp_path / "i.mps")]) == 2
+    argv = ["export", "--policy", "isolated", "--example", "gavel-small", "--output", str(tmp_path / "i.mps")]
+    assert main(argv) == 2
     assert "solves no LP" in capsys.readouterr().err
     assert isinstance(ExportError("x"), PolicyOptError)

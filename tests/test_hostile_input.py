@@ -29,7 +29,8 @@ BROKEN: dict[str, tuple[bytes, str]] = {
                              + "{\"v100\": " * 100_000 + "1" + "}" * 100_000 + "}]}").encode(), "nested too deeply"),
     "huge-int": (('{"cluster": {"worker_types": {"v100": {"count": ' + "9" * 10_000 + '}}}, "jobs": []}').encode(),
                  "number too large"),
-    "surrogate": (b'{"cluster": {"worker_types": {"v100": 2}}, "jobs": [{"id": "\\ud800", "throughputs": {"v100": 1}}]}',
+    "surrogate": (b'{"cluster": {"worker_types": {"v100": 2}}, '
+                  b'"jobs": [{"id": "\\ud800", "throughputs": {"v100": 1}}]}',
                   "surrogate"),
 }
 

@@ -71,8 +71,8 @@ def imports_of(module: str, source: str, is_package: bool = False) -> list[Edge]
                 edges.extend(Edge(module, f"{target}.{a.name}", node.lineno, module_level) for a in node.names)
             else:
                 edges.append(Edge(module, target, node.lineno, module_level))
-        elif isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module" \
-                and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str):
+        elif (isinstance(node, ast.Call) and getattr(node.func, "attr", getattr(node.func, "id", "")) == "import_module"
+              and node.args and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)):
             edges.append(Edge(module, node.args[0].value, node.lineno, module_level))
         inner = module_level and not isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):

@@ -68,8 +68,10 @@ def test_loss_falls_within_a_short_run(name: str) -> None:
         assert end > markov_entropy_rate(64) - 0.05
 
 
-@pytest.mark.parametrize("name,plan", [("resnet-bs32", ExecutionPlan(ga=4)), ("transformer-bs16", ExecutionPlan(ga=2, gc=True)),
-                                       ("lstm-bs10", ExecutionPlan(gc=True)), ("recommendation-bs128", ExecutionPlan(ga=8))])
+@pytest.mark.parametrize("name,plan", [("resnet-bs32", ExecutionPlan(ga=4)),
+                                       ("transformer-bs16", ExecutionPlan(ga=2, gc=True)),
+                                       ("lstm-bs10", ExecutionPlan(gc=True)),
+                                       ("recommendation-bs128", ExecutionPlan(ga=8))])
 def test_ga_and_gc_plans_train_the_same_model(name: str, plan: ExecutionPlan) -> None:
     ref, alt = build_job(name, seed=1), build_job(name, seed=1)
     enable_gc(alt.model, plan.gc)

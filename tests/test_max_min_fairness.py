@@ -147,7 +147,7 @@ def test_allocation_respects_every_constraint(problem: Problem, sharing: bool) -
         thr[b] += tb * f
     for t, u in used.items():
         assert u <= counts[t] + 1e-6
-    for jid, u in time_used.items():
+    for u in time_used.values():
         assert u <= 1 + 1e-6
     for jid, v in thr.items():  # labels map back: reported throughputs equal those recomputed
         assert res.effective_throughputs[jid] == pytest.approx(v, rel=1e-6, abs=1e-9)

@@ -76,6 +76,7 @@ def test_fresh_install_simulates_and_benches(venv: Path, tmp_path: Path) -> None
 def test_missing_override_dir_is_an_error(venv: Path, tmp_path: Path) -> None:
     env = {**_env(), "POLICYOPT_GAVEL_DIR": str(tmp_path / "nope")}
     r = _run([str(venv / "bin" / "policyopt"), "simulate", "--policy", "max_min_fairness", "--generator", "gavel",
-              "--jobs", "4", "--static", "--cluster", "v100=2", "--seed", "0", "--output", "sim"], cwd=tmp_path, env=env)
+              "--jobs", "4", "--static", "--cluster", "v100=2", "--seed", "0", "--output", "sim"],
+             cwd=tmp_path, env=env)
     assert r.returncode == 2
     assert "POLICYOPT_GAVEL_DIR" in r.stderr and "nope" in r.stderr and r.stderr.count("\n") == 1

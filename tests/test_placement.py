@@ -255,5 +255,6 @@ def test_best_fit_prefers_the_fullest_server_that_fits() -> None:
     both = (Combination(("r0",), "v100", 1), Combination(("r1",), "v100", 2))
     p = consolidate(lay, RoundAssignment(both + (Combination(("new",), "v100", 2),)), prev)
     assert p.gpus["new"] == (6, 7)
-    p = consolidate(lay, RoundAssignment(both + (Combination(("new",), "v100", 2), Combination(("x",), "v100", 3))), prev)
+    p = consolidate(lay, RoundAssignment(both + (Combination(("new",), "v100", 2), Combination(("x",), "v100", 3))),
+                    prev)
     assert not p.spread and p.gpus["x"] == (1, 2, 3)

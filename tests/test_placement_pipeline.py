@@ -151,7 +151,7 @@ def test_mechanism_policy_in_pipeline_with_lease_renewal() -> None:
     pipe = RoundPipeline(layout, MechanismPolicy(mech), ConsolidatingPlacer(), None, MatchingMigration())
     jobs = [JobInfo(j, s) for j, s in sf.items()]
     prev: Placement | None = None
-    for r in range(8):
+    for _r in range(8):
         res = pipe.run_round(jobs)
         assert ("d", "e") in res.placement.pairs
         for c in res.selection.combinations:

@@ -47,7 +47,8 @@ def test_round_trip_and_fields() -> None:
 @pytest.mark.parametrize("mutate, field", [
     (lambda d: d["colocated_types"][0].update(worker_type="tpu"), "colocated_types[A|B@tpu].worker_type"),
     (lambda d: d["colocated_types"][0].update(throughputs=[-1.0, 2.0]), "colocated_types[A|B@v100].throughputs[0]"),
-    (lambda d: d["colocated_types"][0].update(throughputs=[float("nan"), 2.0]), "colocated_types[A|B@v100].throughputs[0]"),
+    (lambda d: d["colocated_types"][0].update(throughputs=[float("nan"), 2.0]),
+     "colocated_types[A|B@v100].throughputs[0]"),
     (lambda d: d["colocated_types"][0].update(job_types=["A"]), "colocated_types[0].job_types"),
     (lambda d: d["colocated_types"][0].update(extra=1), "colocated_types[0].extra"),
     (lambda d: d["colocated_types"].append({"job_types": ["B", "A"], "worker_type": "v100", "throughputs": [1, 1]}),
@@ -82,7 +83,7 @@ def test_orientation_of_table_throughputs() -> None:
     s = AllocationSpace(Problem.from_dict(typed_problem()), space_sharing=True, pruning=PairPruning(threshold=0.0))
     k80 = s.configs.position("k80")
     labels = s.jobs.labels
-    for k, (a, b) in enumerate(s.pair_jobs):
+    for k, (a, _b) in enumerate(s.pair_jobs):
         if s.pair_mask[k, k80]:
             ta, tb = s.Tp[k, k80]
             assert (ta, tb) == ((1.0, 2.0) if labels[a].startswith("a") else (2.0, 1.0))

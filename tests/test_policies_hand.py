@@ -25,7 +25,8 @@ def job(i: str, v: float, k: float, **kw: object) -> dict:
     return {"id": i, "throughputs": {"v100": v, "k80": k}, **kw}
 
 
-def assignment_lp(values: np.ndarray, extra_ub: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, np.ndarray]:
+def assignment_lp(values: np.ndarray,
+                  extra_ub: tuple[np.ndarray, np.ndarray] | None = None) -> tuple[float, np.ndarray]:
     """max Σ values[m,c]·x[m,c] s.t. Σ_c x[m,c] ≤ 1, Σ_m x[m,c] ≤ 1 (one GPU per type), 0 ≤ x ≤ 1."""
     n, C = values.shape
     A, b = [], []
@@ -198,7 +199,8 @@ def test_fifo_arrival_field_orders_jobs() -> None:
     jobs = [job("A", 10, 10, arrival=1.0), job("B", 10, 10, arrival=2.0), job("C", 10, 10, arrival=0.0)]
     r = policyopt.solve(two_types(jobs), "fifo")
     assert sum(r.allocation["B"].values()) == pytest.approx(0.0, abs=1e-9)
-    assert sum(r.allocation["C"].values()) == pytest.approx(1.0) and sum(r.allocation["A"].values()) == pytest.approx(1.0)
+    assert sum(r.allocation["C"].values()) == pytest.approx(1.0)
+    assert sum(r.allocation["A"].values()) == pytest.approx(1.0)
 
 
 # ---------------------------------------------------------------------------------- shortest job first

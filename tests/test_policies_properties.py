@@ -55,7 +55,8 @@ def random_problem(seed: int, n_max: int = 5, with_pairs: bool = True, one_type:
                 ta, tb = jobs[a]["throughputs"][t], jobs[b]["throughputs"][t]
                 if ta > 0 and tb > 0 and rng.random() < 0.7:
                     coloc.append({"jobs": [f"j{a}", f"j{b}"], "worker_type": t,
-                                  "throughputs": [ta * float(rng.uniform(0.4, 0.95)), tb * float(rng.uniform(0.4, 0.95))]})
+                                  "throughputs": [ta * float(rng.uniform(0.4, 0.95)),
+                                                  tb * float(rng.uniform(0.4, 0.95))]})
     cluster = {t: {"count": c, "price_per_hour": PRICES[t]} for t, c in counts.items()}
     return Problem.from_dict({"cluster": {"worker_types": cluster}, "jobs": jobs, "colocated": coloc})
 

@@ -31,7 +31,8 @@ def _tiny_profile(tmp_path: Path, plans: list[str]) -> tuple[dict, list[dict], l
 
     out = tmp_path / "prof"
     assert main(["profile", "--output", str(out), "--job-types", "recommendation-bs128", "--worker-types", "cpu1",
-                 "--seconds-per-run", "0.5", "--repeats", "2", "--warmup-steps", "2", "--pairs", "--plans", *plans]) == 0
+                 "--seconds-per-run", "0.5", "--repeats", "2", "--warmup-steps", "2", "--pairs", "--plans",
+                 *plans]) == 0
     table = json.loads((out / "throughputs.json").read_text())
     runs = json.loads((out / "runs.json").read_text())
     with open(out / "plan_samples.csv") as handle:

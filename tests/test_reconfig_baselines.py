@@ -136,7 +136,8 @@ def test_two_job_example_matches_independent_best_plans() -> None:
     cl = A100_NODE.cluster_spec(8)
     cl = type(cl)(4, 24, cl.bw_intra, cl.bw_inter, cl.bw_pcie, cl.gpu_mem_bytes, A100_NODE.host_mem_per_node / 2)
     r, t = CATALOGUE["roberta-355m"], CATALOGUE["t5-1.2b"]
-    alone = (best_plan(r.spec, r.params, 4, 24, cluster=cl).throughput, best_plan(t.spec, t.params, 4, 24, cluster=cl).throughput)
+    alone = (best_plan(r.spec, r.params, 4, 24, cluster=cl).throughput,
+             best_plan(t.spec, t.params, 4, 24, cluster=cl).throughput)
     assert ex.alone == pytest.approx(alone)
     even = (best_plan(r.spec, r.params, 2, 12, cluster=cl).throughput / alone[0]
             + best_plan(t.spec, t.params, 2, 12, cluster=cl).throughput / alone[1])

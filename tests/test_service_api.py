@@ -116,8 +116,10 @@ def test_time_limit_status_and_fallback(client: httpx.Client) -> None:
     (lambda p: p["jobs"][2].__setitem__("id", "resnet50"), "problem.jobs[].id", "duplicate"),
     (lambda p: p["jobs"][0].__setitem__("throughputs", {"v100": "fast"}), "problem.jobs[0].throughputs.v100", "number"),
     (lambda p: p["jobs"][0].__setitem__("colour", "red"), "problem.jobs[0].colour", "unknown field"),
-    (lambda p: p["cluster"]["worker_types"]["v100"].__setitem__("count", -4), "problem.cluster.worker_types.v100.count", ">= 0"),
-    (lambda p: p["colocated"][0].__setitem__("jobs", ["resnet50", "ghost"]), "problem.colocated[resnet50|ghost].jobs[1]", "unknown"),
+    (lambda p: p["cluster"]["worker_types"]["v100"].__setitem__("count", -4), "problem.cluster.worker_types.v100.count",
+     ">= 0"),
+    (lambda p: p["colocated"][0].__setitem__("jobs", ["resnet50", "ghost"]),
+     "problem.colocated[resnet50|ghost].jobs[1]", "unknown"),
     (lambda p: p.pop("jobs"), "problem.jobs", "required"),
     (lambda p: p["jobs"][3].__setitem__("scale_factor", 10 ** 400), "problem.jobs[3].scale_factor", "magnitude"),
     (lambda p: p["jobs"][3].__setitem__("scale_factor", 64), "problem.jobs[3]", "fits no worker type"),
@@ -265,7 +267,7 @@ def test_realized_fractions_track_the_allocation(client: httpx.Client) -> None:
     client.post(f"/v1/sessions/{sid}/jobs", json={"jobs": jobs})
     got = np.zeros((5, 2))
     rounds = 60
-    for r in range(rounds):
+    for _r in range(rounds):
         rd = client.post(f"/v1/sessions/{sid}/rounds/next", json={}).json()
         for p in rd["placements"]:
             got[int(p["jobs"][0][1:]), ["v100", "k80"].index(p["worker_type"])] += 1

@@ -110,7 +110,8 @@ def test_pop_section_capacity_and_library_agreement(client: httpx.Client) -> Non
     for t, used in _plain_usage(PLAIN, alloc).items():
         assert used <= PLAIN["cluster"]["worker_types"][t]["count"] + TOL, (t, used)
     # the same partition and solves as the library's POP with the same seed
-    lib = pop(get_policy("max_min_fairness", time_limit=20.0), k=4, seed=7, parallel=False).solve(Problem.from_dict(PLAIN))
+    lib = pop(get_policy("max_min_fairness", time_limit=20.0), k=4, seed=7,
+              parallel=False).solve(Problem.from_dict(PLAIN))
     assert lib.extra["pop"]["group_sizes"] == p["group_sizes"]
     for job, row in lib.allocation.items():
         for config, x in row.items():

@@ -26,7 +26,8 @@ def _cmd_bench(args: argparse.Namespace) -> int:
     failed = runs[runs["status"] != "optimal"] if "status" in runs else runs
     if not failed.empty:
         print(f"\n{len(failed)} runs did not reach an optimum:")
-        print(failed[[c for c in ("policy", "jobs", "backend", "status", "error") if c in failed]].to_string(index=False))
+        cols = [c for c in ("policy", "jobs", "backend", "status", "error") if c in failed]
+        print(failed[cols].to_string(index=False))
     if "agrees" in summary and not summary["agrees"].all():
         log.warning("backends disagree on some objectives (see summary.csv rel_diff_vs_median)")
     log.info("wrote %s", ", ".join(str(p) for p in paths))
@@ -106,8 +107,9 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
     s.add_argument("--output", required=True, help="output directory")
     s.add_argument("--sizes", nargs="+", help="jobs per instance from 256 2048 16384 131072 262144, or 'all' "
                                               "(default 256 2048)")
-    s.add_argument("--policies", nargs="+", help="families (default all): las max_sum makespan ftf fifo cost_slo "
-                                                 "budget_makespan water_filling_step hierarchical space_sharing wf_milp")
+    s.add_argument("--policies", nargs="+",
+                   help="families (default all): las max_sum makespan ftf fifo cost_slo "
+                        "budget_makespan water_filling_step hierarchical space_sharing wf_milp")
     s.add_argument("--backends", nargs="+", help="backend specs (default: every installed one of highs highs:ipm "
                                                  "ortools:glop ortools:pdlp clarabel scip cuopt)")
     s.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")

@@ -479,7 +479,8 @@ def problem_from_side(side: dict[str, Any]) -> Problem:
         return load_example(src["example"])
     if "input" in src:
         return Problem.from_json(Path(src["input"]))
-    raise InputError("--input", None, "the side file does not say where its problem came from: give --input or --example")
+    raise InputError("--input", None,
+                     "the side file does not say where its problem came from: give --input or --example")
 
 
 def import_solution(models: list[str | Path], solutions: list[str | Path], problem: Problem | None = None

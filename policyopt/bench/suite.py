@@ -308,7 +308,8 @@ def summarize_suite(runs: pd.DataFrame, time_limit: float, shift: float = 10.0) 
     for b, d in runs.groupby("backend", sort=False):
         t = np.where(d["solved"], np.minimum(d["seconds"].astype(float), time_limit), time_limit)
         out.append({"backend": b, "instances": len(d), "solved": int(d["solved"].sum()),
-                    "lp_solved": int((d["solved"] & ~d["mip"]).sum()), "mip_solved": int((d["solved"] & d["mip"]).sum()),
+                    "lp_solved": int((d["solved"] & ~d["mip"]).sum()),
+                    "mip_solved": int((d["solved"] & d["mip"]).sum()),
                     f"sgm_s_shift{shift:g}": shifted_geomean(t, shift), "wrong": int(((d["status"] == "optimal")
                                                                                     & ~d["solved"]).sum())})
     summ = pd.DataFrame(out)

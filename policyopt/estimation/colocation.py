@@ -191,7 +191,7 @@ class ColocationEstimator:
         alone = alone[:, usable]
         est = cls(labels, wts, **options)
         est.alone = np.where(alone > 0, alone, np.nan)
-        for i, tc in enumerate(problem.colocated_types):
+        for _i, tc in enumerate(problem.colocated_types):
             f = f"colocated_types[{'|'.join(tc.job_types)}@{tc.worker_type}]"
             for k, t in enumerate(tc.job_types):
                 if t not in est._pos:
@@ -349,7 +349,7 @@ class ColocationEstimator:
             self.fit()
             return
         for b, (Z, M, _) in enumerate(self._blocks()):
-            init = self._fits[b].resized(*Z.shape, seed=self.seed)
+            init = self._fits[b].resized(Z.shape[0], Z.shape[1], seed=self.seed)
             self._fits[b] = fit_completion(Z, M, self.method, self.params[b], seed=self.seed, init=init,
                                            sweeps=self.online_sweeps)
         self._dirty = False

@@ -112,7 +112,7 @@ def als(values: np.ndarray, mask: np.ndarray, rank: int, reg: float = 0.1, *, sw
     reg_eff = max(reg, 1e-9)  # keeps empty rows/columns solvable (they go to 0)
     prev = np.inf
     it = 0
-    for it in range(1, sweeps + 1):
+    for it in range(1, sweeps + 1):  # noqa: B007 - the sweep count is reported after the loop
         th = _ridge_rows(Zo - mu - c[None, :], M, np.hstack([V, np.ones((C, 1))]), reg_eff)
         U, b = th[:, :rank], th[:, rank]
         th = _ridge_rows((Zo - mu - b[:, None]).T, M.T, np.hstack([U, np.ones((R, 1))]), reg_eff)
@@ -145,7 +145,7 @@ def soft_impute(values: np.ndarray, mask: np.ndarray, shrink: float, *, max_rank
         else np.zeros_like(Z)
     u = s = vt = None
     it = 0
-    for it in range(1, iters + 1):
+    for it in range(1, iters + 1):  # noqa: B007 - the iteration count is reported after the loop
         filled = np.where(M, Rz, W)
         u, s, vt = np.linalg.svd(filled, full_matrices=False)
         s = np.maximum(s - shrink, 0.0)

@@ -306,7 +306,8 @@ def policy_online(gavel: Any, n_jobs: int, fraction: float, seed: int, options: 
         measured = _without_hidden(truth, labels, wts, hidden)
         problem = estimate_problem(measured, est, method, margin=margin, infeasible_above=infeasible_above)
         res = policyopt.solve(problem, "max_min_fairness", space_sharing=True, **sopt)
-        out.append({"round": float(r), "min": true_objective(res, truth) / ref, "believed": float(res.objective) / ref,
+        believed = float("nan") if res.objective is None else float(res.objective)
+        out.append({"round": float(r), "min": true_objective(res, truth) / ref, "believed": believed / ref,
                     "infeasible_time": infeasible_pair_time(res, truth), "observed_pairs": float(observed)})
         if r == rounds:
             break

@@ -380,8 +380,9 @@ class LocalProcessBackend:
             ticks = process_start_ticks(pid)
         else:
             with open(launch.log_file, "ab") as log:
-                proc = subprocess.Popen([sys.executable, "-m", "policyopt.jobs.worker", *argv], stdin=subprocess.DEVNULL,
-                                        stdout=log, stderr=subprocess.STDOUT, env=self.env, start_new_session=True)
+                proc = subprocess.Popen([sys.executable, "-m", "policyopt.jobs.worker", *argv],
+                                        stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT, env=self.env,
+                                        start_new_session=True)
             pid = proc.pid
             ticks = process_start_ticks(pid)
             self._popen[(pid, ticks)] = proc
@@ -586,7 +587,7 @@ class RayBackend:
         actor: Any = self._remote.options(**opts).remote(str(self._run_dir / "nodes" / slot.worker_id), self._launcher,
                                                     self._env, slot.worker_id)
         self._actors[slot.worker_id] = actor
-        self._ready[slot.worker_id] = actor.warm_up.remote()
+        self._ready[slot.worker_id] = actor.warm_up.remote()  # type: ignore[union-attr]  # a Ray actor handle
 
     def warm_up(self, timeout: float = 600.0) -> None:
         """Wait until every slot's actor runs and its fork server is ready (the starting cluster)."""
@@ -667,11 +668,11 @@ class RayBackend:
         self._call(handle.workers, "kill", handle.to_dict())
 
     def poll(self, handle: ProcessHandle) -> int | None:
-        return self._call(handle.workers, "poll", handle.to_dict())  # type: ignore[no-any-return]
+        return self._call(handle.workers, "poll", handle.to_dict())
 
     def progress(self, handle: ProcessHandle) -> dict[str, Any] | None:
         try:
-            return self._call(handle.workers, "progress", handle.to_dict())  # type: ignore[no-any-return]
+            return self._call(handle.workers, "progress", handle.to_dict())
         except BackendError:  # the run directory is shared storage: read the record left behind
             record = _read_json(handle.progress_file)
             return record if record is None or record.get("pid") in (None, handle.pid) else None
@@ -683,7 +684,7 @@ class RayBackend:
         workers = list(handle.get("workers") or ())
         if not workers or workers[0] not in self._nodes:
             return None
-        return self._call(workers, "retire", dict(handle), timeout, timeout=timeout + 60)  # type: ignore[no-any-return]
+        return self._call(workers, "retire", dict(handle), timeout, timeout=timeout + 60)
 
     def close(self) -> None:
         """Stop the actors' fork servers and kill the actors (the run is over)."""

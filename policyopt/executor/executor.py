@@ -533,8 +533,9 @@ class Executor:
                 cores = tuple(sorted({c for s in ids for c in (self.slots[s].cores or ())}))
             tag = f"{n}" if r == 0 else f"{n}-r{r}"
             launches.append(Launch(
-                rec.job_id, rec.job_type, rec.steps_required, int(rec.spec.get("seed", 0)), str(job_dir / "checkpoints"),
-                str(job_dir / f"progress-{tag}.json"), str(job_dir / f"lease-{n}.json"), str(job_dir / f"worker-{tag}.log"),
+                rec.job_id, rec.job_type, rec.steps_required, int(rec.spec.get("seed", 0)),
+                str(job_dir / "checkpoints"), str(job_dir / f"progress-{tag}.json"), str(job_dir / f"lease-{n}.json"),
+                str(job_dir / f"worker-{tag}.log"),
                 threads=slot.threads, device=slot.device, cpu_affinity=cores, renewal_wait=self.config.renewal_wait,
                 checkpoint_interval=self.config.checkpoint_every, lease=dict(lease),
                 workers=tuple(self.slots[s].worker_id for s in ids), launch_id=n, rank=r, world=world,
@@ -569,7 +570,8 @@ class Executor:
         acc.launched.append(rec.job_id)
         self.state.event(clock_now, "launch", rec.job_id, {
             "launch": n, "pid": handles[0].pid, "pids": [h.pid for h in handles],
-            "workers": [w for x in launches for w in x.workers], "nodes": [self.topology.nodes.get(s) for s in slot_ids],
+            "workers": [w for x in launches for w in x.workers],
+            "nodes": [self.topology.nodes.get(s) for s in slot_ids],
             "rendezvous": [addr, port] if world > 1 else None, "from_step": rec.steps_done})
         return True
 
@@ -814,7 +816,8 @@ class Executor:
             if relaunch:
                 self._launch(rec, slot_sets[j], lease, acc, clock_now)
             return
-        error = (record or {}).get("error") or self._quietly(self.backend.log_tail, track.handle) or f"exit status {code}"
+        error = ((record or {}).get("error") or self._quietly(self.backend.log_tail, track.handle)
+                 or f"exit status {code}")
         rec.crashes += 1
         rec.consecutive_crashes += 1
         rec.error = f"exit status {code}: {error}"
@@ -970,7 +973,7 @@ class Executor:
             f"{j}@{v['worker_type']} +{v['steps']}" for j, v in per_job.items()) + f"; {done}/{len(self.jobs)} done")
 
     def _save_jobs(self) -> None:
-        for j, track in self.tracks.items():
+        for j, _track in self.tracks.items():
             rec = self.jobs[j]
             if rec.process is not None:
                 rec.process.setdefault("lease_id", 0)
@@ -981,7 +984,8 @@ class Executor:
             return
         rows = []
         for rec in self.jobs.values():
-            where = ",".join(self.slots[g].worker_id for g in slot_sets.get(rec.job_id, [])) if rec.job_id in self.tracks else ""
+            where = (",".join(self.slots[g].worker_id for g in slot_sets.get(rec.job_id, []))
+                     if rec.job_id in self.tracks else "")
             rows.append({"id": rec.job_id, "job_type": rec.job_type, "status": rec.status, "worker": where,
                          "steps_done": rec.steps_done, "steps_required": rec.steps_required,
                          "loss": rec.final_loss, "initial_loss": rec.initial_loss, "restarts": rec.restarts,
@@ -990,11 +994,11 @@ class Executor:
                              "policy": self.config.policy, "jobs": rows})
 
 
-def run_executor(state: str | Path, jobs: Sequence[JobSpec] | None, config: ExecutorConfig | None,
+def run_executor(state: ExecutorState | str | Path, jobs: Sequence[JobSpec] | None, config: ExecutorConfig | None,
                  table: Mapping[str, Any] | None, run_dir: str | Path | None, **kwargs: Any) -> dict[str, Any]:
     """``Executor(...).run()`` with SIGTERM/SIGINT turned into a graceful stop (main thread only)."""
     executor = Executor(state, jobs, config, table, run_dir, **kwargs)
-    previous: dict[int, Any] = {}
+    previous: dict[signal.Signals, Any] = {}
     if threading.current_thread() is threading.main_thread():
         for sig in (signal.SIGTERM, signal.SIGINT):
             previous[sig] = signal.signal(sig, lambda *_: executor.request_stop())

@@ -103,7 +103,8 @@ def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measure
                         space_sharing=bool(cfg.get("space_sharing")), migration=cfg.get("migration", "matching"),
                         placer=cfg.get("placer", "consolidate"), round_seconds=float(cfg["round_seconds"]),
                         recompute_interval=cfg.get("recompute_interval"), checkpoint_seconds=float(ckpt),
-                        restore_seconds=float(restore), gpus_per_server={t: gps.get(t, 1) for t in cluster}, prices={t: 0.0 for t in cluster}, seed=0)
+                        restore_seconds=float(restore), gpus_per_server={t: gps.get(t, 1) for t in cluster},
+                        prices={t: 0.0 for t in cluster}, seed=0)
     result = Simulator(cluster, sim_cfg, gavel).run(trace)
     jobs = result.jobs
     jct = {str(i): float(v) for i, v in zip(jobs["id"], jobs["jct"])}

@@ -164,7 +164,8 @@ class RoundPlacer:
         PLACERS.create(placer)
         MIGRATION_MINIMIZERS.create(migration)
 
-    def previous_placement(self, previous: Mapping[str, Sequence[int]], pairs: Sequence[Sequence[str]]) -> Placement | None:
+    def previous_placement(self, previous: Mapping[str, Sequence[int]],
+                           pairs: Sequence[Sequence[str]]) -> Placement | None:
         """Last round's slots as a placement on this layout (jobs on slots that are gone are left out)."""
         gpus = {j: [self.slot_gpu[int(s)] for s in gs] for j, gs in previous.items()
                 if gs and all(int(s) in self.slot_gpu for s in gs)}

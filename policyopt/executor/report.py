@@ -85,7 +85,8 @@ def build_report(state: ExecutorState, status: str = "finished") -> dict[str, An
     busy = sum(r["busy_seconds"] for r in rounds)
     allocated = sum(r["allocated_fraction"] * r["slots"] * r["duration"] for r in rounds)
     summary = {
-        "jobs": len(out_jobs), "completed": len(done), "failed": sum(j["status"] == "failed" for j in out_jobs.values()),
+        "jobs": len(out_jobs), "completed": len(done),
+        "failed": sum(j["status"] == "failed" for j in out_jobs.values()),
         "makespan": (max(finishes) - min(arrivals)) if finishes and len(finishes) == len(out_jobs) else None,
         "mean_jct": _mean([j["jct"] for j in done]),
         "utilization": busy / avail if avail > 0 else None,
@@ -188,7 +189,8 @@ class LineDisplay:
         self._round = snapshot["round"]
         parts = [f"{r['id']} {r['steps_done']}/{r['steps_required']}" + (f"@{r['worker']}" if r["worker"] else "")
                  for r in snapshot["jobs"] if r["status"] in ("active", "pending")]
-        print(f"[round {snapshot['round']} t={snapshot['time']:.1f}s] " + "; ".join(parts), file=self.stream, flush=True)
+        print(f"[round {snapshot['round']} t={snapshot['time']:.1f}s] " + "; ".join(parts), file=self.stream,
+              flush=True)
 
     def close(self) -> None:
         pass
@@ -204,17 +206,20 @@ def print_summary(report: Mapping[str, Any], console: Any = None) -> None:
     for name in ("job", "type", "status", "steps", "JCT s", "loss", "restarts", "lost", "migr.", "preempt."):
         table.add_column(name)
     for jid, j in report["jobs"].items():
-        table.add_row(jid, j["job_type"], j["status"], f"{j['steps_done']}/{j['steps_required']}", _fmt(j["jct"], ".1f"),
+        table.add_row(jid, j["job_type"], j["status"], f"{j['steps_done']}/{j['steps_required']}",
+                      _fmt(j["jct"], ".1f"),
                       f"{_fmt(j['initial_loss'], '.3f')} → {_fmt(j['final_loss'], '.3f')}", str(j["restarts"]),
                       str(j["steps_lost"]), str(j["migrations"]), str(j["preemptions"]))
     console.print(table)
     s = report["summary"]
     console.print(f"makespan {_fmt(s['makespan'], '.1f')} s · mean JCT {_fmt(s['mean_jct'], '.1f')} s · "
-                  f"utilization {_fmt(s['utilization'], '.2f')} (allocated {_fmt(s['allocated_utilization'], '.2f')}) · "
+                  f"utilization {_fmt(s['utilization'], '.2f')} "
+                  f"(allocated {_fmt(s['allocated_utilization'], '.2f')}) · "
                   f"{s['rounds']} rounds · {s['migrations']} migrations · {s['preemptions']} preemptions · "
                   f"{s['restarts']} restarts · {s['steps_lost']} steps lost")
     fid = report.get("fidelity")
     if fid and fid.get("available"):
-        console.print(f"simulated with the profiler's throughputs: makespan {_fmt(fid['makespan']['simulated'], '.1f')} s "
+        console.print("simulated with the profiler's throughputs: makespan "
+                      f"{_fmt(fid['makespan']['simulated'], '.1f')} s "
                       f"({_fmt(fid['makespan']['difference_pct'], '+.1f')} %), mean |JCT difference| "
                       f"{_fmt(fid['mean_abs_jct_difference_pct'], '.1f')} %")

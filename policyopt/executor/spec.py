@@ -104,7 +104,8 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
         if isinstance(steps, bool) or not isinstance(steps, int) or steps < 1:
             raise InputError(f"{where}.steps", steps, "must be an integer >= 1")
         arrival = item.get("arrival", 0.0)
-        if isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not math.isfinite(arrival) or arrival < 0:
+        if (isinstance(arrival, bool) or not isinstance(arrival, (int, float)) or not math.isfinite(arrival)
+                or arrival < 0):
             raise InputError(f"{where}.arrival", arrival, "must be a finite number >= 0 (seconds)")
         seed = item.get("seed", 0)
         if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
@@ -118,7 +119,8 @@ def parse_jobs(data: Any, field: str = "jobs") -> list[JobSpec]:
         batch = known[jtype].batch_size
         if batch % scale:
             raise InputError(f"{where}.scale_factor", scale,
-                             f"the global batch {batch} of {jtype} is not divisible by it (each rank takes B/K samples)")
+                             f"the global batch {batch} of {jtype} is not divisible by it "
+                             "(each rank takes B/K samples)")
         out.append(JobSpec(jid, str(jtype), int(steps), float(arrival), int(seed), float(weight), int(scale)))
     return out
 
@@ -234,4 +236,5 @@ def check_table(table: Mapping[str, Any], jobs: Sequence[JobSpec], worker_types:
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{where}.throughputs.{wt}", value, "must be a number >= 0")
         if not any(float(thr[wt]) > 0 for wt in worker_types):
-            raise InputError(f"{where}.throughputs", dict(thr), "the job type cannot run on any worker type of the cluster")
+            raise InputError(f"{where}.throughputs", dict(thr),
+                             "the job type cannot run on any worker type of the cluster")

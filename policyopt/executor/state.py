@@ -182,7 +182,8 @@ class ExecutorState:
 
     def put(self, key: str, value: Any) -> None:
         with self.transaction():
-            self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) ON CONFLICT(key) DO UPDATE SET value = excluded.value",
+            self._db.execute("INSERT INTO meta(key, value) VALUES(?, ?) "
+                             "ON CONFLICT(key) DO UPDATE SET value = excluded.value",
                              (key, json.dumps(value, sort_keys=True)))
 
     def is_new(self) -> bool:

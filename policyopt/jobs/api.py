@@ -467,7 +467,7 @@ class TrainingSession:
             return iter(iterable)
         state = pending.get("state")
         if state is not None and hasattr(iterable, "load_state_dict"):
-            iterable.load_state_dict(state)  # type: ignore[attr-defined]
+            iterable.load_state_dict(state)
             return iter(iterable)
         # not resumable: fast-forward a deterministic iterable past the batches already consumed
         iterator = iter(iterable)
@@ -500,7 +500,8 @@ class TrainingSession:
     def _apply(self, loaded: LoadedCheckpoint) -> None:
         payload = loaded.payload
         if payload.get("format") != CHECKPOINT_FORMAT:
-            raise InputError("checkpoint.format", payload.get("format"), f"expected {CHECKPOINT_FORMAT} in {loaded.path}")
+            raise InputError("checkpoint.format", payload.get("format"),
+                             f"expected {CHECKPOINT_FORMAT} in {loaded.path}")
         if payload.get("job_id") != self.job_id:
             raise InputError("checkpoint_dir", str(self.store.directory),
                              f"holds checkpoints of job {payload.get('job_id')!r}, not {self.job_id!r}")

@@ -192,7 +192,7 @@ class CheckpointStore:
 
 def capture_rng_state() -> dict[str, Any]:
     """torch (CPU and every initialized CUDA device), numpy's global and Python's ``random`` states."""
-    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)  # type: ignore[misc]
+    kind, keys, pos, has_gauss, cached = np.random.get_state(legacy=True)
     state: dict[str, Any] = {
         "torch": torch.get_rng_state(),
         "numpy": {"kind": str(kind), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),

@@ -74,7 +74,8 @@ class BatchStream(Iterator[Batch]):
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if int(state["seed"]) != self.seed:
-            raise InputError("data.seed", state["seed"], f"checkpoint was taken with seed {state['seed']}, stream has {self.seed}")
+            raise InputError("data.seed", state["seed"],
+                             f"checkpoint was taken with seed {state['seed']}, stream has {self.seed}")
         if int(state["position"]) < 0:
             raise InputError("data.position", state["position"], "must be >= 0")
         self.position = int(state["position"])

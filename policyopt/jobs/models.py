@@ -54,7 +54,8 @@ class SmallResNet(_Checkpointable):
 
     def __init__(self, widths: tuple[int, ...] = (16, 32), blocks_per_stage: int = 2, classes: int = 10) -> None:
         super().__init__()
-        self.stem = nn.Sequential(nn.Conv2d(1, widths[0], 3, padding=1, bias=False), nn.GroupNorm(4, widths[0]), nn.ReLU())
+        self.stem = nn.Sequential(nn.Conv2d(1, widths[0], 3, padding=1, bias=False), nn.GroupNorm(4, widths[0]),
+                                  nn.ReLU())
         blocks: list[nn.Module] = []
         c_in = widths[0]
         for stage, width in enumerate(widths):
@@ -77,7 +78,8 @@ class LSTMLanguageModel(_Checkpointable):
     def __init__(self, vocab: int, embed: int = 64, hidden: int = 128, layers: int = 2) -> None:
         super().__init__()
         self.embed = nn.Embedding(vocab, embed)
-        self.lstms = nn.ModuleList(nn.LSTM(embed if i == 0 else hidden, hidden, batch_first=True) for i in range(layers))
+        self.lstms = nn.ModuleList(nn.LSTM(embed if i == 0 else hidden, hidden, batch_first=True)
+                                   for i in range(layers))
         self.head = nn.Linear(hidden, vocab)
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
@@ -90,7 +92,7 @@ class LSTMLanguageModel(_Checkpointable):
 class _LSTMOutput(nn.Module):
     """Adapter returning only the output sequence of an ``nn.LSTM`` (for checkpointing)."""
 
-    def __init__(self, lstm: nn.LSTM) -> None:
+    def __init__(self, lstm: nn.Module) -> None:
         super().__init__()
         self.lstm = lstm
 

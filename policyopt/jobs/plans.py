@@ -137,7 +137,7 @@ def train_step(job: JobInstance, model: nn.Module, batch: Batch, plan: Execution
     forward_s = 0.0
     for i, mb in enumerate(micro):
         last = i == plan.ga - 1
-        no_sync: Any = model.no_sync() if ctx.active and not last else contextlib.nullcontext()
+        no_sync: Any = model.no_sync() if ctx.active and not last else contextlib.nullcontext()  # type: ignore[operator]
         with no_sync:
             if measure_forward:
                 _sync(job.device)

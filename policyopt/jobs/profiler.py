@@ -148,8 +148,9 @@ def _run_together(launches: Sequence[_Launch], seconds: float, warmup_steps: int
         progress, stderr = sync / f"progress-{i}.json", sync / f"stderr-{i}.txt"
         cmd = [sys.executable, "-m", "policyopt.jobs.worker", "--job-type", launch.job_type, "--job-id", f"profile-{i}",
                "--checkpoint-dir", str(sync / f"ckpt-{i}"), "--no-checkpoint", "--steps-total", str(10**9),
-               "--lease-seconds", str(seconds), "--threads", str(launch.worker.threads), "--device", launch.worker.device,
-               "--progress-file", str(progress), "--sync-dir", str(sync / "barrier"), "--sync-count", str(len(launches)),
+               "--lease-seconds", str(seconds), "--threads", str(launch.worker.threads),
+               "--device", launch.worker.device, "--progress-file", str(progress),
+               "--sync-dir", str(sync / "barrier"), "--sync-count", str(len(launches)),
                "--warmup-steps", str(warmup_steps), "--dp", str(launch.dp), "--ga", str(launch.ga),
                "--repeats", str(repeats)]
         if launch.worker.cores is not None:
@@ -168,7 +169,7 @@ def _run_together(launches: Sequence[_Launch], seconds: float, warmup_steps: int
     results: list[list[dict[str, Any]]] = []
     for r in range(repeats):
         records = []
-        for (proc, progress, stderr), code in zip(procs, codes):
+        for (_proc, progress, stderr), code in zip(procs, codes):
             path = progress if r == 0 else progress.with_name(f"{progress.stem}-r{r}{progress.suffix}")
             record = json.loads(path.read_text()) if path.exists() else {}
             if code == 0 and record.get("steady_steps_per_s") is None:
@@ -225,7 +226,8 @@ def profile(
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     env = dict(os.environ)
-    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]), env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    env["PYTHONPATH"] = os.pathsep.join([str(Path(__file__).resolve().parents[2]),
+                                         env.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     runs: list[dict[str, Any]] = []
 
     with tempfile.TemporaryDirectory(prefix="policyopt-profile-") as tmp:
@@ -280,7 +282,8 @@ def profile(
                                     "batch_size": spec.batch_size, "params": spec.parameter_count()}
         if scaled.get(name):
             table["job_types"][name]["scale_factors"] = {
-                str(k): {"throughputs": {w: _mean_std([r["steady_steps_per_s"] for r in rs])[0] for w, rs in per.items()},
+                str(k): {"throughputs": {w: _mean_std([r["steady_steps_per_s"] for r in rs])[0]
+                                         for w, rs in per.items()},
                          "throughputs_std": {w: _mean_std([r["steady_steps_per_s"] for r in rs])[1]
                                              for w, rs in per.items()},
                          "plan": f"dp{k}-ga1-gc0"}
@@ -302,7 +305,8 @@ def _torch_version() -> str:
     return str(torch.__version__)
 
 
-def _plan_samples(specs: dict[str, Any], workers: dict[str, WorkerType], alone: dict[str, dict[str, list[dict[str, Any]]]],
+def _plan_samples(specs: dict[str, Any], workers: dict[str, WorkerType],
+                  alone: dict[str, dict[str, list[dict[str, Any]]]],
                   plan_specs: list[tuple[int, int, bool]], measure: Callable[..., list[list[dict[str, Any]]]]
                   ) -> tuple[list[dict[str, Any]], dict[tuple[str, int, int, bool], list[dict[str, Any]]]]:
     """One CSV row per (job type, device, plan): mean iteration time ``1 / steady_steps_per_s``;

@@ -299,7 +299,7 @@ def _run(args: argparse.Namespace, peers: list[subprocess.Popen[bytes]], port: i
         for repeat in range(args.repeats):
             _train_once(args, spec, plan, ctx, device, repeat, state)
         status = 0
-    except Exception as exc:
+    except Exception as exc:  # noqa: BLE001 - the worker records any failure, then exits non-zero
         if primary:
             _write_failure(args, state, f"{type(exc).__name__}: {exc}")
         traceback.print_exc()

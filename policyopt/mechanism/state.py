@@ -78,6 +78,8 @@ def mechanism_from_state(state: Mapping[str, Any]) -> RoundMechanism:
                  for pair, row in zip(state["pairs"], x[n:].tolist()) for t, f in zip(types, row)]
     mech.set_allocation(allocation, colocated)
     st = mech._state  # noqa: SLF001
+    if st is None:
+        raise RuntimeError("the mechanism has no allocation state after set_allocation")
     combos = tuple((j,) for j in state["job_ids"]) + tuple(tuple(p) for p in state["pairs"])
     if st.arrays.combos != combos or not np.array_equal(st.arrays.x, x):
         raise RuntimeError("the mechanism's allocation arrays did not rebuild identically")

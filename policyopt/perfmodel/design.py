@@ -18,8 +18,9 @@ posterior precision after profiling the set S is A = (σ_n/σ_p)²·I + Σ_{i∈
 * ``"d-optimal"``: maximize det(A); the gain of row j is log(1 + j A⁻¹ jᵀ).
 
 Rows with the same sensitivities as a chosen row (the same plan with a CPU count that does not
-enter its time) are not chosen again. A quota of ``n_offload`` rows is drawn from the ``zero = offload`` rows (the only ones that
-inform k_opt_off, k_off and k_swap) and the rest from the others.
+enter its time) are not chosen again. A quota of ``n_offload`` rows is drawn from the
+``zero = offload`` rows (the only ones that inform k_opt_off, k_off and k_swap) and the rest from
+the others.
 """
 from __future__ import annotations
 

@@ -79,7 +79,7 @@ class PerfParams:
         return {k: float(v) for k, v in asdict(self).items()}
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any], field: str = "params") -> "PerfParams":
+    def from_dict(cls, data: Any, field: str = "params") -> "PerfParams":
         """Build from a dict; every one of the seven names is required, no extra keys."""
         if not isinstance(data, Mapping):
             raise InputError(field, data, "must be an object of the seven k_* parameters")
@@ -116,7 +116,7 @@ def load_params(path: str | Path) -> dict[str, PerfParams]:
     try:
         data = json.loads(p.read_text())
     except json.JSONDecodeError as err:
-        raise InputError("params_file", str(p), f"not valid JSON ({err.msg}, line {err.lineno})")
+        raise InputError("params_file", str(p), f"not valid JSON ({err.msg}, line {err.lineno})") from None
     if not isinstance(data, dict) or data.get("format") != PARAMS_FORMAT:
         raise InputError("params_file.format", data.get("format") if isinstance(data, dict)
                          else data, f"expected {PARAMS_FORMAT!r}")

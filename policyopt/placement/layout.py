@@ -62,7 +62,8 @@ class ClusterLayout:
         the largest."""
         if not isinstance(sizes, Mapping) or not sizes:
             raise InputError("sizes", sizes, "must be a non-empty mapping type -> [GPUs of each server]")
-        per_type = {str(t): [_positive_int(f"sizes.{t}[{i}]", v) for i, v in enumerate(spec)] for t, spec in sizes.items()}
+        per_type = {str(t): [_positive_int(f"sizes.{t}[{i}]", v) for i, v in enumerate(spec)]
+                    for t, spec in sizes.items()}
         return cls._build(list(per_type), [max(v, default=1) for v in per_type.values()], list(per_type.values()))
 
     @classmethod

@@ -132,7 +132,7 @@ def tesserae_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
         o, n, woo, wnn = so[gid], sn[gid], wo[gid], wn[gid]  # (S, G, 2)
         cost = woo.sum(axis=(1, 2))[:, None] + wnn.sum(axis=(1, 2))[None, :]
 
-        def incidence(slots: np.ndarray) -> sp.csr_matrix:
+        def incidence(slots: np.ndarray, s: int = s) -> sp.csr_matrix:
             node = np.broadcast_to(np.arange(s)[:, None, None], slots.shape)
             m = slots >= 0
             return sp.csr_matrix((np.ones(int(m.sum())), (node[m], slots[m])), shape=(s, max(n_jobs, 1)))
@@ -153,9 +153,9 @@ def tesserae_relabeling(previous: Placement, plan: Placement) -> np.ndarray:
         rows, cols = linear_sum_assignment(cost)  # rows: old server, cols: new server
         mapping[gid[cols]] = gid[rows]
         for a, b in zip(rows.tolist(), cols.tolist()):
-            inv = local.get((a, b))
-            if inv is not None:
-                mapping[gid[b]] = gid[a][inv]
+            inv_ab = local.get((a, b))
+            if inv_ab is not None:
+                mapping[gid[b]] = gid[a][inv_ab]
     return mapping
 
 

@@ -41,10 +41,16 @@ __all__ = [
 ]
 
 
+
+def _allows(worker_types: tuple[str, ...] | None, t: str) -> bool:
+    """A job restricted to ``worker_types`` (None: any) may run on ``t``."""
+    return worker_types is None or t in worker_types
+
 class PairThroughputs(Protocol):
     """Normalized packed throughputs for candidate pairs."""
 
-    def normalized(self, first: Sequence[str], second: Sequence[str], worker_type: str) -> tuple[np.ndarray, np.ndarray]:
+    def normalized(self, first: Sequence[str], second: Sequence[str],
+                   worker_type: str) -> tuple[np.ndarray, np.ndarray]:
         """``(n_first, n_second)``, each ``(len(first), len(second))``: packed / alone throughput
         of ``first[i]`` (resp. ``second[j]``) when the two share GPUs of ``worker_type``; 0 if
         the pair does not fit."""
@@ -122,7 +128,8 @@ class PairThroughputTable:
                         packed[t][(m, other)] = (float(val[0]), float(val[1]))
         return cls(job_model, alone, packed)
 
-    def normalized(self, first: Sequence[str], second: Sequence[str], worker_type: str) -> tuple[np.ndarray, np.ndarray]:
+    def normalized(self, first: Sequence[str], second: Sequence[str],
+                   worker_type: str) -> tuple[np.ndarray, np.ndarray]:
         if worker_type not in self._norm:
             raise UnknownNameError("worker_type", worker_type, self._norm)
         try:
@@ -183,7 +190,7 @@ class MatchingPacker(Packer):
             for r, (_, c) in enumerate(rows_all):
                 by_type.setdefault(c.worker_type, []).append(r)
             for t, rs in by_type.items():
-                allowed[rs] = np.fromiter((jobs[j].worker_types is None or t in jobs[j].worker_types for j in cand),
+                allowed[rs] = np.fromiter((_allows(jobs[j].worker_types, t) for j in cand),
                                           dtype=bool, count=len(cand))[None, :]
                 n_first[rs], n_second[rs] = self.throughputs.normalized([rows_all[r][1].jobs[0] for r in rs], cand, t)
             plans: dict[tuple[int, int], Any] = {}

@@ -36,7 +36,7 @@ class Placement:
         """Validate and build a placement (raises :class:`InputError` on a broken invariant)."""
         jobs = list(gpus)
         norm = {j: tuple(sorted(int(g) for g in gpus[j])) for j in jobs}
-        pair_set = frozenset(tuple(sorted((str(p[0]), str(p[1])))) for p in pairs)  # type: ignore[misc]
+        pair_set = frozenset(tuple(sorted((str(p[0]), str(p[1])))) for p in pairs)
         lengths = np.fromiter((len(norm[j]) for j in jobs), dtype=np.int64, count=len(jobs))
         if lengths.size and lengths.min() < 1:
             j = jobs[int(np.argmin(lengths))]
@@ -76,12 +76,13 @@ class Placement:
             for g, a, b in zip(shared.tolist(), so[first].tolist(), so[first + 1].tolist()):
                 key = tuple(sorted((jobs[a], jobs[b])))
                 if key not in pair_set:
-                    raise InputError(f"gpus[*] (GPU {g})", list(key), "two jobs share a GPU but are not a declared pair")
+                    raise InputError(f"gpus[*] (GPU {g})", list(key),
+                                     "two jobs share a GPU but are not a declared pair")
         for a, b in pair_set:
             if a not in norm or b not in norm or norm[a] != norm[b]:
                 raise InputError("pairs", (a, b), "a declared pair must hold exactly the same GPUs")
         spread = frozenset(j for j, s in zip(jobs, spread_mask.tolist()) if s)
-        return cls(layout, norm, pair_set, spread)
+        return cls(layout, norm, pair_set, spread)  # type: ignore[arg-type]  # pairs were checked to be two ids
 
     # ------------------------------------------------------------------ queries
     def worker_type_of(self, job: str) -> str:

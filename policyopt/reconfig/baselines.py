@@ -100,7 +100,6 @@ class RubickGreedy(Policy):
         space = _space(problem, self.config["reconfigure"])
         t1 = time.perf_counter()
         g = Greedy(space)
-        n = len(space.jobs)
         # guaranteed first; largest minimum first so whole-node jobs are packed before small ones
         guaranteed = arrival_order(space, space.sla_jobs[g.guaranteed[space.sla_jobs]])
         guaranteed = guaranteed[np.argsort(-space.cfg_gpus[g.minimum[guaranteed]], kind="stable")]
@@ -152,7 +151,7 @@ class SynergyLike(Policy):
             first = at_or_below[np.argsort(-space.cfg_cpus[at_or_below], kind="stable")]
             cands[m] = [int(c) for c in first] or [int(c) for c in cols[np.argsort(space.cfg_cpus[cols])]]
         g.admit(order.tolist(), cands, shrink=False)
-        g.grow(jobs=np.array(sorted(g.assign.placements), np.int64), shrink=False)
+        g.grow(jobs=sorted(g.assign.placements), shrink=False)
         timings.build, timings.solve = t1 - t0, time.perf_counter() - t1
         return assignment_result(self, space, g.assign, timings, "greedy", reconfigure="cpus_only")
 

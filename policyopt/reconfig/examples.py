@@ -53,7 +53,7 @@ to each job's *best* plan on all 4 GPUs).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Mapping
+from typing import TYPE_CHECKING, Any, Mapping
 
 import numpy as np
 import pandas as pd
@@ -313,7 +313,7 @@ def _split_of(decisions: Mapping[str, object], ids: tuple[str, str], ref_steps: 
     steps = np.array([d.throughput if d.running else 0.0 for d in ds])  # type: ignore[attr-defined]
     return TwoJobSplit((ds[0].gpus, ds[1].gpus), (ds[0].cpus, ds[1].cpus),  # type: ignore[attr-defined]
                        (ds[0].plan, ds[1].plan), tuple((steps * batch).tolist()),  # type: ignore
-                       tuple((steps / ref_steps).tolist()))  # type: ignore[arg-type]
+                       tuple((steps / ref_steps).tolist()))
 
 
 def rubick_two_job_example() -> RubickTwoJob:
@@ -328,6 +328,7 @@ def rubick_two_job_example() -> RubickTwoJob:
     from .rounds import reconfig_round
     problem = rubick_two_job_problem()
     spec = problem.reconfig
+    assert spec is not None  # a ReconfigProblem always carries its section
     node = spec.node_types["a800x4"]
     ids = ("roberta", "t5")
     entries = [CATALOGUE[m] for m in _TWO_JOB_MODELS]
@@ -339,8 +340,9 @@ def rubick_two_job_example() -> RubickTwoJob:
         if rows.empty:
             return None
         r = rows.loc[rows["iter_time"].idxmin()]
-        return Plan(**{c: (bool(r[c]) if c == "gc" else str(r[c]) if c == "zero" else int(r[c]))
-                       for c in PLAN_COLUMNS}), float(r["iter_time"])
+        fields: dict[str, Any] = {c: (bool(r[c]) if c == "gc" else str(r[c]) if c == "zero" else int(r[c]))
+                                  for c in PLAN_COLUMNS}
+        return Plan(**fields), float(r["iter_time"])
 
     splits, missing = [], []
     for g0 in range(1, _TWO_JOB_GPUS):
@@ -351,8 +353,8 @@ def rubick_two_job_example() -> RubickTwoJob:
                 continue
             steps = np.array([1.0 / got[0][1], 1.0 / got[1][1]])
             splits.append(TwoJobSplit((g0, g1), (12 * g0, 12 * g1), (got[0][0], got[1][0]),
-                                      tuple((steps * batch).tolist()),  # type: ignore[arg-type]
-                                      tuple((steps / ref_steps).tolist())))  # type: ignore[arg-type]
+                                      tuple((steps * batch).tolist()),
+                                      tuple((steps / ref_steps).tolist())))
     even = next(s for s in splits if s.gpus == (_TWO_JOB_GPUS // 2, _TWO_JOB_GPUS // 2))
     best = max(splits, key=lambda s: s.total_speedup)
     greedy = reconfig_round(problem, "rubick_greedy")
@@ -360,10 +362,11 @@ def rubick_two_job_example() -> RubickTwoJob:
     return RubickTwoJob(
         models=_TWO_JOB_MODELS,
         reference_plans=tuple(spec.jobs[j].plan for j in ids),  # type: ignore[arg-type]
-        reference_throughput=tuple((ref_steps * batch).tolist()),  # type: ignore[arg-type]
+        reference_throughput=tuple((ref_steps * batch).tolist()),
         splits=tuple(splits), missing=tuple(missing), even=even, best=best,
         greedy=_split_of(greedy.jobs, ids, ref_steps, batch),
-        lp=_split_of(lp.jobs, ids, ref_steps, batch), lp_bound=float(lp.result.objective),
+        lp=_split_of(lp.jobs, ids, ref_steps, batch),
+        lp_bound=float("nan") if lp.result.objective is None else float(lp.result.objective),
         measured=published_two_job_totals())
 
 

@@ -27,12 +27,15 @@ from __future__ import annotations
 
 import heapq
 from dataclasses import dataclass, field
-from typing import Sequence
+from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 import numpy as np
 
 from .catalog import spread_variant
 from .space import MultiResourceSpace
+
+if TYPE_CHECKING:
+    from policyopt.perfmodel import Plan
 
 __all__ = ["Placement", "NodePool", "Assignment", "Greedy", "integralize"]
 
@@ -87,12 +90,17 @@ class NodePool:
                                space.jobs_frame["tenant"].to_numpy(dtype=object), None)
 
     # ------------------------------------------------------------------ quotas
+    def _quota_of(self, job: int) -> np.ndarray | None:
+        """What is left of the job's tenant quota (None: the job is not guaranteed, or no quota)."""
+        tenant = self.tenant[job]
+        return None if tenant is None else self.quota_left.get(str(tenant))
+
     def _quota_ok(self, job: int, g: float, c: float, h: float) -> bool:
-        q = self.quota_left.get(self.tenant[job])
+        q = self._quota_of(job)
         return q is None or bool(np.all(np.array([g, c, h]) <= q + 1e-9))
 
     def _quota_use(self, job: int, g: float, c: float, h: float, sign: float) -> None:
-        q = self.quota_left.get(self.tenant[job])
+        q = self._quota_of(job)
         if q is not None:
             q -= sign * np.array([g, c, h])
 
@@ -107,7 +115,9 @@ class NodePool:
             return None
         gpn = int(self.gpn[t])
         fg, fc, fm = self.free_gpu[t], self.free_cpu[t], self.free_mem[t]
-        placed = None
+        #: (nodes, GPUs, cores, host bytes per node, throughput, spread, plan)
+        placed: tuple[tuple[int, ...], tuple[int, ...], tuple[float, ...], tuple[float, ...], float, bool,
+                      Any] | None = None
         if g <= gpn:
             ok = np.flatnonzero((fg >= g) & (fc >= c - 1e-9) & (fm >= h - 1e-6))
             if ok.size:
@@ -119,8 +129,7 @@ class NodePool:
             share[-1] = g - gpn * (k - 1)
             ok = np.flatnonzero((fg == gpn) & (fc >= c * gpn / g - 1e-9) & (fm >= h * gpn / g - 1e-6))
             if ok.size >= k:
-                nodes = ok[:k]
-                placed = (tuple(int(x) for x in nodes), tuple(int(x) for x in share),
+                placed = (tuple(int(x) for x in ok[:k]), tuple(int(x) for x in share),
                           tuple(float(c * s / g) for s in share), tuple(float(h * s / g) for s in share),
                           float(sp.T[job, col]), False, None)
         if placed is None and self.allow_spread:
@@ -205,7 +214,7 @@ class NodePool:
         self._quota_use(job, float(sum(p.gpus)), float(sum(p.cpus)), float(sum(p.host)), -1.0)
 
 
-def _plan_of(row) -> object:
+def _plan_of(row: Any) -> "Plan":
     from policyopt.perfmodel import Plan
     return Plan(dp=int(row["dp"]), tp=int(row["tp"]), pp=int(row["pp"]), micro_batches=int(row["micro_batches"]),
                 ga_steps=int(row["ga_steps"]), gc=bool(row["gc"]), zero=str(row["zero"]))
@@ -335,7 +344,7 @@ class Greedy:
             self.pool.reserve(m, old)
             self._record(m, old)
 
-    def admit(self, order: Sequence[int], candidates: dict[int, Sequence[int]] | None = None,
+    def admit(self, order: Sequence[int], candidates: Mapping[int, Sequence[int]] | None = None,
               shrink: bool = True) -> None:
         """Place jobs in ``order`` on their first placeable candidate (default: their minimum).
         With ``shrink``: when nothing fits, shrink lowest-slope jobs above their minimum if that is
@@ -420,7 +429,7 @@ class Greedy:
             elif shrink:
                 blocked.append((s, m, c))
         if shrink:
-            for s, m, c in sorted(blocked)[: 2 * len(sp.jobs)]:
+            for _s, m, c in sorted(blocked)[: 2 * len(sp.jobs)]:
                 if self.value[m, c] > self.val_of(m) + 1e-12 and self._make_room(m, c):
                     moves += 1
         return moves

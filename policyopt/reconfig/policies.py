@@ -35,6 +35,8 @@ allocation; ``extra["floor_levels"]`` has each stage's optimum, ``extra["lp_solv
 """
 from __future__ import annotations
 
+from typing import Any
+
 import time
 
 import numpy as np
@@ -79,7 +81,7 @@ class FluidSRPT(LPPolicy):
         self._tau = tau
         return None
 
-    def objective_value(self, raw, obj_var):  # type: ignore[no-untyped-def]
+    def objective_value(self, raw, obj_var):
         v = super().objective_value(raw, obj_var)
         return None if v is None else v / self._tau
 
@@ -147,9 +149,9 @@ class FluidSRPTFloor(Policy):
         Xv = X.value(raw.x)
         srpt, tau1 = srpt_coefficients(space, 1.0)
         objective = float(np.sum(srpt * space.throughput_values(Xv)) / tau1)  # Σ w·thr/s (1/s)
+        extra: dict[str, Any] = {k: float(levels[k]) for k in self.STAGES}
         return self.result(space, Xv, Status.OPTIMAL, objective, lp.solver_name, timings,
-                           lp_solves=lp.solves, floor_levels=reached,
-                           **{k: levels[k] for k in self.STAGES}, gamma=float(self.config["gamma"]))
+                           lp_solves=lp.solves, floor_levels=reached, gamma=float(self.config["gamma"]), **extra)
 
     @staticmethod
     def _stage_rows(name: str, model: Model, space: AllocationSpace, X: Variable, active: np.ndarray

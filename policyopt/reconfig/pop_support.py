@@ -108,7 +108,7 @@ class ReconfigPopAdapter(PopAdapter):
         self.request[gidx] = np.column_stack([gpus, jf["cpus"].to_numpy(float),
                                               space.ref_host + self.spec.options.host_mem_per_gpu * gpus])
         self.admitted[gidx[space.sla_jobs]] = True
-        self.queued_reports = {r["job"]: r for r in space.sla_report if not r["admitted"]}
+        self.queued_reports = {str(r["job"]): r for r in space.sla_report if not r["admitted"]}
 
     # ------------------------------------------------------------------ partition
     def strata_priority(self) -> np.ndarray:

@@ -102,7 +102,7 @@ class MultiResourceSpace(AllocationSpace):
                                 for w in cl.worker_types], dtype=np.float64)
         self.gpn = {w.name: int(w.gpus_per_server) for w in cl.worker_types
                     if w.name in self.spec.node_types and w.gpus_per_server}
-        self.nodes_per_type = np.array([w.count / w.gpus_per_server if w.name in self.gpn else 0.0
+        self.nodes_per_type = np.array([w.count / self.gpn[w.name] if w.name in self.gpn else 0.0
                                         for w in cl.worker_types])
         arr = problem.arrays
         self.scale = np.ones(n)

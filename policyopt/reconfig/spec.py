@@ -68,7 +68,8 @@ def _obj(field_: str, value: Any) -> Mapping[str, Any]:
     return value
 
 
-def _keys(field_: str, obj: Mapping[str, Any], allowed: set[str], required: set[str] = set()) -> None:
+def _keys(field_: str, obj: Mapping[str, Any], allowed: set[str],
+          required: frozenset[str] | set[str] = frozenset()) -> None:
     unknown = sorted(set(obj) - allowed)
     if unknown:
         raise InputError(f"{field_}.{unknown[0]}", obj[unknown[0]],

@@ -126,7 +126,8 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(SessionNotFound)
     async def _no_session(_: Request, exc: SessionNotFound) -> JSONResponse:
         return JSONResponse(status_code=404, content=error_body(
-            "not_found", str(exc), [{"field": "session_id", "problem": "unknown session", "value": short(exc.session_id)}]))
+            "not_found", str(exc),
+            [{"field": "session_id", "problem": "unknown session", "value": short(exc.session_id)}]))
 
     @app.exception_handler(ItemNotFound)
     async def _no_item(_: Request, exc: ItemNotFound) -> JSONResponse:

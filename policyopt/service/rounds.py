@@ -146,7 +146,7 @@ def live_layout(worker_types: Sequence[str], workers: Sequence[tuple[str, str, s
     for a in arrays:
         a.setflags(write=False)
     layout = LiveLayout(tuple(types), tuple(int(n) for n in n_servers),
-                        tuple(int(max(m, 1)) for m in max_size), *arrays)
+                        tuple(max(int(m), 1) for m in max_size), *arrays)
     return layout, worker_of
 
 

@@ -29,7 +29,8 @@ def parse_problem(raw: Any, reconfig: bool) -> Problem:
     """The problem of a request (``raw`` = its JSON object); ``reconfig``: it has a ``reconfig``
     section. The core's parser checks every number of the interchange fields against the one
     magnitude range (:data:`policyopt.schema.MAGNITUDE`); a reconfiguration problem is first walked
-    for integers beyond ±2**63 (its section's own parser checks its quantities). Every error is an ``InputError`` whose field starts with ``problem``."""
+    for integers beyond ±2**63 (its section's own parser checks its quantities). Every error is an
+    ``InputError`` whose field starts with ``problem``."""
     if reconfig:  # integers that overflow; the section's own parser checks its ranges
         check_json_numbers(raw, "problem")
     try:
@@ -68,5 +69,6 @@ def wrap_pop(policy: Policy, k: int | None, seed: int | None, n_jobs: int | None
         return pop(policy, k=k, seed=0 if seed is None else seed, parallel=False)
     except InputError as exc:
         if exc.field == "policy":
-            raise InputError("pop_k", k, f"policy {policy.name!r} cannot be partitioned by POP: {exc.problem}") from None
+            raise InputError("pop_k", k,
+                             f"policy {policy.name!r} cannot be partitioned by POP: {exc.problem}") from None
         raise

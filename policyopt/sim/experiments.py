@@ -283,7 +283,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     out.mkdir(parents=True, exist_ok=True)
     missing = missing_policies(exp)
     if missing:
-        summary = {"experiment": name, "status": "skipped", "missing_policies": missing}
+        summary: dict[str, Any] = {"experiment": name, "status": "skipped", "missing_policies": missing}
         log.warning("%s: skipped, policies not registered: %s", name, ", ".join(missing))
         return summary
     seeds = tuple(seeds) if seeds is not None else exp.seeds

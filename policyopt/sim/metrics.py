@@ -58,9 +58,9 @@ def isolated_throughput(T: np.ndarray, scale: np.ndarray, counts: np.ndarray, n:
 
     ``T`` is jobs × types (consolidated throughputs), ``counts`` per type, ``n`` per job (or one number).
     """
-    n = np.maximum(np.broadcast_to(np.asarray(n, float), (T.shape[0],)), 1.0)
+    n_jobs = np.maximum(np.broadcast_to(np.asarray(n, float), (T.shape[0],)), 1.0)
     usable = (T > 0) & (scale[:, None] <= counts[None, :])
-    x = np.where(usable, counts[None, :] / (n[:, None] * scale[:, None]), 0.0)
+    x = np.where(usable, counts[None, :] / (n_jobs[:, None] * scale[:, None]), 0.0)
     tot = x.sum(axis=1)
     x /= np.maximum(tot, 1.0)[:, None]
     return (T * x).sum(axis=1)

@@ -39,7 +39,8 @@ STATIC_SPLIT_PREFIX = "static_split:"
 class SolvesProblems(Protocol):
     """Anything with ``solve(problem) -> PolicyResult`` (a :class:`~policyopt.policy.Policy`)."""
 
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def solve(self, problem: Problem) -> PolicyResult: ...
 
@@ -128,9 +129,9 @@ def mechanism_allocation(result: PolicyResult, counts: Mapping[str, int], scale:
         used[t] = used.get(t, 0.0) + f * min(shrink.get(a, 1.0), shrink.get(b, 1.0)) * scale[a]
     col = {t: counts.get(t, 0) / u for t, u in used.items() if u > counts.get(t, 0)}
     out = {j: {t: f * shrink.get(j, 1.0) * col.get(t, 1.0) for t, f in r.items()} for j, r in alloc.items()}
-    coloc = [{"jobs": [a, b], "worker_type": t,
-              "fraction": f * min(shrink.get(a, 1.0), shrink.get(b, 1.0)) * col.get(t, 1.0)}
-             for (a, b, t), f in pairs.items()]
+    coloc: list[dict[str, Any]] = [{"jobs": [a, b], "worker_type": t,
+                                    "fraction": f * min(shrink.get(a, 1.0), shrink.get(b, 1.0)) * col.get(t, 1.0)}
+                                   for (a, b, t), f in pairs.items()]
     for e in coloc:
         for j in e["jobs"]:
             out.setdefault(j, {})

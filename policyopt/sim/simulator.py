@@ -329,7 +329,7 @@ class Simulator:
         slack = 0.0
         last_type: dict[str, str] = {}
         job_thr_dicts = self._throughput_dicts(np.unique(tj))
-        coloc_types = ()
+        coloc_types: tuple[Any, ...] = ()
         labels = None
         if alloc_mode and cfg.space_sharing:
             uniq = np.unique(tj)
@@ -642,7 +642,7 @@ class Simulator:
         for wt in self.types:
             c = tab.configs.index(wt)
             alone[wt] = {lab[t]: float(tab.alone[t, c]) for t in lab if tab.alone[t, c] > 0}
-            sub = tab.paired[np.ix_(present, present, [c])][:, :, 0, :]
+            sub = tab.paired[np.ix_(present, present, np.array([c]))][:, :, 0, :]
             a, b = np.nonzero((sub[..., 0] > 0) & (sub[..., 1] > 0))
             packed[wt] = {(lab[int(present[x])], lab[int(present[y])]): (float(sub[x, y, 0]), float(sub[x, y, 1]))
                           for x, y in zip(a.tolist(), b.tolist())}

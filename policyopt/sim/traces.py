@@ -25,7 +25,7 @@ import csv
 import json
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -142,7 +142,8 @@ def shockwave_trace(table: GavelThroughputs, num_jobs: int, rate_per_hour: float
     return jobs
 
 
-GENERATORS = {"gavel": gavel_trace, "shockwave": shockwave_trace}
+#: trace generators by name: ``generator(table, num_jobs, ...) -> list[TraceJob]``
+GENERATORS: dict[str, Callable[..., list[TraceJob]]] = {"gavel": gavel_trace, "shockwave": shockwave_trace}
 
 _COLUMNS = ["id", "arrival", "job_type", "scale_factor", "steps", "weight", "slo_seconds", "entity", "priority"]
 
@@ -185,39 +186,47 @@ def load_trace(path: str | Path, table: GavelThroughputs | None = None) -> list[
     jobs = []
     seen: set[str] = set()
     for i, r in enumerate(rows):
-        f = f"{src}[{i}]"
+        where = f"{src}[{i}]"
         if not isinstance(r, dict):
-            raise InputError(f, r, "must be an object")
+            raise InputError(where, r, "must be an object")
         for req in ("arrival", "job_type", "steps"):
             if r.get(req) in (None, ""):
-                raise InputError(f"{f}.{req}", r.get(req), "is required")
+                raise InputError(f"{where}.{req}", r.get(req), "is required")
         jid = str(r.get("id") or i)
         if jid in seen:
-            raise InputError(f"{f}.id", jid, "duplicate job id")
+            raise InputError(f"{where}.id", jid, "duplicate job id")
         seen.add(jid)
         jt = str(r["job_type"])
         model, sf_from_name = parse_job_type(jt)
         if known is not None and jt not in known:
-            raise InputError(f"{f}.job_type", jt, "not in the throughput data")
+            raise InputError(f"{where}.job_type", jt, "not in the throughput data")
 
-        def num(key: str, default: float | None = None, minimum: float = 0.0, strict: bool = False) -> float | None:
+        def num(key: str, default: float | None = None, minimum: float = 0.0, strict: bool = False,
+                r: dict[str, Any] = r, where: str = where) -> float | None:
             v = r.get(key)
             if v in (None, ""):
                 return default
             try:
                 x = float(v)
             except (TypeError, ValueError):
-                raise InputError(f"{f}.{key}", v, "must be a number") from None
+                raise InputError(f"{where}.{key}", v, "must be a number") from None
             if not np.isfinite(x) or x < minimum or (strict and x == minimum):
-                raise InputError(f"{f}.{key}", v, f"must be finite and {'>' if strict else '>='} {minimum:g}")
+                raise InputError(f"{where}.{key}", v, f"must be finite and {'>' if strict else '>='} {minimum:g}")
+            return x
+
+        def need(key: str, default: float | None = None, strict: bool = False, where: str = where,
+                 num: Callable[..., float | None] = num) -> float:
+            x = num(key, default, strict=strict)
+            if x is None:
+                raise InputError(f"{where}.{key}", None, "is required")
             return x
 
         sf = int(num("scale_factor", float(sf_from_name), 1.0) or 1)
         if sf != sf_from_name:
-            raise InputError(f"{f}.scale_factor", sf, f"does not match job_type {jt!r}")
+            raise InputError(f"{where}.scale_factor", sf, f"does not match job_type {jt!r}")
         prio = r.get("priority")
-        jobs.append(TraceJob(jid, float(num("arrival")), jt, sf, float(num("steps", strict=True)),
-                             float(num("weight", 1.0, strict=True)), num("slo_seconds", None, strict=True),
+        jobs.append(TraceJob(jid, need("arrival"), jt, sf, need("steps", strict=True),
+                             need("weight", 1.0, strict=True), num("slo_seconds", None, strict=True),
                              (r.get("entity") or None), None, str(prio).lower() in ("true", "1")))
     jobs.sort(key=lambda j: (j.arrival, j.id))
     return jobs
@@ -236,7 +245,8 @@ def assign_entities(jobs: Sequence[TraceJob], entities: Sequence[str], *, seed: 
     if probabilities is not None:
         p = np.asarray(probabilities, float)
         if p.shape != (len(names),) or np.any(p < 0) or not np.isclose(p.sum(), 1.0):
-            raise InputError("probabilities", list(probabilities), "one non-negative probability per entity, summing to 1")
+            raise InputError("probabilities", list(probabilities),
+                             "one non-negative probability per entity, summing to 1")
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 11]))
     draw = rng.choice(len(names), size=len(jobs), p=p)
     return [replace(j, entity=names[int(k)]) for j, k in zip(jobs, draw)]

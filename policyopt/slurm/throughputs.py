@@ -54,7 +54,8 @@ def _from_gavel(raw: Mapping[str, Any]) -> ThroughputTable:
                 model, scale = ast.literal_eval(key)
                 scale = int(scale)
             except (ValueError, SyntaxError, TypeError):
-                raise InputError(f"throughputs.{worker_type}", key, "a Gavel job key looks like \"('MODEL', 1)\"") from None
+                raise InputError(f"throughputs.{worker_type}", key,
+                                 "a Gavel job key looks like \"('MODEL', 1)\"") from None
             if not isinstance(entry, Mapping) or "null" not in entry:
                 raise InputError(f"throughputs.{worker_type}.{key}", entry, "needs the alone throughput under \"null\"")
             value = _number(f"throughputs.{worker_type}.{key}.null", entry["null"])
