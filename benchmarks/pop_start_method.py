@@ -10,14 +10,16 @@ fork server.
 from __future__ import annotations
 
 import argparse
+import importlib
 import statistics
 import time
 
 import numpy as np
 
 import policyopt
-import policyopt.pop as pop_module
 from policyopt.pop import pop
+
+pop_module = importlib.import_module("policyopt.pop")  # the module (policyopt.pop is the function)
 
 
 def main() -> None:

@@ -16,6 +16,7 @@ from .errors import (AlignmentError, InfeasibleError, InputError, ModelingError,
                      SolverNotAvailableError, UnknownNameError)
 from .modeling import Constraint, IndexSet, LinExpr, Model, Variable
 from .policy import LPPolicy, Option, Policy, get_policy, list_policies, register_policy, register_space
+from .pop import pop  # eager (light): a lazy `pop` would be shadowed by the submodule once it is imported
 from .problem import Cluster, Colocation, Entity, Job, Problem, TypeColocation, WorkerType
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solve import solve
@@ -26,7 +27,6 @@ __version__ = "0.1.0"
 
 # Heavier parts load on first use, so ``import policyopt`` stays light.
 _LAZY = {  # name: the module that defines it
-    "pop": "policyopt.pop",
     "RoundMechanism": "policyopt.mechanism",
     "RoundPipeline": "policyopt.placement",
     "simulate": "policyopt.sim",
@@ -46,5 +46,5 @@ __all__ = [
     "Cluster", "Colocation", "Entity", "Job", "Problem", "TypeColocation", "WorkerType",
     "PolicyResult", "SolveResult", "Status", "Timings",
     "solve", "Feature", "SolverOptions", "available_solvers", "get_solver", "register_solver", "StandardForm",
-    "register_space", *_LAZY,
+    "register_space", "pop", *_LAZY,
 ]

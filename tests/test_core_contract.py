@@ -300,7 +300,8 @@ POP_NO_FORK = textwrap.dedent("""
         raise AssertionError("os.fork called in the HiGHS-threaded parent")
     os.fork = no_fork
     import time
-    import policyopt.pop as P
+    import importlib
+    P = importlib.import_module("policyopt.pop")  # the module (policyopt.pop is the function)
     solve_group = P._solve_group
     def slow(*args):  # this process only: the pool process gets to take groups before the queue is empty
         time.sleep(2.0)
