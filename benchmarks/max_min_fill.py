@@ -68,7 +68,8 @@ def main() -> None:
                 "norm_thr_after": info["normalized_throughput_after"],
                 "gpus_before": gpus_in_use(problem, results[False].allocation),
                 "gpus_after": gpus_in_use(problem, results[True].allocation),
-                "same_t": abs(results[True].objective - results[False].objective) <= 1e-6 * abs(results[False].objective),
+                "same_t": abs(results[True].objective - results[False].objective)
+                <= 1e-6 * abs(results[False].objective),
             })
             print(pd.DataFrame(rows[-1:]).to_string(index=False, float_format=lambda v: f"{v:.4g}"), flush=True)
     print()

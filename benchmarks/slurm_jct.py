@@ -96,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             row = run_arm(Path(tmp), policy, args.round_seconds, args.timeout)
             rows.append(row)
             print(f"{row['arm']:36s} average JCT {row['average_jct']:7.1f} s   "
-                  f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   restarts {sum(row['restarts'].values())}",
+                  f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   "
+                  f"restarts {sum(row['restarts'].values())}",
                   flush=True)
     base = rows[0]["average_jct"]
     for row in rows[1:]:

@@ -134,7 +134,7 @@ class _ClassSpace:
         self.pair_mask = np.zeros((0, len(self.configs)), bool)
         self.Tp = np.zeros((0, len(self.configs), 2))
 
-    def _slots(self) -> tuple[np.ndarray, np.ndarray]:
+    def _slots(self) -> tuple[np.ndarray, ...]:
         return np.nonzero(self.single_mask)
 
     def throughput_matrix(self) -> Triplets:

@@ -13,6 +13,14 @@ class _CompactionSteps:
     """Dropping settled jobs and rebuilding the level LP over the rest."""
 
     if TYPE_CHECKING:  # the engine's state (see WaterFillingEngine.__init__)
+        fixed_X0: np.ndarray | None
+        _xp: np.ndarray | None
+        idx0: np.ndarray
+        pairs0: np.ndarray
+        groups: list[FillGroup]
+        compactions: int
+        capacity: np.ndarray | None
+
         def __getattr__(self, name: str) -> Any: ...
 
     # ------------------------------------------------------------------ compaction

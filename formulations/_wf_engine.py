@@ -391,6 +391,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
                 if Xc is not None:
                     X0[self.rows0] = Xc
                 Xc = X0
+            assert Xc is not None  # x_last or fixed_X0 was given (the branch's condition)
             if self.s0 is full:
                 out.X = Xc
             else:

@@ -18,6 +18,11 @@ class _ModelSteps:
     """Building and loading the level LP."""
 
     if TYPE_CHECKING:  # the engine's state (see WaterFillingEngine.__init__)
+        nu: np.ndarray
+        omega: np.ndarray
+        group_of: np.ndarray
+        groups: list[FillGroup]
+
         def __getattr__(self, name: str) -> Any: ...
 
     # ------------------------------------------------------------------ symmetry reduction
@@ -57,7 +62,8 @@ class _ModelSteps:
     def _level_columns(self) -> None:
         """One level column per fairness group and one per fifo job: ``k_of_job``, ``k_group``."""
         n = len(self.space.jobs)
-        k_group, k_job = [], []
+        k_group: list[int] = []
+        k_job: list[int] = []
         self.k_of_job = np.empty(n, np.int64)
         for gi, g in enumerate(self.groups):
             if g.kind == FAIRNESS:
@@ -77,7 +83,7 @@ class _ModelSteps:
         sp_ = self.space
         n, K = len(sp_.jobs), self.k_group.size
         model = Model("water_filling")
-        X = sp_.add_allocation(model)
+        X = sp_.add_allocation(model)  # type: ignore[misc]  # _ClassSpace borrows AllocationSpace's method
         u = sp_.throughput(X) * self.nu
         kset = IndexSet("levels", np.arange(K))
         fair = ~self.is_fifo[self.group_of]
@@ -147,9 +153,9 @@ class _ModelSteps:
 
     def _init_pair_pricing(self, X: Variable) -> None:
         """Pair columns by column generation (``pair_columns``: ``price``, or ``auto`` when there are
-        more than ``4·n`` pairs and several groups or a fifo group): only each job's ``pair_seed`` best pairs (by normalized combined
-        throughput ``Σ_side Tp/T_best``) start open; :meth:`_solve` admits the others on positive
-        reduced cost. ``all``: every pair column is open from the start."""
+        more than ``4·n`` pairs and several groups or a fifo group): only each job's ``pair_seed`` best
+        pairs (by normalized combined throughput ``Σ_side Tp/T_best``) start open; :meth:`_solve` admits
+        the others on positive reduced cost. ``all``: every pair column is open from the start."""
         sp_ = self.space
         n = len(sp_.jobs)
         self.admitted = np.ones(self.col_x.size, bool)

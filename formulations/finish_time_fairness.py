@@ -59,7 +59,7 @@ from __future__ import annotations
 
 import time
 
-from typing import Callable
+from typing import Any, Callable
 
 import numpy as np
 
@@ -200,11 +200,11 @@ class FinishTimeFairness(Policy):
                 break
             # the model root when it gives the new lower bound and moves; else bisect [lb, ub]
             moves = root is not None and 1.0 / root == lb and abs(root - v) > 1e-15 * v
-            v = root if moves else 2.0 / (lb + ub)
+            v = root if moves and root is not None else 2.0 / (lb + ub)
         else:
             status = Status.TIME_LIMIT
         gap = (ub - lb) / ub
-        extra = {"lower_bound": lb, "relative_gap": gap, "lp_solves": lp.solves,
+        extra: dict[str, Any] = {"lower_bound": lb, "relative_gap": gap, "lp_solves": lp.solves,
                  "isolated_throughputs": dict(zip(space.jobs.labels.tolist(), iso_all.tolist()))}
         if self.agnostic:
             extra["real_objective"] = float(np.max(finish_time_ratios(space, X_best, space.T, space.Tp, active)))

@@ -328,7 +328,7 @@ class WaterFillingMILP(WaterFillingPolicy):
             return self.result(space, Xf, status, None, solver.name, timings, f"{message}; {msg}")
         u_final = space.throughput_values(X_last) * nu
         unfrozen = int((~frozen).sum())
-        info = {"iterations": iterations, "milp_solves": milps, "unfrozen_at_stop": unfrozen,
+        info: dict[str, Any] = {"iterations": iterations, "milp_solves": milps, "unfrozen_at_stop": unfrozen,
                 "milp_node_limit_hits": budget_hits}
         objective = self.objective(space, u_final, groups, omega)
         reasons = []

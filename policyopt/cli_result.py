@@ -3,8 +3,9 @@ table at 80 columns, and the exit status.
 
 Exit status of ``policyopt solve`` (see ``docs/cli.md``): 0 optimal; 3 time limit (the policy's
 fallback allocation is returned); 4 infeasible (fallback returned); 5 unbounded; 6 solver error;
-7 any other non-optimal status (``optimal_inaccurate``: the backend's tolerances were not met). ``--allow-nonoptimal`` turns 3–7 into 0 (the result is written
-either way); 2 stays the code of input errors.
+7 any other non-optimal status (``optimal_inaccurate``: the backend's tolerances were not met).
+``--allow-nonoptimal`` turns 3–7 into 0 (the result is written either way); 2 stays the code of
+input errors.
 """
 from __future__ import annotations
 

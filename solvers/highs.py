@@ -182,7 +182,7 @@ class HighsModel(LoadedModel):
             return
         inf = self._hs.kHighsInf
         slo, shi = self.sf.row_lower[rows], self.sf.row_upper[rows]
-        _check(self.h.changeRowsBounds(  # type: ignore[attr-defined]  # in highspy, missing from its stubs
+        _check(self.h.changeRowsBounds(
             rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
             np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
 

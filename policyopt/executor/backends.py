@@ -587,7 +587,7 @@ class RayBackend:
         actor: Any = self._remote.options(**opts).remote(str(self._run_dir / "nodes" / slot.worker_id), self._launcher,
                                                     self._env, slot.worker_id)
         self._actors[slot.worker_id] = actor
-        self._ready[slot.worker_id] = actor.warm_up.remote()  # type: ignore[union-attr]  # a Ray actor handle
+        self._ready[slot.worker_id] = actor.warm_up.remote()
 
     def warm_up(self, timeout: float = 600.0) -> None:
         """Wait until every slot's actor runs and its fork server is ready (the starting cluster)."""

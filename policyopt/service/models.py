@@ -15,11 +15,13 @@ from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, Strict, WithJsonSchema
 
-from policyopt.schema import (COLOCATED_FIELDS, COLOCATED_TYPE_FIELDS, ENTITY_FIELDS, cluster_json_schema, job_json_schema,
+from policyopt.schema import (COLOCATED_FIELDS, COLOCATED_TYPE_FIELDS, ENTITY_FIELDS, cluster_json_schema,
+                              job_json_schema,
                               object_json_schema, problem_json_schema)
 
 __all__ = [
-    "Number", "ProblemBody", "ClusterBody", "SessionJobBody", "ColocatedBody", "ColocatedTypeBody", "EntityBody", "RECONFIG_SCHEMA",
+    "Number", "ProblemBody", "ClusterBody", "SessionJobBody", "ColocatedBody", "ColocatedTypeBody", "EntityBody",
+    "RECONFIG_SCHEMA",
     "SolveRequest", "SolveResponse", "PopReport", "SlaEntry", "INT_MAX", "PolicyOptionInfo", "PolicyInfo",
     "ErrorDetail", "ErrorResponse", "WorkerSpec", "SessionCreate", "WorkersAdd", "JobsAdd", "ProgressReport",
     "NextRoundRequest", "CombinationPlacement", "AllocationInfo", "RoundResponse", "SessionInfo", "JobInfoOut",

@@ -110,7 +110,7 @@ def _finite(field: str, value: Any, *, low: float | None = None, strict: bool = 
 class SessionManager:
     """All session operations (the HTTP layer only translates requests and errors)."""
 
-    def __init__(self, store: Store, limits: Limits = Limits()) -> None:
+    def __init__(self, store: Store, limits: Limits = Limits()) -> None:  # noqa: B008 - frozen, immutable
         self.store = store
         self.limits = limits
         self._locks: dict[str, threading.Lock] = {}
@@ -145,7 +145,8 @@ class SessionManager:
             changes, result = fn(sess, jobs, workers, coloc)
             idem = IDEMPOTENCY.get()
             if idem is not None:
-                changes.idempotency = (sid, idem[0], idem[1], lambda v: {**result, "version": v})
+                changes.idempotency = (sid, idem[0], idem[1],
+                                       lambda v: {**result, "version": v})  # type: ignore[dict-item]  # a body
             try:
                 version = self.store.commit(sid, sess.version, changes)
             except NotFoundError:
@@ -199,7 +200,7 @@ class SessionManager:
                 specs += [{"id": f"{w.name}-{g // per}-{g % per}", "worker_type": w.name,
                            "server": f"{w.name}-{g // per}"} for g in range(w.count)]
         specs += list(body.get("workers") or [])
-        state = {"round": None, "time": 0.0, "next_worker_seq": 0, "next_job_seq": 0,
+        state: dict[str, Any] = {"round": None, "time": 0.0, "next_worker_seq": 0, "next_job_seq": 0,
                  "clock": R.clock_to_state(RecomputeClock(min_interval)), "force_recompute": False,
                  "mechanism_rev": 0, "open_round": None, "allocation": None, "removed_since_round": []}
         new_workers = self._validate_workers(config, [], specs, state)
@@ -274,10 +275,11 @@ class SessionManager:
         return counts
 
     # ------------------------------------------------------------------------------ workers
-    def _validate_workers(self, config: Mapping[str, Any], live: Sequence[WorkerRow], specs: Sequence[Mapping[str, Any]],
-                          state: dict[str, Any]) -> list[WorkerRow]:
+    def _validate_workers(self, config: Mapping[str, Any], live: Sequence[WorkerRow],
+                          specs: Sequence[Mapping[str, Any]], state: dict[str, Any]) -> list[WorkerRow]:
         if len(live) + len(specs) > self.limits.max_workers_per_session:
-            raise InputError("workers", len(specs), f"a session holds at most {self.limits.max_workers_per_session} workers")
+            raise InputError("workers", len(specs),
+                             f"a session holds at most {self.limits.max_workers_per_session} workers")
         ids = {w.worker_id for w in live}
         server_type = {w.server: w.worker_type for w in live}
         server_size: dict[str, int] = {}
@@ -301,7 +303,8 @@ class SessionManager:
             server_size[server] = server_size.get(server, 0) + 1
             gps = config["cluster"][wt]["gpus_per_server"]
             if gps is not None and server_size[server] > gps:
-                raise InputError(f"workers[{i}].server", server, f"more than gpus_per_server={gps} workers on one server")
+                raise InputError(f"workers[{i}].server", server,
+                                 f"more than gpus_per_server={gps} workers on one server")
             ids.add(wid)
             out.append(WorkerRow(wid, seq, wt, server))
             seq += 1
@@ -348,7 +351,7 @@ class SessionManager:
             if n_active + len(job_specs) > self.limits.max_jobs_per_session:
                 raise InputError("jobs", len(job_specs), f"a session holds at most {self.limits.max_jobs_per_session} "
                                                          f"active jobs ({n_active} active now)")
-            new_ids: list[str] = []
+            new_ids: list[Any] = []  # ids as given (None: assigned later)
             wanted = [str(j.get("id")) for j in job_specs if isinstance(j, Mapping)]
             used = self.store.existing_job_ids(sid, wanted)  # ids are never reused, also of jobs that left
             for i, spec in enumerate(job_specs):
@@ -541,13 +544,13 @@ class SessionManager:
                     t0 = time.perf_counter()
                     res = solve_checked(policy, problem, "jobs")
                     solve_seconds = time.perf_counter() - t0
-                    alloc, pairs = R.fold_configurations(res.allocation, res.colocated_allocation)
+                    alloc, folded_pairs = R.fold_configurations(res.allocation, res.colocated_allocation)
                     if mech is None:
                         mech = RoundMechanism(counts, round_length=cfg["round_length"],
                                               deficit_cap=cfg["deficit_cap"], work_conserving=cfg["work_conserving"])
                     elif mech.worker_counts != counts:
                         mech = R.with_worker_counts(mech, counts)
-                    mech.set_allocation(alloc, pairs, {j.job_id: int(j.spec["scale_factor"]) for j in sched})
+                    mech.set_allocation(alloc, folded_pairs, {j.job_id: int(j.spec["scale_factor"]) for j in sched})
                     objective = res.objective if res.objective is not None and math.isfinite(res.objective) else None
                     state["allocation"] = {"status": res.status.value, "objective": objective,
                                            "message": res.message, "computed_in_round": self._next_index(state),

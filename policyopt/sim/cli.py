@@ -40,8 +40,8 @@ from typing import Any, Callable
 from ..errors import InputError, UnknownNameError
 from ..problem import Entity
 
-__all__ = ["add_subparser", "run_simulate", "simulate_from_args", "build_trace", "config_from_args", "reconfig_config_from_args",
-           "GENERATORS", "BACKENDS", "Generator", "Backend"]
+__all__ = ["add_subparser", "run_simulate", "simulate_from_args", "build_trace", "config_from_args",
+           "reconfig_config_from_args", "GENERATORS", "BACKENDS", "Generator", "Backend"]
 
 log = logging.getLogger("policyopt.cli")
 
@@ -370,7 +370,8 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--slo-margin-seconds", type=float, default=0.0,
                    help="pose every deadline this much earlier to the policy (rounds make tight SLOs slip)")
     src.add_argument("--entities", help="entities and weights, e.g. a=1,b=2,c=3 (jobs assigned uniformly)")
-    src.add_argument("--throughputs", help="Gavel-format throughput JSON (default: the Gavel tables shipped with policyopt, or $POLICYOPT_GAVEL_DIR)")
+    src.add_argument("--throughputs", help="Gavel-format throughput JSON (default: the Gavel tables shipped with "
+                                           "policyopt, or $POLICYOPT_GAVEL_DIR)")
     p.add_argument("--round-seconds", type=float, default=360.0, help="round length in seconds (default 360)")
     p.add_argument("--recompute-interval", type=float, default=None, help="seconds (default: one round)")
     p.add_argument("--checkpoint-seconds", type=float, default=None,
