@@ -210,7 +210,9 @@ class _ConicNSW:
             logu = np.log(np.maximum(u, 0.0))
         act = np.asarray(self.wp.value) > 0
         val = float(np.sum(self.w[act] * logu[act]))
-        return Status.OPTIMAL, x, logu, val, val
+        # cvxpy's optimal_inaccurate keeps its own status (not proven optimal: the caller falls back)
+        status = Status.OPTIMAL if self.prob.status == "optimal" else Status.OPTIMAL_INACCURATE
+        return status, x, logu, val, val
 
     def without(self, i: int) -> tuple[Status, float]:
         ub, w, off = self.col_upper.copy(), self.w.copy(), (~self.alive).astype(float)
