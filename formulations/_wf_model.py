@@ -134,7 +134,7 @@ class _ModelSteps:
         # warm re-solves then use the primal simplex method from the crossover basis
         self.first_algorithm = self.options.algorithm
         if self.options.algorithm == "auto":
-            self.first_algorithm = auto_algorithm(sf, structured=False, sequence=True)
+            self.first_algorithm = auto_algorithm(sf, structured=False)
         opts = self.options.with_(algorithm=self.first_algorithm)
         if getattr(self.solver, "name", "") == "highs":  # levels are carried over many LPs: tight tolerances
             opts = opts.with_(extra={"primal_feasibility_tolerance": 1e-9, **opts.extra})

@@ -134,6 +134,7 @@ class FinishTimeFairness(Policy):
     """Finish-time fairness (Themis): min max_m ρ_m, exact (parametric LP re-solved in place, certified bounds)."""
 
     pop_combine = "max"  # how POP recombines sub-problem objectives
+    degenerate_lp = True  # ρ tied across many jobs at the optimum: a hint for algorithm=auto
 
     objective_sense = "min"
     agnostic = False

@@ -52,6 +52,7 @@ class MaxMinFairness(LPPolicy):
     """Max-min fairness (LAS): max min_m sf_m·thr(m)/(w_m·thr(m, X_equal)), heterogeneity-aware."""
 
     pop_combine = "min"  # how POP recombines sub-problem objectives
+    degenerate_lp = True  # all jobs tied at the optimum: a hint for algorithm=auto
     options = (Option("fill", bool, True,
                       "second in-place LP: among max-min optimal allocations maximize the total normalized "
                       "throughput (no capacity left idle that a job could use at no cost to the minimum)"),)

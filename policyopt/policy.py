@@ -105,6 +105,8 @@ class Policy(ABC):
     options: ClassVar[tuple[Option, ...]] = ()
     objective_sense: ClassVar[str] = "max"  # how to compare objectives (for tests/benchmarks)
     pop_combine: ClassVar[str | None] = None  # how POP recombines sub-objectives: sum|min|max|None
+    #: the policy's LPs are max-min epigraphs whose optimum ties many rows (a hint for algorithm=auto)
+    degenerate_lp: ClassVar[bool] = False
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)
@@ -151,7 +153,8 @@ class Policy(ABC):
         """Options for the backend. ``algorithm="auto"`` is passed on: the backend decides per solve
         (one rule, :func:`policyopt.solver_api.auto_algorithm`, after the structured fast path)."""
         return SolverOptions(algorithm=self.config["algorithm"], time_limit=self.config["time_limit"],
-                             verbose=bool(self.config["verbose"]), threads=self.config["threads"])
+                             verbose=bool(self.config["verbose"]), threads=self.config["threads"],
+                             degenerate=self.degenerate_lp)
 
     def get_solver(self, require: Feature | None = Feature.LP) -> Solver:
         return get_solver(self.config["solver"], require)

@@ -29,7 +29,7 @@ from .standard_form import StandardForm
 
 __all__ = ["Feature", "SolverOptions", "Solver", "LoadedModel", "register_solver", "get_solver",
            "available_solvers", "registered_solvers", "default_solver", "RebuildingModel", "auto_algorithm",
-           "IPM_MIN_COLS", "IPM_MIN_COLS_SEQUENCE", "STRUCTURED_MIN_COLS"]
+           "IPM_MIN_COLS", "IPM_MIN_COLS_DEGENERATE", "STRUCTURED_MIN_COLS"]
 
 
 class Feature(enum.Flag):
@@ -48,7 +48,8 @@ class SolverOptions:
 
     ``algorithm``: ``"auto"`` (backend default), ``"simplex"``, ``"ipm"`` (interior point) or
     ``"pdlp"`` (HiGHS only). ``time_limit`` in seconds. ``extra`` is passed to the backend verbatim
-    (HiGHS option names, cvxpy solve keywords, PuLP solver keywords).
+    (HiGHS option names, cvxpy solve keywords, PuLP solver keywords). ``degenerate``: a hint for
+    ``auto`` (the policy knows its LP is a max-min epigraph: max-min fairness, finish-time fairness).
     """
 
     algorithm: str = "auto"
@@ -57,6 +58,9 @@ class SolverOptions:
     verbose: bool = False
     threads: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    #: a hint for ``algorithm="auto"``: the LP is a max-min epigraph whose optimum ties many rows
+    #: (simplex stalls on it): interior point from fewer columns (see :func:`auto_algorithm`)
+    degenerate: bool = False
 
     def __post_init__(self) -> None:
         if self.algorithm not in ("auto", "simplex", "ipm", "pdlp"):
@@ -72,34 +76,34 @@ class SolverOptions:
 
 
 #: ``algorithm="auto"``, the one rule (:func:`auto_algorithm`), with thresholds measured by
-#: benchmarks/solve_vs_gavel.py and benchmarks/policies_bench.py on Gavel-generated problems:
+#: benchmarks/solve_vs_gavel.py, benchmarks/policies_bench.py and benchmarks/water_filling_bench.py
+#: on Gavel-generated problems:
 #: LPs with at least STRUCTURED_MIN_COLS columns try the structured fast path first (identical
 #: per-job blocks aggregated; below ~500 columns — about 128 jobs — HiGHS's simplex on the whole LP
-#: is as fast as the detection); a cold LP with at least IPM_MIN_COLS columns is solved by interior
-#: point + crossover (finish-time fairness at 4,096 jobs: 1.4 s against 5.7 s for dual simplex;
-#: makespan at 1,024 jobs is 2× faster by simplex, hence not lower); warm re-solves by simplex.
-#: Long sequences of warm primal-simplex re-solves (water-filling levels) start by interior point
-#: only from IPM_MIN_COLS_SEQUENCE columns: hierarchical all-FIFO at 2,048 jobs (about 9,000
-#: columns, ~860 LPs) took 49.6 s with an interior-point start against 37.8 s with simplex.
+#: is as fast as the detection); a cold max-min epigraph LP (``degenerate``) with at least
+#: IPM_MIN_COLS_DEGENERATE columns is solved by interior point + crossover (finish-time fairness at
+#: 4,096 jobs: 1.4 s against 5.7 s for dual simplex; max-min fairness with distinct jobs at 2,048:
+#: 0.16 s against 0.7 s), any other cold LP from IPM_MIN_COLS (makespan, FIFO and makespan under a
+#: budget at 2,048–4,096 jobs are faster by simplex; hierarchical all-FIFO at 2,048 jobs took 49.6 s
+#: with an interior-point start against 37.8 s with simplex); warm re-solves by simplex.
 STRUCTURED_MIN_COLS = 500
-IPM_MIN_COLS = 4000
-IPM_MIN_COLS_SEQUENCE = 20000
+IPM_MIN_COLS_DEGENERATE = 4000
+IPM_MIN_COLS = 20000
 
 
-def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True,
-                   sequence: bool = False) -> str:
+def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True, degenerate: bool = False) -> str:
     """The one rule behind ``algorithm="auto"`` for backends that offer several LP algorithms:
     ``"structured"`` (the block-aggregation fast path, ``policyopt.solvers.blocks``; only when
     ``structured`` — a backend asks again with ``structured=False`` when the fast path does not
     apply) for LPs of at least :data:`STRUCTURED_MIN_COLS` columns; else ``"ipm"`` for a cold LP of
-    at least :data:`IPM_MIN_COLS` columns (:data:`IPM_MIN_COLS_SEQUENCE` for the first of a long
-    ``sequence`` of warm re-solves), ``"simplex"`` otherwise (and for every warm re-solve);
-    ``"auto"`` (the backend's own choice) for MILPs."""
+    at least :data:`IPM_MIN_COLS` columns (:data:`IPM_MIN_COLS_DEGENERATE` for a ``degenerate``
+    max-min epigraph LP), ``"simplex"`` otherwise and for every warm re-solve; ``"auto"`` (the
+    backend's own choice) for MILPs."""
     if sf.is_mip:
         return "auto"
     if structured and sf.num_cols >= STRUCTURED_MIN_COLS:
         return "structured"
-    ipm_from = IPM_MIN_COLS_SEQUENCE if sequence else IPM_MIN_COLS
+    ipm_from = IPM_MIN_COLS_DEGENERATE if degenerate else IPM_MIN_COLS
     return "ipm" if not warm and sf.num_cols >= ipm_from else "simplex"
 
 

@@ -246,7 +246,8 @@ class HighsModel(LoadedModel):
                 if fast is not None:
                     return fast
                 self._try_structured = False  # re-solves of this model go to HiGHS directly
-            self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm, structured=False)])
+            self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm, structured=False,
+                                                           degenerate=self.options.degenerate)])
         res = self._run_highs()
         if note:
             res.options["fast_path"] = note
@@ -259,7 +260,8 @@ class HighsModel(LoadedModel):
         agg = blocks.aggregate(self.sf)
         if agg is None:
             return None, ""
-        small = HighsModel(agg.reduced, self.options.with_(algorithm=auto_algorithm(agg.reduced, structured=False),
+        small = HighsModel(agg.reduced, self.options.with_(algorithm=auto_algorithm(agg.reduced, structured=False,
+                                                                                    degenerate=self.options.degenerate),
                                                            extra={**self.options.extra, **_TIGHT}))
         raw = small.solve()
         if raw.status is not Status.OPTIMAL or raw.x is None or raw.row_duals is None:

@@ -117,7 +117,7 @@ def test_auto_cold_ipm_then_warm_simplex(monkeypatch: pytest.MonkeyPatch) -> Non
 
     p = random_problem(0, n_max=5)  # two Newton LPs
     ref = policyopt.solve(p, "finish_time_fairness", algorithm="simplex")
-    monkeypatch.setattr(solver_api, "IPM_MIN_COLS", 0)
+    monkeypatch.setattr(solver_api, "IPM_MIN_COLS_DEGENERATE", 0)  # finish-time fairness: a max-min epigraph
     monkeypatch.setattr(HighsModel, "_run_highs", recording_run)
     res = policyopt.solve(p, "finish_time_fairness")
     assert calls[0] == "ipm" and len(calls) >= 2 and set(calls[1:]) == {"simplex"}, calls
