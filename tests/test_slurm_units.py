@@ -231,3 +231,21 @@ def test_controller_with_pop_and_gavel_table(tmp_path: Path, gavel_dir: Path) ->
     assert all(v <= 2 + 1e-6 for v in per_type.values()) and sum(per_type.values()) > 0
     assert 0 < len(out["decided"]) <= 4
     store.close()
+
+
+def test_jobs_outside_the_partitions_are_dropped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+
+    from policyopt.slurm.slurmcmd import Slurm
+
+    # Slurm 22.05's `squeue --json` ignores --partition: the records of every partition come back
+    records = {"jobs": [{"job_id": 1, "partition": "gpu", "job_state": "PENDING", "comment": "policyopt"},
+                        {"job_id": 2, "partition": "other", "job_state": "PENDING", "comment": "policyopt"},
+                        {"job_id": 3, "partition": "other,gpu", "job_state": "PENDING", "comment": ""}]}
+
+    def fake_run(argv: list[str], **_: Any) -> subprocess.CompletedProcess[str]:
+        return subprocess.CompletedProcess(argv, 0, json.dumps(records), "")
+
+    monkeypatch.setattr(subprocess, "run", fake_run)
+    assert [j.job_id for j in Slurm().jobs(["gpu"])] == ["1", "3"]
+    assert [j.job_id for j in Slurm().jobs(["other"])] == ["2", "3"]
