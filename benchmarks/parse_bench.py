@@ -11,7 +11,7 @@ types, every optional numeric field given):
 * memory: resident bytes per parsed job (RSS after building the problem minus RSS before, the
   document already parsed and then dropped), and the RSS left after the problem is released.
 
-    python benchmarks/parse_bench.py --jobs 50000 --repeats 3 --before-rev 0304486
+    python benchmarks/parse_bench.py --jobs 50000 --repeats 3 --before-rev 0304486 --http 190000
 
 Target (issue 15): parse + validate 50,000 jobs in ≤ 0.2 s; ≤ 2 KB resident per parsed job.
 """
@@ -107,11 +107,50 @@ def measure(n: int, repeats: int, before: Callable[[dict[str, Any]], Any] | None
             "from_arrays_s": t_arrays, "rss_per_job_B": per_job, "rss_left_per_job_B": left}
 
 
+def http_memory(n: int) -> dict[str, Any]:
+    """``POST /v1/solve`` (policy ``isolated``: no LP, so parsing dominates) of an ``n``-job problem
+    to a service in this process: resident memory added per job at the peak of the request and
+    left after it (the request body is built before the baseline is taken)."""
+    import httpx
+
+    from policyopt.service import create_app
+    from policyopt.service.server import ServiceThread
+
+    body = json.dumps({"policy": "isolated", "problem": document(n)}).encode()
+    with ServiceThread(create_app(Path(tempfile.mkdtemp()) / "s.sqlite", max_body_bytes=len(body) + 1)) as url, \
+            httpx.Client(base_url=url, timeout=600) as client:
+        client.get("/v1/health")
+        gc.collect()
+        base = rss_bytes()
+        peak = [base]
+        done = False
+
+        def sample() -> None:
+            while not done:
+                peak[0] = max(peak[0], rss_bytes())
+                time.sleep(0.005)
+
+        import threading
+
+        t = threading.Thread(target=sample)
+        t.start()
+        r = client.post("/v1/solve", content=body, headers={"content-type": "application/json"})
+        done = True
+        t.join()
+        assert r.status_code == 200, r.text[:300]
+        del r
+        gc.collect()
+        left = rss_bytes()
+    return {"jobs": n, "http_peak_per_job_B": (peak[0] - base) / n, "http_left_per_job_B": (left - base) / n}
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--jobs", type=int, nargs="+", default=[50_000])
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before-rev", default="0304486", help="git revision of the per-job validator")
+    ap.add_argument("--http", type=int, default=0, metavar="N",
+                    help="also POST an N-job problem to an in-process service: peak and kept RSS per job")
     args = ap.parse_args(argv)
     before = old_parser(args.before_rev)
     rows = []
@@ -120,6 +159,10 @@ def main(argv: list[str] | None = None) -> int:
     import pandas as pd
 
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
+    if args.http:
+        h = http_memory(args.http)
+        print(f"HTTP /v1/solve of {h['jobs']} jobs: +{h['http_peak_per_job_B']:.0f} B/job at the peak, "
+              f"{h['http_left_per_job_B']:.0f} B/job kept after the request")
     return 0
 
 

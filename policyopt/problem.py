@@ -562,7 +562,7 @@ class Problem:
             nullable = spec.default is None
             check = a[~np.isnan(a)] if nullable else a
             where = np.flatnonzero(~np.isnan(a)) if nullable else np.arange(n)
-            bad = _bad_numbers(check.tolist(), spec)[0]
+            bad = _bad_array(check, spec)
             if bad.any():
                 i = int(where[np.flatnonzero(bad)[0]])
                 _check_spec(f"jobs[{ids[i]}].{name}", float(a[i]), spec)
@@ -571,7 +571,7 @@ class Problem:
         if any(not isinstance(i, str) or not i for i in ids):
             bad_id = next(i for i in ids if not isinstance(i, str) or not i)
             raise InputError("jobs[].id", bad_id, "job ids must be non-empty strings")
-        bad_t = _bad_numbers(T.ravel().tolist(), _THROUGHPUT_SPEC)[0] if T.size else np.zeros(0, bool)
+        bad_t = _bad_array(T.ravel(), _THROUGHPUT_SPEC)
         if bad_t.any():
             i, k = divmod(int(np.flatnonzero(bad_t)[0]), len(configs))
             _check_number(f"jobs[{ids[i]}].throughputs.{configs[k]}", float(T[i, k]))
@@ -608,14 +608,14 @@ class Problem:
                    "isolated_time": values("isolated_time")}
         ents, jtypes = strings("entity", entity, True), strings("job_type", job_type, False)
         make = Job._unchecked
-        jobs = [make({"id": ids[i], "throughputs": dict(zip(configs, rows[i])),
-                      "scale_factor": columns["scale_factor"][i], "weight": columns["weight"][i],
-                      "steps_remaining": columns["steps_remaining"][i],
-                      "time_since_start": columns["time_since_start"][i], "entity": ents[i],
-                      "slo_seconds": columns["slo_seconds"][i], "arrival": columns["arrival"][i],
-                      "priority": prio[i], "job_type": jtypes[i],
-                      "isolated_time": columns["isolated_time"][i]}) for i in range(n)]
-        jobs_t = tuple(jobs)
+        with _gc_paused():
+            jobs_t = tuple(make({"id": a, "throughputs": dict(zip(configs, row)), "scale_factor": c, "weight": d,
+                                 "steps_remaining": e, "time_since_start": f, "entity": g, "slo_seconds": h,
+                                 "arrival": i_, "priority": k, "job_type": m, "isolated_time": q})
+                           for a, row, c, d, e, f, g, h, i_, k, m, q in zip(
+                               ids, rows, columns["scale_factor"], columns["weight"], columns["steps_remaining"],
+                               columns["time_since_start"], ents, columns["slo_seconds"], columns["arrival"],
+                               prio, jtypes, columns["isolated_time"]))
         order = _config_order(set(configs), cluster.names, jobs_t)
         full = np.zeros((n, len(order)))
         where = {c: k for k, c in enumerate(configs)}
@@ -843,6 +843,16 @@ def _bad_numbers(values: list[Any], spec: FieldSpec) -> tuple["np.ndarray", "np.
         a = np.array(values, dtype=float)
     except OverflowError:  # integers beyond float range
         a = np.array([v if abs(v) < 1e300 else math.inf for v in values], dtype=float)
+    out = _bad_array(a, spec)
+    if bad is not None:
+        out |= bad
+    return out, a
+
+
+def _bad_array(a: "np.ndarray", spec: FieldSpec) -> "np.ndarray":
+    """Mask of the numbers in float array ``a`` that break ``spec`` (finite, magnitude, integer, minimum)."""
+    import numpy as np
+
     lo, hi = MAGNITUDE
     with np.errstate(invalid="ignore"):
         mag = np.abs(a)
@@ -851,9 +861,7 @@ def _bad_numbers(values: list[Any], spec: FieldSpec) -> tuple["np.ndarray", "np.
             out |= a != np.floor(a)
         if spec.minimum is not None:
             out |= (a <= spec.minimum) if spec.exclusive else (a < spec.minimum)
-    if bad is not None:
-        out |= bad
-    return out, a
+    return out
 
 
 @dataclass

@@ -19,6 +19,27 @@ Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
 
+#: after a request body at least this large, free memory is handed back to the system
+RELEASE_AFTER_BYTES = 4 * 1024 * 1024
+
+
+def release_memory() -> None:
+    """Return the heap's free pages to the operating system (glibc ``malloc_trim``): a large
+    request's parse leaves tens of MB free but resident; elsewhere nothing happens."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    name = ctypes.util.find_library("c")
+    if not name:
+        return
+    try:
+        ctypes.CDLL(name).malloc_trim(0)
+    except (OSError, AttributeError):  # not glibc
+        return
+
+
 def error_body(code: str, message: str, detail: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """Every error response: ``{"error": CODE, "message": TEXT, "detail": [{"field", "problem", "value"}]}``."""
     return {"error": code, "message": message, "detail": detail or []}
@@ -111,6 +132,9 @@ class GuardMiddleware:
         except _TooLarge:
             if not started:
                 await self._reply(send, 413, too_large, ((b"connection", b"close"),))
+        finally:
+            if seen >= RELEASE_AFTER_BYTES:
+                release_memory()
 
     @staticmethod
     async def _drain(receive: Receive, budget: int) -> None:
