@@ -7,7 +7,7 @@ pulls in nothing heavy.
   ``policyopt.formulations`` and ``policyopt.solvers``;
 * **extensions**: every subpackage of ``policyopt`` (``reconfig``, ``sim``, ``service``, ...);
   they join the core's registries (:mod:`policyopt.extensions`);
-* **runtimes**: ``sim``, ``reconfig``, ``executor``, ``service``.
+* **runtimes**: ``sim``, ``reconfig``, ``executor``, ``service``, ``slurm``.
 
 The graph is read from the source with :mod:`ast` (imports under ``if TYPE_CHECKING:`` are types
 only and are skipped).
@@ -28,7 +28,7 @@ ROOT = Path(__file__).resolve().parent.parent
 PACKAGES = {"policyopt": ROOT / "policyopt", "policyopt.formulations": ROOT / "formulations",
             "policyopt.solvers": ROOT / "solvers"}
 APPLICATION = {"policyopt.cli", "policyopt.cli_reference"}
-RUNTIMES = ("sim", "reconfig", "executor", "service")
+RUNTIMES = ("sim", "reconfig", "executor", "service", "slurm")
 EXTENSIONS = tuple(sorted(p.name for p in PACKAGES["policyopt"].iterdir() if (p / "__init__.py").is_file()))
 #: what a solver backend may import from policyopt (it knows only the compiled standard form)
 SOLVER_ALLOWED = {"policyopt.errors", "policyopt.result", "policyopt.solver_api", "policyopt.standard_form"}

@@ -23,7 +23,7 @@ before its actions are enacted, so a killed controller restarts where it stopped
 from __future__ import annotations
 
 import json
-import sys
+import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +36,8 @@ from policyopt.slurm.mapping import ManagedJob, managed_job
 from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode
 from policyopt.slurm.state import StateStore
 from policyopt.slurm.throughputs import ThroughputTable
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["ControllerConfig", "Controller", "job_gpus_by_type", "write_report"]
 
@@ -154,7 +156,7 @@ class Controller:
                 mj = managed_job(job, self.cfg.throughputs, gpu_types, self.cfg.weights)
             except InputError as exc:  # one bad job must not stop the cluster's controller
                 if job.job_id not in self._warned:
-                    print(f"policyopt slurm: job {job.job_id} not managed: {exc}", file=sys.stderr, flush=True)
+                    logger.warning("policyopt slurm: job %s not managed: %s", job.job_id, exc)
                     self._warned.add(job.job_id)
                 continue
             if mj is not None:

@@ -10,13 +10,15 @@ the environment locate the cluster.
 from __future__ import annotations
 
 import json
+import logging
 import re
 import subprocess
-import sys
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from policyopt.errors import InputError, PolicyOptError
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["SlurmJob", "SlurmNode", "Slurm", "expand_nodelist", "gpus_requested", "parse_gres",
            "parse_squeue_json", "ACTIVE_STATES", "FINISHED_STATES"]
@@ -250,7 +252,7 @@ class Slurm:
             return True
         res = self._run(argv, check=False)
         if res.returncode != 0:  # e.g. the job finished in between: reported, not fatal
-            print(f"policyopt slurm: {' '.join(argv)}: {res.stderr.strip()}", file=sys.stderr, flush=True)
+            logger.warning("policyopt slurm: %s: %s", " ".join(argv), res.stderr.strip())
             return False
         return True
 
