@@ -256,6 +256,23 @@ def test_executor_state_is_versioned_and_adopts_a_legacy_file(tmp_path):
     assert info.value.field == "state" and "newer" in info.value.problem
 
 
+def test_slurm_state_is_versioned_and_adopts_a_legacy_file(tmp_path):
+    from policyopt.slurm import state as state_mod
+
+    assert state_mod.SCHEMA_VERSION == len(state_mod._MIGRATIONS)
+    legacy = tmp_path / "legacy.db"
+    _legacy_file(legacy, state_mod._SCHEMA)
+    _connect(legacy).execute("INSERT INTO meta (key, value) VALUES ('round', '5')")
+    st = state_mod.StateStore(legacy)
+    assert schema_version(st.db) == state_mod.SCHEMA_VERSION
+    assert st.get("round") == 5
+    st.close()
+    _connect(legacy).execute(f"PRAGMA user_version = {state_mod.SCHEMA_VERSION + 1}")
+    with pytest.raises(InputError, match="newer"):
+        state_mod.StateStore(legacy)
+    assert schema_version(state_mod.StateStore(tmp_path / "dry.db", in_memory=True).db) == state_mod.SCHEMA_VERSION
+
+
 # ------------------------------------------------------------------------ one parser, one encoder
 def test_one_cluster_parser():
     from policyopt.cluster_counts import parse_cluster

@@ -22,9 +22,11 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Iterator, Mapping
 
+from policyopt.sqlite_schema import migrate
+
 __all__ = ["StateStore", "SCHEMA_VERSION"]
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 1  # len(_MIGRATIONS)
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -39,6 +41,10 @@ CREATE TABLE IF NOT EXISTS rounds (
     round INTEGER PRIMARY KEY, started REAL NOT NULL, decided TEXT NOT NULL, ran TEXT,
     allocation TEXT NOT NULL, actions TEXT NOT NULL);
 """
+
+
+#: schema migrations in order (``PRAGMA user_version`` counts those applied)
+_MIGRATIONS = (_SCHEMA,)
 
 
 class StateStore:
@@ -58,12 +64,7 @@ class StateStore:
             self.db = sqlite3.connect(self.path, timeout=30)
             self.db.execute("PRAGMA journal_mode=WAL")
             self.db.execute("PRAGMA synchronous=FULL")
-        version = self.db.execute("PRAGMA user_version").fetchone()[0]
-        if version not in (0, SCHEMA_VERSION):
-            raise RuntimeError(f"{self.path}: state schema version {version}, this controller reads {SCHEMA_VERSION}")
-        self.db.executescript(_SCHEMA)
-        self.db.execute(f"PRAGMA user_version={SCHEMA_VERSION}")
-        self.db.commit()
+        migrate(self.db, _MIGRATIONS, field="state", value=str(self.path))  # policyopt.sqlite_schema
 
     def close(self) -> None:
         self.db.close()
