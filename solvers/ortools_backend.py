@@ -77,7 +77,7 @@ def _solve_ortools(sf: StandardForm, options: SolverOptions, sub: str) -> SolveR
         solver.solve(model)
         if solver.status() == S.OPTIMAL:
             status = Status.UNBOUNDED
-    if status is Status.ERROR and options.time_limit is not None and solver.wall_time() >= options.time_limit:
+    if status is Status.ERROR and options.time_limit is not None and t2 - t1 >= 0.99 * options.time_limit:
         status = Status.TIME_LIMIT
     res = SolveResult(status, None, None, solver=f"ortools:{sub}", message=str(st).split(".")[-1],
                       options={"solver": sub, "time_limit": options.time_limit, "parameters": params})

@@ -42,9 +42,10 @@ def test_shifted_geomean_and_profile_by_hand() -> None:
     assert ratios.loc["q", "a"] == 1.0 and np.isinf(ratios.loc["q", "b"])
     assert list(taus) == [1.0, 3.0]
     summ = summarize_suite(runs, time_limit=10.0, shift=10.0).set_index("backend")
-    assert summ.loc["a", "solved"] == 2 and summ.loc["b", "solved"] == 1
+    assert summ.loc["a", "lp_solved"] == "2/2" and summ.loc["b", "lp_solved"] == "1/2"
     # unsolved counts as the time limit
-    assert summ.loc["b", "sgm_s_shift10"] == pytest.approx(shifted_geomean(np.array([3.0, 10.0]), 10.0))
+    assert summ.loc["b", "lp_sgm_s"] == pytest.approx(shifted_geomean(np.array([3.0, 10.0]), 10.0))
+    assert summ.loc["a", "lp_sgm_vs_best"] == 1.0 and summ.loc["a", "milp_solved"] == "0/0"
 
 
 def test_run_suite_agrees_and_skips_unsupported(gavel) -> None:
@@ -64,7 +65,7 @@ def test_cli_writes_table_and_profile(gavel, tmp_path: Path, capsys: pytest.Capt
     assert main(["bench", "suite", "--output", str(out), "--sizes", "256", "--policies", "max_sum", "makespan",
                  "--backends", "highs", "clarabel", "--time-limit", "10"]) == 0
     summary = pd.read_csv(out / "summary.csv")
-    assert set(summary["backend"]) == {"highs", "clarabel"} and (summary["solved"] == 2).all()
+    assert set(summary["backend"]) == {"highs", "clarabel"} and (summary["lp_solved"] == "2/2").all()
     assert (out / "profile.png").stat().st_size > 0 and "| backend |" in (out / "summary.md").read_text()
     meta = json.loads((out / "suite.json").read_text())
     assert meta["suite_version"] == "1" and meta["sizes"] == [256]

@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import argparse
 import logging
+import sys
+import time
 
 log = logging.getLogger("policyopt.cli")
 
@@ -51,7 +53,14 @@ def _cmd_suite(args: argparse.Namespace) -> int:
         TimeElapsedColumn,
     )
 
-    from .suite import DEFAULT_SIZES, FAMILIES, SuiteConfig, run_suite, summarize_suite, write_suite
+    from .suite import (
+        DEFAULT_SIZES,
+        FAMILIES,
+        SuiteConfig,
+        run_suite,
+        summarize_suite,
+        write_suite,
+    )
 
     sizes = [n for chunk in args.sizes for n in _sizes(chunk)] if args.sizes else list(DEFAULT_SIZES)
     cfg = SuiteConfig(families=args.policies or tuple(FAMILIES), sizes=sizes, backends=args.backends or (),
@@ -59,9 +68,12 @@ def _cmd_suite(args: argparse.Namespace) -> int:
     with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                   transient=False) as bar:
         task = bar.add_task("suite", total=None)
+        t0 = time.perf_counter()
 
         def progress(msg: str, done: int, total: int) -> None:
             bar.update(task, description=msg, completed=done, total=total)
+            if not bar.console.is_terminal:  # a log file: one line per step
+                print(f"[{done}/{total} {time.perf_counter() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
 
         instances, runs = run_suite(cfg, progress)
     summary = summarize_suite(runs, cfg.time_limit, cfg.shift)
@@ -112,6 +124,6 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
                         "budget_makespan water_filling_step hierarchical space_sharing wf_milp")
     s.add_argument("--backends", nargs="+", help="backend specs (default: every installed one of highs highs:ipm "
                                                  "ortools:glop ortools:pdlp clarabel scip cuopt)")
-    s.add_argument("--time-limit", type=float, default=60.0, help="seconds per solve (default 60)")
+    s.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default 30)")
     s.add_argument("--shift", type=float, default=10.0, help="shift of the geometric mean, seconds (default 10)")
     s.set_defaults(func=_cmd_suite)

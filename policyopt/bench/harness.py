@@ -15,9 +15,10 @@ import multiprocessing as mp
 import resource
 import time
 import tracemalloc
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -25,7 +26,7 @@ import pandas as pd
 from ..policy import get_policy, policy_class
 from ..problem import Problem
 
-__all__ = ["BenchConfig", "run_benchmark", "summarize", "plot_summary", "DEFAULT_BACKENDS", "gavel_problem"]
+__all__ = ["DEFAULT_BACKENDS", "BenchConfig", "gavel_problem", "plot_summary", "run_benchmark", "summarize"]
 
 #: backend spec -> policy options (solver + algorithm)
 DEFAULT_BACKENDS: dict[str, dict[str, Any]] = {
