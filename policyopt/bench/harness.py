@@ -15,18 +15,18 @@ import multiprocessing as mp
 import resource
 import time
 import tracemalloc
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Sequence
 
 import numpy as np
 import pandas as pd
 
+from ..errors import InputError
 from ..policy import get_policy, policy_class
 from ..problem import Problem
 
-__all__ = ["DEFAULT_BACKENDS", "BenchConfig", "gavel_problem", "plot_summary", "run_benchmark", "summarize"]
+__all__ = ["BenchConfig", "run_benchmark", "summarize", "plot_summary", "DEFAULT_BACKENDS", "gavel_problem"]
 
 #: backend spec -> policy options (solver + algorithm)
 DEFAULT_BACKENDS: dict[str, dict[str, Any]] = {
