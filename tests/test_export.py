@@ -24,8 +24,10 @@ from policyopt.problem import Problem
 
 highspy = pytest.importorskip("highspy")
 
-#: options a policy needs on gavel-small (its required options)
-OPTIONS = {"makespan_under_budget": {"budget": 2000.0}}
+#: options a policy needs on gavel-small (its required options; max-min fairness without its
+#: second "fill" LP is one model — with it, two, and refused)
+OPTIONS = {"makespan_under_budget": {"budget": 2000.0}, "max_min_fairness": {"fill": False},
+           "max_min_fairness_agnostic": {"fill": False}}
 #: policies that must be exportable as one model on gavel-small
 SINGLE = {"max_min_fairness", "max_min_fairness_agnostic", "max_sum_throughput", "makespan", "fifo",
           "fifo_agnostic", "min_cost", "min_cost_slo", "fluid_srpt", "makespan_under_budget",
@@ -93,6 +95,13 @@ def _check_stages(name: str, problem: Problem, opts: dict, tmp_path: Path) -> No
             import_solution([model], [tmp_path / f"s{k}.sol"], problem)
 
 
+def test_two_stage_max_min_fairness_is_explained(problem: Problem, tmp_path: Path) -> None:
+    """Default max-min fairness adds a second LP: refused as a whole, both stages exportable."""
+    with pytest.raises(ExportError, match="sequence of 2"):
+        export_policy("max_min_fairness", problem, tmp_path / "m.mps")
+    _check_stages("max_min_fairness", problem, {}, tmp_path)
+
+
 def test_hierarchical_is_explained(tmp_path: Path) -> None:
     d = example_dict("gavel-small")
     d["entities"] = {"a": {"weight": 1.0}, "b": {"weight": 2.0}}
@@ -104,7 +113,7 @@ def test_hierarchical_is_explained(tmp_path: Path) -> None:
 
 
 def test_lp_format_space_sharing_and_column_map(problem: Problem, tmp_path: Path) -> None:
-    opts = {"space_sharing": True}
+    opts = {"space_sharing": True, "fill": False}
     (model, _), = export_policy("max_min_fairness", problem, tmp_path / "m.lp", fmt="lp", options=opts,
                                 source={"example": "gavel-small"})
     assert model.read_text().lstrip().startswith("\\") or "max" in model.read_text()[:200]
