@@ -14,6 +14,7 @@ No in-place updates: a re-solve rebuilds. ``ortools:glop`` / ``ortools:pdlp`` ch
 from __future__ import annotations
 
 import time
+from typing import Any
 
 import numpy as np
 
@@ -41,10 +42,10 @@ def _solve_ortools(sf: StandardForm, options: SolverOptions, sub: str) -> SolveR
     if sf.is_mip:
         raise SolverError(f"ortools:{sub} solves LPs only; this model has integer columns")
     model = mbh.ModelBuilderHelper()
-    model.fill_model_from_sparse_data(
-        np.ascontiguousarray(sf.col_lower, np.float64), np.ascontiguousarray(sf.col_upper, np.float64),
-        np.ascontiguousarray(sf.c, np.float64), np.ascontiguousarray(sf.row_lower, np.float64),
-        np.ascontiguousarray(sf.row_upper, np.float64), sf.A.tocsr())
+    lo, hi, c, rlo, rhi = (np.ascontiguousarray(a, np.float64)
+                           for a in (sf.col_lower, sf.col_upper, sf.c, sf.row_lower, sf.row_upper))
+    fill: Any = model.fill_model_from_sparse_data  # (OR-Tools' stubs mistype the arrays)
+    fill(lo, hi, c, rlo, rhi, sf.A.tocsr())
     model.set_maximize(sf.sense == "max")
     model.set_objective_offset(float(sf.offset))
     solver = mbh.ModelSolverHelper(sub)

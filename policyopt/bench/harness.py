@@ -22,7 +22,6 @@ from typing import Any, Callable, Sequence
 import numpy as np
 import pandas as pd
 
-from ..errors import InputError
 from ..policy import get_policy, policy_class
 from ..problem import Problem
 
