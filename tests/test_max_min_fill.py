@@ -136,3 +136,51 @@ def test_fill_property_random(seed: int, n: int) -> None:
     first = policyopt.solve(problem, "max_min_fairness", fill=False)
     assert res.objective == pytest.approx(first.objective, rel=1e-9, abs=1e-12)
     assert usable_idle(problem, res.allocation) == []
+
+
+# ------------------------------------------------------------------ hierarchical: spare capacity flows on
+def _tenants(jobs: list[Job], counts: dict[str, int], policies: tuple[str, str] = ("fairness", "fairness"),
+             weights: tuple[float, float] = (1.0, 3.0)) -> Problem:
+    from policyopt import Entity
+
+    return Problem(Cluster.from_counts(counts), tuple(jobs),
+                   entities={"prod": Entity("prod", weights[0], policies[0]),
+                             "research": Entity("research", weights[1], policies[1])})
+
+
+@pytest.mark.parametrize("policies", [("fairness", "fairness"), ("fifo", "fairness"), ("fairness", "fifo")])
+def test_hierarchical_share_is_not_a_cap(policies: tuple[str, str]) -> None:
+    """``prod`` has weight 1 of 4, but ``research`` can only use CPUs: prod's jobs get every GPU
+    (their weight share does not cap them on an otherwise idle cluster), research keeps its CPUs."""
+    jobs = [Job("p1", {"a100": 10.0, "t4": 3.0}, entity="prod"),
+            Job("p2", {"a100": 8.0, "t4": 4.0}, entity="prod", scale_factor=2),
+            Job("r1", {"cpu": 1.0}, entity="research")]
+    problem = _tenants(jobs, {"a100": 2, "t4": 4, "cpu": 4}, policies)
+    res = policyopt.solve(problem, "hierarchical")
+    assert res.status.value == "optimal"
+    assert usable_idle(problem, res.allocation) == []
+    assert sum(res.allocation["r1"].values()) == pytest.approx(1.0, abs=1e-6)
+    gpu_time = {j: sum(f for c, f in res.allocation[j].items() if physical_type(c) in ("a100", "t4")) for j in ("p1", "p2")}
+    assert gpu_time["p1"] == pytest.approx(1.0, abs=1e-6) and gpu_time["p2"] == pytest.approx(1.0, abs=1e-6)
+
+
+@settings(max_examples=20, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), n=st.integers(2, 7))
+def test_hierarchical_is_work_conserving(seed: int, n: int) -> None:
+    """Random tenants, weights and FIFO/fairness mixes: no job with time to spare is kept off a
+    worker type with spare capacity where it can run (Gavel's hierarchical water-filling)."""
+    rng = np.random.default_rng(seed)
+    types = ["a100", "t4", "cpu"]
+    counts = dict(zip(types, rng.integers(2, 6, 3).tolist()))
+    jobs = []
+    for i in range(n):
+        thr = dict(zip(types, np.round(rng.uniform(0.0, 10.0, 3) * (rng.random(3) > 0.3), 3).tolist()))
+        if not any(v > 0 for v in thr.values()):
+            thr["cpu"] = 1.0
+        jobs.append(Job(f"j{i}", thr, scale_factor=int(rng.choice([1, 1, 2])),
+                        entity="prod" if i % 2 else "research", arrival=float(i)))
+    pols = tuple(str(p) for p in rng.choice(["fairness", "fifo"], 2))
+    problem = _tenants(jobs, counts, (pols[0], pols[1]), (float(rng.integers(1, 4)), float(rng.integers(1, 4))))
+    res = policyopt.solve(problem, "hierarchical")
+    assert res.status.value == "optimal"
+    assert usable_idle(problem, res.allocation) == []
