@@ -58,8 +58,8 @@ reports is in those terms, and ``real_objective`` evaluates ``max ρ_m`` with th
 from __future__ import annotations
 
 import time
-
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -201,7 +201,7 @@ class FinishTimeFairness(Policy):
                 break
             # the model root when it gives the new lower bound and moves; else bisect [lb, ub]
             moves = root is not None and 1.0 / root == lb and abs(root - v) > 1e-15 * v
-            v = root if moves and root is not None else 2.0 / (lb + ub)
+            v = root if (moves and root is not None) else 2.0 / (lb + ub)
         else:
             status = Status.TIME_LIMIT
         gap = (ub - lb) / ub

@@ -9,8 +9,14 @@ packing never loses throughput; Gandiva drops pairs whose normalized sum falls b
 otherwise both jobs stay alone. Then the ``K`` combinations split the cluster equally: combination
 ``r`` gets ``count_t/(K·sf_r)`` of type ``t`` on its best placement there (for a pair: the
 configuration with the largest normalized combined throughput), rows scaled down to sum to at most
-1. Capacity holds by construction. Stateless: each call draws a fresh pairing from ``seed``
-(Gavel's version keeps pairs across rounds). Objective ``None``.
+1. Capacity holds by construction. Objective ``None``.
+
+**Across calls, as Gavel's Gandiva** (``keep_pairs``, default on): the policy object remembers each
+job's combination (its partner, or none) and keeps it while both jobs are present and the pair is
+still a viable pair row; only jobs without a combination are paired (at random, from a generator
+seeded once with ``seed`` and advanced call by call), and the rest become single combinations that
+persist too. When demand fits the cluster no packing is used and the memory is left as it is. A
+fresh object (``policyopt.solve``) has no memory.
 
 Without pairs the equal split *is* the space's isolated allocation
 (:meth:`~policyopt.allocation.AllocationSpace.isolated_allocation`; identical to the formula above
@@ -36,16 +42,19 @@ from policyopt.result import PolicyResult, Status, Timings
 from ._common import nearest_feasible
 
 
-def random_pairs(space: AllocationSpace, rng: np.random.Generator) -> np.ndarray:
-    """Indices of pair rows (into ``space.pair_jobs``) chosen by a random matching per scale factor."""
+def random_pairs(space: AllocationSpace, rng: np.random.Generator, candidates: np.ndarray | None = None
+                 ) -> np.ndarray:
+    """Indices of pair rows (into ``space.pair_jobs``) chosen by a random matching per scale factor
+    among ``candidates`` (a bool mask over jobs; default every job)."""
     n = len(space.jobs)
     if not space.num_pairs:
         return np.zeros(0, np.int64)
+    cand = np.ones(n, bool) if candidates is None else candidates
     key_of_pair = space.pair_jobs[:, 0] * n + space.pair_jobs[:, 1]
     order = np.argsort(key_of_pair)
     chosen = []
     for sf in np.unique(space.scale):
-        members = rng.permutation(np.flatnonzero(space.scale == sf))
+        members = rng.permutation(np.flatnonzero((space.scale == sf) & cand))
         m = members.size // 2 * 2
         a, b = members[0:m:2], members[1:m:2]
         keys = np.minimum(a, b) * n + np.maximum(a, b)
@@ -62,7 +71,38 @@ class Gandiva(Policy):
 
     pop_combine = "sum"  # how POP recombines sub-problem objectives
 
-    options = (Option("seed", int, 0, "seed of the random pairing"),)
+    options = (Option("seed", int, 0, "seed of the random pairing"),
+               Option("keep_pairs", bool, True, "keep each job's combination (pair or single) across calls of "
+                      "this policy object while it stays viable (Gavel's Gandiva)"))
+
+    def _pairs(self, space: AllocationSpace) -> np.ndarray:
+        """Pair rows for this call: the remembered combinations still viable, plus a random pairing
+        of the jobs that have none (see the module docstring)."""
+        if not self.config["keep_pairs"]:
+            return random_pairs(space, np.random.default_rng(self.config["seed"]))
+        rng = self.__dict__.setdefault("_rng", np.random.default_rng(self.config["seed"]))
+        memory: dict[str, str | None] = self.__dict__.setdefault("_combos", {})
+        n = len(space.jobs)
+        labels = np.asarray(space.jobs.labels, dtype=str)
+        a, b = space.pair_jobs[:, 0], space.pair_jobs[:, 1]
+        partner_of = {str(k): v for k, v in memory.items()}
+        want = np.array([partner_of.get(str(labels[i]), "") or "" for i in a.tolist()], dtype=str) \
+            if space.num_pairs else np.zeros(0, dtype=str)
+        kept_rows = np.flatnonzero(want == labels[b]) if space.num_pairs else np.zeros(0, np.int64)
+        in_pair = np.zeros(n, bool)
+        in_pair[a[kept_rows]] = in_pair[b[kept_rows]] = True
+        single = np.isin(labels, np.array([k for k, v in memory.items() if v is None], dtype=str)) & ~in_pair
+        fresh = ~(in_pair | single)
+        new_rows = random_pairs(space, rng, fresh)
+        rows = np.concatenate([kept_rows, new_rows])
+        paired = np.zeros(n, bool)
+        paired[space.pair_jobs[rows].ravel()] = True
+        memory.clear()
+        for r in rows.tolist():
+            x, y = str(labels[space.pair_jobs[r, 0]]), str(labels[space.pair_jobs[r, 1]])
+            memory[x], memory[y] = y, x
+        memory.update({str(j): None for j in labels[~paired].tolist()})
+        return rows
 
     def solve(self, problem: Problem) -> PolicyResult:
         timings = Timings()
@@ -71,7 +111,7 @@ class Gandiva(Policy):
         n, C = len(space.jobs), len(space.configs)
         pairs = np.zeros(0, np.int64)
         if space.scale.sum() > space.counts.sum() and space.num_pairs:
-            pairs = random_pairs(space, np.random.default_rng(self.config["seed"]))
+            pairs = self._pairs(space)
         if pairs.size == 0:  # every job alone: the space's equal share (its isolated allocation)
             X = space.full_from_single(space.isolated_allocation())
             timings.build = time.perf_counter() - t0

@@ -390,7 +390,7 @@ def test_allox_matches_enumerated_matching() -> None:
     jobs = [job("A", 10, 5, steps_remaining=10), job("B", 10, 10, steps_remaining=40),
             job("C", 10, 1, steps_remaining=30)]
     p = two_types(jobs)
-    r = policyopt.solve(p, "allox", alpha=1.0)  # consider every job (default: max(#workers, 0.3·n))
+    r = policyopt.solve(p, "allox")  # Gavel's default alpha = 1: every job
     P = np.array([[1, 2], [4, 4], [3, 30]], float)
     best, best_heads = np.inf, None
     for assign in itertools.product([0, 1], repeat=3):
@@ -408,7 +408,7 @@ def test_allox_matches_enumerated_matching() -> None:
     for c, m in best_heads.items():
         assert r.allocation[names[m]][cfg[c]] == pytest.approx(1.0)
     assert not r.space.check(r.X)
-    # default alpha: max(#workers = 2, ⌊0.3·3⌋) = 2 oldest jobs (equal ages: problem order A, B)
-    r2 = policyopt.solve(p, "allox")
+    # alpha 0.3: max(#workers = 2, ⌊0.3·3⌋) = 2 oldest jobs (equal ages: problem order A, B)
+    r2 = policyopt.solve(p, "allox", alpha=0.3)
     assert r2.extra["jobs_considered"] == 2 and sum(r2.allocation["C"].values()) == 0.0
     assert r2.objective == pytest.approx(1 + 4)

@@ -14,7 +14,8 @@ call (a job's first call starts at ``c_m = 0``). The policy reports ``thr(m, X_i
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+from collections.abc import Mapping
+from typing import Any
 
 __all__ = ["IsolatedTimeTracker"]
 
