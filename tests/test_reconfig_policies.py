@@ -454,7 +454,10 @@ def check_milp_water_filling(problem: ReconfigProblem, R: Rows, res: PolicyResul
     norm = 1.0 / (R.weights * R.ref)
     A = np.hstack([-per_job(R, R.T * norm[:, None]), np.ones((n, 1))])
     opt, _, _ = lp_max(R, np.zeros((n, C)), 1, np.ones(1), A, np.zeros(n))
-    assert res.objective == pytest.approx(opt, rel=1e-3)   # its published margin is 1e-4
+    # Gavel's stopping rule may leave jobs unsettled (status `stopped`, objective in extra): the first
+    # level — the max-min optimum — is reached either way
+    value = res.objective if res.objective is not None else res.extra["water_filling"]["objective_of_allocation"]
+    assert value == pytest.approx(opt, rel=1e-3)   # its published margin is 1e-4
 
 
 def check_hierarchical(problem: ReconfigProblem, R: Rows, res: PolicyResult) -> None:
@@ -531,7 +534,8 @@ def test_policy_over_execution_plans(problem: ReconfigProblem, R: Rows, name: st
             solve(problem, name, **options)
         return
     res = solve(problem, name, **options)
-    assert res.status is Status.OPTIMAL, (name, res.status, res.message)
+    allowed = {Status.OPTIMAL} | ({Status.STOPPED} if name == "water_filling_milp" else set())
+    assert res.status in allowed, (name, res.status, res.message)
     # rows of the space the policy solved over (the Synergy-/Sia-like baselines restrict the
     # configurations: cores only / pure data parallelism)
     rows = independent_rows(problem, res.space)
