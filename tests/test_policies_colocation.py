@@ -53,7 +53,7 @@ def test_round_trip_and_fields() -> None:
     (lambda d: d["colocated_types"][0].update(extra=1), "colocated_types[0].extra"),
     (lambda d: d["colocated_types"].append({"job_types": ["B", "A"], "worker_type": "v100", "throughputs": [1, 1]}),
      "colocated_types[B|A@v100]"),
-    (lambda d: d["jobs"][0].update(job_type=3), "jobs[a0].job_type"),
+    (lambda d: d["jobs"][0].update(job_type=3), "jobs[0].job_type"),  # jobs are named by their place
     (lambda d: d.update(colocated_types="x"), "colocated_types"),
 ])
 def test_bad_type_colocations_name_the_field(mutate, field: str) -> None:  # type: ignore[no-untyped-def]
