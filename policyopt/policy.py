@@ -31,7 +31,7 @@ from .modeling import Model, Variable
 from .problem import Problem
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
-from .warm_start import BasisSnapshot, carry_basis
+from .warm_start import BasisSnapshot, carry_basis, recall, remember
 
 __all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
            "policy_class", "COMMON_OPTIONS", "register_space", "load_plugins"]
@@ -227,7 +227,7 @@ class LPPolicy(Policy):
         t2 = time.perf_counter()
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
         loaded = solver.load(sf, self.solver_options(sf))
-        prev = self.__dict__.get("_last_basis")
+        prev = recall(self)
         if prev is not None and not model.is_mip and self.config["algorithm"] == "auto":
             # warm start: the previous problem's optimal basis, carried over by labels (a job more
             # or less after an arrival or completion); a failed warm solve is checked cold (resolve)
@@ -236,7 +236,7 @@ class LPPolicy(Policy):
         else:
             raw = loaded.solve()
         basis = loaded.get_basis() if self.config["algorithm"] == "auto" else None
-        self.__dict__["_last_basis"] = None if basis is None else BasisSnapshot(model, *basis)
+        remember(self, None if basis is None else BasisSnapshot(model, *basis))
         timings.build, timings.compile = t1 - t0, t2 - t1
         timings.solve = time.perf_counter() - t2 - raw.timings.extract
         timings.extract = raw.timings.extract

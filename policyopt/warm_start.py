@@ -12,13 +12,15 @@ Only the public modeling API is used.
 """
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from .modeling import IndexSet, Model
 
-__all__ = ["BasisSnapshot", "carry_basis", "LOWER", "BASIC", "UPPER", "ZERO"]
+__all__ = ["BASIC", "LOWER", "UPPER", "ZERO", "BasisSnapshot", "carry_basis", "recall", "remember"]
 
 LOWER, BASIC, UPPER, ZERO = 0, 1, 2, 3
 
@@ -30,6 +32,24 @@ class BasisSnapshot:
     model: Model
     col_status: np.ndarray
     row_status: np.ndarray
+
+
+#: the last basis of each owner (a policy object), kept beside it rather than in it: a policy stays
+#: picklable (POP's worker processes) and copies do not share it
+_LAST: "weakref.WeakKeyDictionary[Any, BasisSnapshot]" = weakref.WeakKeyDictionary()
+
+
+def remember(owner: Any, snapshot: BasisSnapshot | None) -> None:
+    """Keep ``snapshot`` as ``owner``'s last basis (``None`` forgets it)."""
+    if snapshot is None:
+        _LAST.pop(owner, None)
+    else:
+        _LAST[owner] = snapshot
+
+
+def recall(owner: Any) -> BasisSnapshot | None:
+    """``owner``'s last basis, if any."""
+    return _LAST.get(owner)
 
 
 def _positions(old: IndexSet, new: IndexSet) -> np.ndarray:

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from policyopt import Cluster, Job, Model, Problem, SolverOptions, get_policy, get_solver
-from policyopt.warm_start import BasisSnapshot, carry_basis
+from policyopt.warm_start import BasisSnapshot, carry_basis, recall
 
 
 def distinct_problem(n: int, seed: int) -> Problem:
@@ -57,6 +57,16 @@ def test_arrivals_and_completions_match_cold_solves(policy: str, seed: int) -> N
         p = base.with_jobs(js)
         got = warm.solve(p)
         ref = get_policy(policy, algorithm="simplex", **opts).solve(p)
-        assert warm.__dict__.get("_last_basis") is not None  # the whole LP went through HiGHS
+        assert recall(warm) is not None  # the whole LP went through HiGHS
         assert got.objective == pytest.approx(ref.objective, rel=1e-7)
         assert not got.space.check(got.X, tol=1e-9)
+
+
+def test_policy_stays_picklable_after_a_warm_solve() -> None:
+    import pickle
+
+    pol = get_policy("max_sum_throughput")
+    pol.solve(distinct_problem(20, 3))
+    assert recall(pol) is not None
+    copy = pickle.loads(pickle.dumps(pol))
+    assert recall(copy) is None and copy.config == pol.config
