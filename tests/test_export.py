@@ -102,6 +102,24 @@ def test_two_stage_max_min_fairness_is_explained(problem: Problem, tmp_path: Pat
     _check_stages("max_min_fairness", problem, {}, tmp_path)
 
 
+def test_recording_passes_every_model_update_through(problem: Problem) -> None:
+    """The recorder must not change what the policy computes: every LoadedModel method reaches the
+    real backend (cutting planes through add_rows, bases, bounds, costs)."""
+    from policyopt.bench.export import _RecordingModel
+    from policyopt.solver_api import LoadedModel
+
+    public = {n for n in vars(LoadedModel) if not n.startswith("_") and callable(getattr(LoadedModel, n))}
+    assert public - {"resolve"} <= set(vars(_RecordingModel)), public - set(vars(_RecordingModel))
+    for name in ("max_min_fairness", "max_min_fairness_strategy_proof", "max_min_fairness_water_filling"):
+        try:
+            policy = get_policy(name)
+        except InputError:
+            continue
+        direct = policy.solve(problem)
+        recorded = capture(policy, problem)[0].result
+        assert recorded.objective == pytest.approx(direct.objective, rel=1e-9, abs=1e-12), name
+
+
 def test_hierarchical_is_explained(tmp_path: Path) -> None:
     d = example_dict("gavel-small")
     d["entities"] = {"a": {"weight": 1.0}, "b": {"weight": 2.0}}

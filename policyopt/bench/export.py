@@ -137,6 +137,16 @@ class _RecordingModel(LoadedModel):
         self._touch()
         self._inner.set_sense(sense)
 
+    def add_rows(self, A_rows: Any, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        self._touch()
+        return self._inner.add_rows(A_rows, lower, upper)
+
+    def get_basis(self) -> tuple[np.ndarray, np.ndarray] | None:
+        return self._inner.get_basis()
+
+    def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
+        self._inner.set_basis(col_status, row_status)
+
     def set_algorithm(self, algorithm: str) -> None:
         self._inner.set_algorithm(algorithm)
 
