@@ -1,0 +1,53 @@
+"""The converted Rubick data set: counts, unit mapping, and that the tables validate."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from policyopt.errors import InputError
+from policyopt.perfmodel.rubick import configs_table, load_rubick, samples_table
+from policyopt.perfmodel.table import validate_table
+
+DATA = Path(__file__).resolve().parents[1] / "benchmarks" / "data" / "rubick"
+
+
+@pytest.fixture(scope="module")
+def data():
+    return load_rubick(DATA)
+
+
+def test_counts(data) -> None:
+    counts = data.raw_samples.groupby("model").size().to_dict()
+    assert counts == {"vit": 7, "roberta": 6, "bert": 7, "t5": 7, "gpt2": 4, "llama7b": 3,
+                      "llama30b": 3}
+    pts = data.points
+    assert len(pts) == 99
+    per_model = pts.groupby("model").size().to_dict()
+    assert per_model == {"vit": 16, "roberta": 16, "bert": 16, "t5": 16, "gpt2": 16,
+                         "llama7b": 13, "llama30b": 6}
+    assert len(data.reported) == 22
+
+
+def test_tables_validate_and_keep_units(data) -> None:
+    samples = validate_table(samples_table(data), "samples", require_iter_time=True)
+    configs = configs_table(data)
+    validate_table(configs, "configs")
+    # gpt2's first DP+TP+PP point: pp 1, tp 5 on 1 node x 5 GPUs, measured 1052.5 ms.
+    first = configs[(configs["model"] == "gpt2") & (configs["plan"] == "DP+TP+PP")].iloc[0]
+    assert (first["tp"], first["pp"], first["gpus"], first["nodes"]) == (5, 1, 5, 1)
+    assert first["actual"] == pytest.approx(1.0525)
+    # GA in the alphas: gpt2 ZeRO-DP+GA: StrategyParams(8, 8, 8, ...) on 1 GPU, (4, 4, 4, ...) on 2.
+    ga = configs[(configs["model"] == "gpt2") & (configs["plan"] == "ZeRO-DP+GA")]
+    assert ga["ga_steps"].tolist() == [8, 4, 1, 1] and set(ga["zero"]) == {"dp"}
+    # GC in the alphas: alpha_f = 2 alpha_b.
+    gc = configs[(configs["model"] == "vit") & (configs["plan"] == "GC")]
+    assert set(gc["gc"]) == {1} and set(gc["ga_steps"]) == {1}
+    assert np.allclose(samples.loc[samples["model"] == "vit", "iter_time"].iloc[0], 0.049)
+    assert configs["params"].gt(5e7).all()
+
+
+def test_missing_copy_named(tmp_path) -> None:
+    with pytest.raises(InputError, match="rubick_dir"):
+        load_rubick(tmp_path)
