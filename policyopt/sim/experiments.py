@@ -162,11 +162,12 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         "v100=16,p100=16,k80=16", {"generator": "shockwave", "jobs": 400},
         (Arm("LAS", {"packing": False, "migration": "none"}),
          Arm("LAS+pack+matching", {"packing": True, "migration": "matching"}),
-         Arm("LAS+pack+simple", {"packing": True, "migration": "simple"})),
+         Arm("LAS+pack+simple", {"packing": True, "migration": "simple"}),
+         Arm("LAS+pack+tesserae", {"packing": True, "migration": "tesserae"})),
         baseline="LAS", treatment="LAS+pack+matching", rates=(30.0, 50.0),
         common={"policy": "las", "renew_leases": False, "checkpoint_seconds": 30.0, "restore_seconds": 30.0},
         metrics=("avg_jct_hours", "migrations", "utilization"),
-        extra_comparisons=(("LAS+pack+simple", "LAS+pack+matching"),)),
+        extra_comparisons=(("LAS+pack+simple", "LAS+pack+matching"), ("LAS+pack+tesserae", "LAS+pack+matching"))),
 ]}
 
 

@@ -22,10 +22,11 @@ round at time ``t``:
    packing (optional, Tesserae) → placement (consolidating, lease renewal) → migration minimization
    (``matching`` / ``tesserae`` / ``simple`` / ``none``). Failed GPUs are held by placeholder jobs so
    nothing is placed on them. With ``migration="matching"`` (unless ``keep_types`` /
-   ``renewal_credit`` say otherwise) the mechanism gives the type a job ran on last round a credit of
-   one round (``RoundMechanism(renewal_credit=...)``) and :func:`~policyopt.placement.keep_types`
-   moves a running job back to last round's type when that type has room (or a swap partner), gives
-   it time and is not slower for it.
+   ``renewal_credit`` say otherwise) the mechanism gives the combination that ran last round a
+   credit of ``checkpoint_seconds + restore_seconds``, what a switch costs
+   (``RoundMechanism(renewal_credit=...)``), and :func:`~policyopt.placement.keep_types` moves a
+   running job back to last round's type when that type has room (or a swap partner), gives it
+   time and is not slower for it.
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
@@ -84,7 +85,7 @@ class SimConfig:
     placer: str = "consolidate"
     renew_leases: bool = True
     keep_types: bool | None = None  # None: on with migration="matching" (placement.sticky.keep_types)
-    renewal_credit: float | None = None  # seconds; None: one round with migration="matching", else 0
+    renewal_credit: float | None = None  # seconds; None: checkpoint + restore with migration="matching", else 0
     round_seconds: float = 360.0
     recompute_interval: float | None = None  # None: one round
     checkpoint_seconds: float = 10.0
@@ -315,7 +316,9 @@ class Simulator:
         policy = self._policy_object()
         alloc_mode = self.resolved.kind in ("allocation", "static_split")
         need_rho = self.resolved.kind == "priority" and self.resolved.name == "ftf"
-        credit = (L if cfg.migration == "matching" else 0.0) if cfg.renewal_credit is None else cfg.renewal_credit
+        # default credit: what a switch costs (checkpoint + restore), with the job-exact pipeline only
+        credit = ((cfg.checkpoint_seconds + cfg.restore_seconds) if cfg.migration == "matching" else 0.0) \
+            if cfg.renewal_credit is None else cfg.renewal_credit
         if self.resolved.kind == "static_split":
             scheduler: Any = PartitionedScheduler(policy, L, credit)
         elif alloc_mode:
