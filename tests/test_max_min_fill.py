@@ -160,7 +160,8 @@ def test_hierarchical_share_is_not_a_cap(policies: tuple[str, str]) -> None:
     assert res.status.value == "optimal"
     assert usable_idle(problem, res.allocation) == []
     assert sum(res.allocation["r1"].values()) == pytest.approx(1.0, abs=1e-6)
-    gpu_time = {j: sum(f for c, f in res.allocation[j].items() if physical_type(c) in ("a100", "t4")) for j in ("p1", "p2")}
+    gpu_time = {j: sum(f for c, f in res.allocation[j].items() if physical_type(c) in ("a100", "t4"))
+                for j in ("p1", "p2")}
     assert gpu_time["p1"] == pytest.approx(1.0, abs=1e-6) and gpu_time["p2"] == pytest.approx(1.0, abs=1e-6)
 
 
