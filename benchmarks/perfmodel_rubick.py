@@ -9,10 +9,13 @@ prints our mean / max relative error |T̂/y − 1|, Rubick's reported mean / max
 ``validation.md`` of the artifact; "-" where the artifact states none) and a naive baseline:
 linear scaling of the model's sample with the fewest GPUs, T̂ = y_ref·g_ref/g.
 
-Models with fewer samples than free parameters are fitted with parameters held at the
-documented defaults :data:`FEW_SAMPLE_DEFAULTS` (in that order, only as many as needed; the
-offload parameters all together when fewer than 3 offload samples exist); the table of fits says
-which.
+Two fits are compared: ``per-model`` (each model alone, as ``perf-model fit`` without
+``--pool``; models with fewer samples than free parameters get parameters held at the
+documented defaults :data:`FEW_SAMPLE_DEFAULTS`, in that order and only as many as needed, the
+offload parameters all together when fewer than 3 offload samples exist) and ``pooled``
+(``perf-model fit --pool`` with ``--pool``, default :data:`HARDWARE_POOL`: the parameters
+bound to the cluster rather than the model, shared by all seven models). The table of fits says
+what was held or pooled.
 """
 from __future__ import annotations
 
@@ -26,12 +29,15 @@ import pandas as pd
 from policyopt.perfmodel.fit import MIN_OFFLOAD, NO_OFFLOAD_FIXED, fit_model
 from policyopt.perfmodel.model import predict_iter_time
 from policyopt.perfmodel.params import PARAM_NAMES
+from policyopt.perfmodel.pooled import fit_pooled, parse_names
 from policyopt.perfmodel.rubick import configs_table, load_rubick, samples_table
 
 DATA = Path(__file__).resolve().parent / "data" / "rubick"
 #: Held one by one (this order) while a model has fewer samples than free parameters.
 FEW_SAMPLE_DEFAULTS: tuple[tuple[str, float], ...] = (
     ("k_swap", 1.0), ("k_off", 1.0), ("k_sync", 1.0), ("k_const", 0.0))
+#: Shared across the models of one cluster in the pooled fit.
+HARDWARE_POOL = "k_opt,k_opt_off,k_off,k_swap,k_sync"
 
 
 def fixed_for(rows: pd.DataFrame) -> dict[str, float]:
@@ -66,7 +72,7 @@ def plot(table: pd.DataFrame, path: Path) -> None:
     ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
     ax.fill_between([lo, hi], [lo * 0.8, hi * 0.8], [lo * 1.2, hi * 1.2], color="0.9", zorder=0)
     ax.set(xscale="log", yscale="log", xlabel="measured iteration time (s)",
-           ylabel="predicted (s)", title="Rubick A800 validation points (band: ±20%)")
+           ylabel="predicted (s)", title="Rubick A800 validation points, pooled fit (band: ±20%)")
     ax.legend(fontsize=8)
     fig.savefig(path, dpi=120)
     print(f"plot -> {path}")
@@ -78,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--data", type=Path, default=DATA)
     ap.add_argument("--plot", type=Path, default=None, help="write the log-log plot here")
     ap.add_argument("--starts", type=int, default=8)
+    ap.add_argument("--pool", default=HARDWARE_POOL, help="parameters shared in the pooled fit")
     args = ap.parse_args(argv)
     data = load_rubick(args.data)
     samples, configs = samples_table(data), configs_table(data)
@@ -91,32 +98,39 @@ def main(argv: list[str] | None = None) -> int:
         rows.append({"model": model, "samples": len(grp), "rmsle": fit.rmsle,
                      "fwd_source": data.fwd_time_1gpu(str(model))[1],
                      "held": ", ".join(f"{k}={v:g}" for k, v in fixed.items()) or "-"})
+    pooled = fit_pooled(samples, parse_names(args.pool, "pool"), n_starts=args.starts)
+    for row in rows:
+        row["pooled_rmsle"] = pooled.rmsle[str(row["model"])]
     pd.set_option("display.width", 200)
-    print("\nfits (samples only):")
+    print(f"\nfits (samples only); pooled fit shares {', '.join(pooled.pooled)}:")
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
 
     table = configs.copy()
     table["pred"] = predict_iter_time(configs, fits)
     table["err"] = (table["pred"] / table["actual"] - 1).abs()
+    table["pooled_pred"] = predict_iter_time(configs, pooled.params)
+    table["pooled_err"] = (table["pooled_pred"] / table["actual"] - 1).abs()
     table["base_err"] = (linear_baseline(samples, configs) / table["actual"] - 1).abs()
     groups = table.groupby(["model", "plan"], sort=False).agg(
         n=("err", "size"), mean=("err", "mean"), max=("err", "max"),
+        pooled_mean=("pooled_err", "mean"), pooled_max=("pooled_err", "max"),
         base_mean=("base_err", "mean"), base_max=("base_err", "max")) * 1.0
-    groups[["mean", "max", "base_mean", "base_max"]] *= 100
+    groups.iloc[:, 1:] *= 100
     rep = data.reported.set_index(["model", "plan"])
     groups = groups.join(rep).reset_index()
     groups["n"] = groups["n"].astype(int)
-    print("\nrelative error per (model, plan), % (rubick_* = reported in the artifact's "
-          "validation.md; baseline = linear scaling):")
+    print("\nrelative error per (model, plan), % (mean/max: per-model fit; pooled_*: pooled "
+          "fit; rubick_* = reported in the artifact's validation.md; base_*: linear scaling):")
     print(groups.rename(columns={"reported_mean_pct": "rubick_mean",
                                  "reported_max_pct": "rubick_max"})
           .to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
-    print(f"\noverall: ours mean {100 * table['err'].mean():.1f}% max {100 * table['err'].max():.1f}%"
-          f" | baseline mean {100 * table['base_err'].mean():.1f}% "
-          f"max {100 * table['base_err'].max():.1f}% | groups over 10%: "
-          f"{int((groups['mean'] > 10).sum())} of {len(groups)}")
+    for label, col in (("per-model", "err"), ("pooled", "pooled_err"), ("baseline", "base_err")):
+        mean_col = {"err": "mean", "pooled_err": "pooled_mean", "base_err": "base_mean"}[col]
+        print(f"overall {label:9s}: mean {100 * table[col].mean():.1f}%, "
+              f"max {100 * table[col].max():.1f}%, (model, plan) groups over 10% mean: "
+              f"{int((groups[mean_col] > 10).sum())} of {len(groups)}")
     if args.plot:
-        plot(table, args.plot)
+        plot(table.assign(pred=table["pooled_pred"]), args.plot)
     return 0
 
 

@@ -1,6 +1,7 @@
 """``policyopt perf-model fit|predict`` sub-commands.
 
     policyopt perf-model fit --samples SAMPLES.csv --output PARAMS.json [--starts 8] [--seed 0]
+                             [--pool k_opt,k_sync,...] [--fix k_off=1,...]
     policyopt perf-model predict --params PARAMS.json --configs CONFIGS.csv --output PRED.csv
 
 Bad input raises :class:`~policyopt.errors.InputError`; the top-level CLI prints it on one line.
@@ -14,6 +15,7 @@ import sys
 from typing import Sequence
 
 from .fit import fit_all
+from .pooled import fit_pooled, parse_assignments, parse_names
 from .io import read_configs, read_samples, write_predictions
 from .model import compute_terms, iter_time_from_terms, param_matrix
 from .params import load_params, save_params
@@ -26,9 +28,22 @@ log = logging.getLogger("policyopt.cli")
 def cmd_fit(args: argparse.Namespace) -> int:
     """Fit one parameter set per model of SAMPLES.csv and write PARAMS.json."""
     samples = read_samples(args.samples)
-    fits = fit_all(samples, n_starts=args.starts, seed=args.seed)
+    fixed = parse_assignments(args.fix, "fix")
+    pool = parse_names(args.pool, "pool")
+    held = ", ".join(f"{k}={v:g}" for k, v in fixed.items()) or "none"
+    if pool:
+        pooled = fit_pooled(samples, pool, fixed=fixed, n_starts=args.starts, seed=args.seed)
+        save_params(args.output, pooled.params, {m: pooled.info(m) for m in pooled.params})
+        print(f"pooled fit of {len(pooled.params)} models: pooled {', '.join(pooled.pooled)}; "
+              f"fixed {held}; RMSLE {pooled.total_rmsle:.4f}, {pooled.seconds:.2f} s")
+        for name in pooled.params:
+            print(f"{name}: {pooled.n_samples[name]} samples, RMSLE {pooled.rmsle[name]:.4f}")
+        return 0
+    fits = fit_all(samples, n_starts=args.starts, seed=args.seed, fixed=fixed or None)
     save_params(args.output, {m: f.params for m, f in fits.items()},
-                {m: f.info() for m, f in fits.items()})
+                {m: dict(f.info(), mode="per-model", fixed=fixed) for m, f in fits.items()})
+    if fixed:
+        print(f"fixed {held}")
     for name, fit in fits.items():
         print(f"{name}: {fit.n_samples} samples ({fit.n_offload} offload), "
               f"RMSLE {fit.rmsle:.4f}, {fit.seconds:.2f} s")
@@ -56,6 +71,11 @@ def add_subparser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParse
     fit.add_argument("--output", required=True, help="PARAMS.json to write")
     fit.add_argument("--starts", type=int, default=8, help="least-squares starts (default 8)")
     fit.add_argument("--seed", type=int, default=0, help="seed of the random starts")
+    fit.add_argument("--pool", default=None, metavar="NAMES",
+                     help="comma-separated parameters shared by all models of the file "
+                          "(pooled fit; e.g. k_opt,k_opt_off,k_off,k_swap,k_sync)")
+    fit.add_argument("--fix", default=None, metavar="NAME=VALUE,...",
+                     help="parameters held at given values instead of fitted (all models)")
     fit.set_defaults(func=cmd_fit)
     pred = sub.add_parser("predict", help="predict iteration times for CONFIGS.csv")
     pred.add_argument("--params", required=True, help="PARAMS.json from `fit`")

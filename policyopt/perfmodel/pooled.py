@@ -1,0 +1,204 @@
+r"""Pooled fit across the models of one samples file: shared, per-model and held parameters.
+
+With models ``M`` (samples ``S_m``), a set ``pooled`` of parameters shared by all models (the
+hardware-bound ones: optimizer cost per parameter, overlap exponents, ...) and ``fixed``
+parameters held at given values, the fit solves one bounded least-squares problem::
+
+    min  sqrt( (1/Σ|S_m|) Σ_m Σ_{i∈S_m} (log T_iter(row_i; k_pooled, k_m, k_fixed) − log y_i)² )
+
+over one value per pooled parameter and one value per model for each remaining free parameter
+(bounds as in :func:`~policyopt.perfmodel.fit.parameter_bounds`, taken over all samples for the
+pooled ones and over the model's samples for its own). A model with 3 samples can then be fitted
+when the parameters its samples do not determine are pooled or fixed.
+
+Information check (before fitting), each failure an :class:`~policyopt.errors.InputError`
+naming what is missing: every model-specific free parameter must have a sample of that model
+that depends on it (``k_sync``: dp > 1; ``k_opt``: zero ≠ offload; ``k_opt_off``, ``k_swap``:
+zero = offload; ``k_off``: zero = offload and dp > 1; ``k_bwd``, ``k_const``: any sample), every pooled one a sample of some
+model; each model needs at least as many samples as it has own free parameters, and all samples
+together at least as many as free values in total.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Iterable
+
+import numpy as np
+import pandas as pd
+from scipy.optimize import least_squares
+
+from policyopt.errors import InputError, UnknownNameError
+
+from .fit import _check_fixed, _starts, parameter_bounds
+from .model import Terms, compute_terms, iter_time_from_terms
+from .params import PARAM_NAMES, PerfParams
+from .table import validate_table
+
+__all__ = ["PooledFit", "fit_pooled", "parse_assignments", "parse_names", "depends"]
+
+#: What a sample must have for a parameter to enter its predicted time.
+_NEEDS = {"k_bwd": "any sample", "k_sync": "a sample with dp > 1",
+          "k_opt": "a sample with zero = none or dp", "k_opt_off": "a sample with zero = offload",
+          "k_off": "a sample with zero = offload and dp > 1", "k_swap": "a sample with zero = offload",
+          "k_const": "any sample"}
+
+
+def depends(terms: Terms) -> np.ndarray:
+    """(n, 7) bool: does row i's predicted time depend on parameter j."""
+    n = len(terms)
+    every = np.ones(n, dtype=bool)
+    cols = {"k_bwd": every, "k_sync": terms.t_dp > 0, "k_opt": terms.opt_units > 0,
+            "k_opt_off": terms.off_units > 0, "k_off": terms.offload & (terms.t_dp > 0),
+            "k_swap": terms.offload, "k_const": every}
+    # k_off enters through f(T_dp, T_off), which is T_off whatever k_off when T_dp = 0.
+    return np.stack([cols[n] for n in PARAM_NAMES], axis=1)
+
+
+@dataclass(frozen=True)
+class PooledFit:
+    """Result of :func:`fit_pooled`: one parameter set per model plus what was shared."""
+
+    params: dict[str, PerfParams]
+    rmsle: dict[str, float]
+    n_samples: dict[str, int]
+    pooled: tuple[str, ...]
+    fixed: dict[str, float]
+    total_rmsle: float
+    seconds: float
+
+    def info(self, model: str) -> dict[str, Any]:
+        """JSON-ready diagnostics of one model (stored under ``fit`` in PARAMS.json)."""
+        return {"mode": "pooled", "rmsle": self.rmsle[model], "n_samples": self.n_samples[model],
+                "pooled": list(self.pooled), "fixed": dict(self.fixed),
+                "pooled_models": sorted(self.params), "pooled_rmsle": self.total_rmsle,
+                "seconds": self.seconds}
+
+
+def parse_names(text: str | Iterable[str] | None, field: str) -> tuple[str, ...]:
+    """``"k_opt,k_sync"`` (or a list) -> validated parameter names."""
+    if text is None:
+        return ()
+    items = [t.strip() for t in (text.split(",") if isinstance(text, str) else text)]
+    out = tuple(t for t in items if t)
+    for name in out:
+        if name not in PARAM_NAMES:
+            raise UnknownNameError(field, name, PARAM_NAMES)
+    return out
+
+
+def parse_assignments(text: str | None, field: str = "fix") -> dict[str, float]:
+    """``"k_off=1,k_swap=1"`` -> {name: value} (names and numbers validated)."""
+    if not text:
+        return {}
+    out: dict[str, Any] = {}
+    for item in (t.strip() for t in text.split(",")):
+        if not item:
+            continue
+        name, sep, value = item.partition("=")
+        if not sep:
+            raise InputError(field, item, "expected NAME=VALUE")
+        try:
+            out[name.strip()] = float(value)
+        except ValueError:
+            raise InputError(f"{field}.{name.strip()}", value, "must be a number") from None
+    return _check_fixed(out)
+
+
+def fit_pooled(samples: pd.DataFrame, pooled: Iterable[str], *,
+               fixed: dict[str, float] | None = None, n_starts: int = 8, seed: int = 0,
+               table: str = "samples") -> PooledFit:
+    """Fit all models of ``samples`` together, sharing ``pooled`` (see the module docstring)."""
+    held = _check_fixed(fixed)
+    shared = tuple(dict.fromkeys(parse_names(list(pooled), "pool")))
+    both = sorted(set(shared) & set(held))
+    if both:
+        raise InputError("pool", both[0], "is also fixed: pool it or fix it, not both")
+    if not isinstance(n_starts, int) or n_starts < 1:
+        raise InputError("n_starts", n_starts, "must be an integer >= 1")
+    clean = validate_table(samples, table, require_iter_time=True)
+    models = [str(m) for m in pd.unique(clean["model"])]
+    terms = compute_terms(clean)
+    observed = clean["iter_time"].to_numpy(dtype=float)
+    dep = depends(terms)
+    codes = pd.Index(models).get_indexer(clean["model"].astype(str))
+    own = [n for n in PARAM_NAMES if n not in shared and n not in held]
+
+    # Information check.
+    for name in shared:
+        if not dep[:, PARAM_NAMES.index(name)].any():
+            raise InputError(f"pool.{name}", 0, f"no sample of any model depends on it (needs "
+                             f"{_NEEDS[name]}): fix it instead")
+    for m, model in enumerate(models):
+        rows = codes == m
+        for name in own:
+            if not dep[rows, PARAM_NAMES.index(name)].any():
+                raise InputError(f"samples(model={model}).{name}", int(rows.sum()),
+                                 f"no sample of this model depends on {name} (needs "
+                                 f"{_NEEDS[name]}): pool it (--pool {name}) or fix it "
+                                 f"(--fix {name}=VALUE)")
+        if rows.sum() < len(own):
+            raise InputError(f"samples(model={model})", int(rows.sum()),
+                             f"need at least {len(own)} samples for its own parameters "
+                             f"({', '.join(own)}); pool or fix more of them")
+    n_free = len(shared) + len(own) * len(models)
+    if len(clean) < n_free:
+        raise InputError("samples", len(clean), f"need at least {n_free} samples for the "
+                         f"{n_free} fitted values; pool or fix more parameters")
+
+    # Bounds: pooled ones over all samples, own ones per model.
+    lo_all, hi_all = parameter_bounds(terms, observed)
+    per = [parameter_bounds(terms.take(np.flatnonzero(codes == m)), observed[codes == m])
+           for m in range(len(models))]
+    lo_m = np.stack([b[0] for b in per])  # (M, 7)
+    hi_m = np.stack([b[1] for b in per])
+    for name, value in held.items():
+        j = PARAM_NAMES.index(name)
+        if not lo_all[j] <= value <= max(hi_all[j], hi_m[:, j].max()):
+            raise InputError(f"fix.{name}", value, f"outside the bounds [{lo_all[j]:.6g}, "
+                             f"{hi_all[j]:.6g}]")
+    s_idx = [PARAM_NAMES.index(n) for n in shared]
+    o_idx = [PARAM_NAMES.index(n) for n in own]
+    base = np.zeros(len(PARAM_NAMES))
+    for name, value in held.items():
+        base[PARAM_NAMES.index(name)] = value
+    lo_vec = np.concatenate([lo_all[s_idx], lo_m[:, o_idx].ravel()])
+    hi_vec = np.concatenate([hi_all[s_idx], hi_m[:, o_idx].ravel()])
+    width = np.where(hi_vec > lo_vec, hi_vec - lo_vec, 1.0)
+
+    def matrix(z: np.ndarray) -> np.ndarray:
+        """(M, 7) parameter sets from the unit-box point z."""
+        x = lo_vec + z * width
+        k = np.tile(base, (len(models), 1))
+        k[:, s_idx] = x[:len(s_idx)]
+        k[:, o_idx] = x[len(s_idx):].reshape(len(models), len(o_idx))
+        return k
+
+    log_obs = np.log(observed)
+
+    def residuals(z: np.ndarray) -> np.ndarray:
+        pred = iter_time_from_terms(terms, matrix(z)[codes])
+        return np.nan_to_num(np.log(np.maximum(pred, 1e-300)) - log_obs,
+                             nan=1e3, posinf=1e3, neginf=-1e3)
+
+    rng = np.random.default_rng(seed)
+    # Starts: per model the single-model start recipe, pooled values from the all-sample one.
+    starts_all = _starts(lo_all, hi_all, n_starts, rng)
+    starts_m = [_starts(lo_m[m], hi_m[m], n_starts, rng) for m in range(len(models))]
+    began = time.perf_counter()
+    best_z, best_cost = None, np.inf
+    for s in range(n_starts):
+        x0 = np.concatenate([starts_all[s, s_idx]] + [sm[s, o_idx] for sm in starts_m])
+        z0 = np.clip((x0 - lo_vec) / width, 0.0, 1.0)
+        sol = least_squares(residuals, z0, bounds=(0.0, 1.0), method="trf", max_nfev=3000)
+        cost = float(np.sqrt(np.mean(sol.fun ** 2)))
+        if cost < best_cost:
+            best_z, best_cost = np.clip(sol.x, 0.0, 1.0), cost
+    assert best_z is not None
+    k = matrix(best_z)
+    res = residuals(best_z)
+    return PooledFit(
+        params={m: PerfParams.from_array(k[i]) for i, m in enumerate(models)},
+        rmsle={m: float(np.sqrt(np.mean(res[codes == i] ** 2))) for i, m in enumerate(models)},
+        n_samples={m: int((codes == i).sum()) for i, m in enumerate(models)},
+        pooled=shared, fixed=held, total_rmsle=best_cost, seconds=time.perf_counter() - began)
