@@ -71,8 +71,8 @@ def _track_input(tmp_path: Path) -> Path:
 
 def test_every_quick_command_keeps_the_banner_off_stdout(tmp_path: Path, gavel_dir: Path) -> None:
     """Each sub-command's quickest form that solves an LP (or lists what could): no banner on
-    stdout or stderr. (``serve``, ``profile`` and ``run`` need the service / torch extras and minutes;
-    they solve through the same backend code.)"""
+    stdout or stderr. (``serve`` has its own test below; ``profile`` and ``run`` need torch and
+    minutes of training, and solve through the same backend code.)"""
     env = {"POLICYOPT_GAVEL_DIR": str(gavel_dir)}
     forms = [
         ["policies"], ["solvers"],
@@ -287,3 +287,34 @@ def test_plugin_accepts_a_file_path(tmp_path: Path) -> None:
     assert r.returncode == 0 and "fc_total_time" in r.stdout
     r = _cli("--plugin", str(tmp_path / "missing.py"), "policies")
     assert r.returncode == 2 and "no such plugin file" in r.stderr and r.stderr.count("\n") == 1
+
+
+def test_serve_keeps_the_banner_off_stdout(tmp_path: Path) -> None:
+    """``policyopt serve``: a solve over HTTP prints no solver banner on the server's stdout."""
+    pytest.importorskip("uvicorn")
+    httpx = pytest.importorskip("httpx")
+    import socket
+    import time
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "policyopt", "serve", "--port", str(port), "--state",
+                             str(tmp_path / "s.sqlite")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+        for _ in range(300):
+            try:
+                if httpx.get(f"{url}/v1/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                time.sleep(0.2)
+        from policyopt.examples import load_example
+
+        problem = json.loads(load_example("small").to_json())
+        r = httpx.post(f"{url}/v1/solve", json={"policy": "max_min_fairness", "problem": problem}, timeout=120)
+        assert r.status_code == 200 and r.json()["status"] == "optimal"
+    finally:
+        proc.terminate()
+        out, err = proc.communicate(timeout=60)
+    assert BANNER not in out and BANNER not in err
