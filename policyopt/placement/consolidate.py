@@ -80,10 +80,15 @@ def consolidate(
 
     def take(i: int, ids: np.ndarray) -> None:
         free[ids] = False
-        touched = layout.gpu_server[ids]
-        np.subtract.at(free_per_server, touched, 1)
         got[i] = ids
-        for s in np.unique(touched).tolist():
+        # per touched server (ascending ids), one GPU fewer free per GPU taken; plain ints: most
+        # combinations touch one server and numpy's per-call overhead would dominate
+        per_server: dict[int, int] = {}
+        for s in layout.gpu_server[ids].tolist():
+            per_server[s] = per_server.get(s, 0) + 1
+        for s in sorted(per_server):
+            free_per_server[s] -= per_server[s]
+        for s in sorted(per_server):
             b = buckets.get(int(layout.server_type[s]))
             if b is not None:
                 heapq.heappush(b[int(free_per_server[s])], s)

@@ -2,12 +2,23 @@
 
     python -m policyopt.sim.experiments list
     python -m policyopt.sim.experiments NAME [--seeds 0,1,2] [--output docs/figures] [--workers 1] [--quick]
+                                        [--scale small|published] [--jobs N] [--rates R1,R2,...]
 
 Every experiment simulates the *same traces* (same seeds) under each of its arms, on a cluster
 smaller than the published one (the development machine has 2 shared cores; sizes are stated per
 experiment), and writes ``OUTPUT/NAME.csv`` (one row per run), ``OUTPUT/NAME.json`` (summary with
 ratios and the published numbers) and figures ``OUTPUT/NAME_*.png``. Experiments whose policies are
 not registered (``policyopt.list_policies()``) are skipped with a message naming them.
+
+``--scale published`` (``las_single``, ``las_multi``) runs the published setup instead: 36 GPUs of
+each type, a Gavel trace of 6,000 jobs (Poisson arrivals) of which jobs 4,000–5,000 are measured
+(window ``[4000, 5000)``, simulated until they have finished, arrivals continuing), 3 seeds per rate,
+and the published rate sweep (Gavel's ``run_sweep_continuous.py -a 0 -b 6 -n 16`` single-GPU:
+0.4, 0.8, …, 6.0 jobs/hour; ``-a 0 -b 3 -n 11`` multi-GPU: 0.3, 0.6, …, 3.0 jobs/hour). Files are
+named ``NAME_published.*``; every finished simulation is appended to the CSV at once. ``--jobs N``
+shrinks the trace (the window stays at the same fractions) and ``--rates`` picks rates, for quick
+looks; each row records ``arrivals_cover_window`` (whether jobs were still arriving when the
+window's last job finished, as in the published runs).
 
 Experiments (published result in brackets):
 
@@ -31,7 +42,7 @@ import json
 import logging
 import sys
 import time
-from concurrent.futures import ProcessPoolExecutor
+from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Sequence
@@ -40,7 +51,7 @@ import numpy as np
 
 log = logging.getLogger(__name__)
 
-__all__ = ["Arm", "Experiment", "EXPERIMENTS", "run_experiment", "missing_policies", "main"]
+__all__ = ["Arm", "Experiment", "EXPERIMENTS", "SCALES", "scaled", "run_experiment", "missing_policies", "main"]
 
 
 @dataclass(frozen=True)
@@ -69,6 +80,8 @@ class Experiment:
     metrics: tuple[str, ...] = ("avg_jct_hours",)
     extra_comparisons: tuple[tuple[str, str], ...] = ()  # more (baseline, treatment) pairs to report
     notes: str = ""
+    #: the published setup (``--scale published``): overrides of cluster / trace / rates / common
+    published_scale: dict[str, Any] | None = None
 
     def comparisons(self) -> list[tuple[str, str]]:
         return [(self.baseline, self.treatment), *self.extra_comparisons]
@@ -98,6 +111,14 @@ def missing_policies(exp: Experiment) -> list[str]:
 _GAVEL = "v100=12,p100=12,k80=12"  # 1/3 of the published 36 GPUs per type
 _WINDOW = {"window": (0.4, 0.8), "until": "window", "migration": "none"}
 
+#: the published scale: 36 GPUs per type, 6,000 jobs, measured jobs [4000, 5000) (+0.5: floor(a*N) is exact)
+_PUB_JOBS = 6000
+_PUB_WINDOW = {"window": (4000.5 / _PUB_JOBS, 5000.5 / _PUB_JOBS), "until": "window", "migration": "none"}
+_PUB_CLUSTER = "v100=36,p100=36,k80=36"
+#: Gavel's sweeps: np.linspace(0, 6, 16)[1:] (single-GPU) and np.linspace(0, 3, 11)[1:] (multi-GPU) jobs/hour
+_PUB_RATES_SINGLE = tuple(round(0.4 * k, 1) for k in range(1, 16))
+_PUB_RATES_MULTI = tuple(round(0.3 * k, 1) for k in range(1, 11))
+
 EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
     Experiment(
         "las_single", "LAS: heterogeneity-aware vs agnostic, single-GPU jobs",
@@ -105,14 +126,18 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         _GAVEL, {"generator": "gavel", "jobs": 300, "multi_gpu": False},
         (Arm("aware", {"policy": "max_min_fairness"}), Arm("agnostic", {"policy": "max_min_fairness_agnostic"})),
         baseline="agnostic", treatment="aware", rates=(1.5, 2.5, 3.5), common=dict(_WINDOW),
-        metrics=("avg_jct_hours", "p99_jct_hours", "utilization")),
+        metrics=("avg_jct_hours", "p99_jct_hours", "utilization"),
+        published_scale={"cluster": _PUB_CLUSTER, "jobs": _PUB_JOBS, "rates": _PUB_RATES_SINGLE,
+                         "common": _PUB_WINDOW}),
     Experiment(
         "las_multi", "LAS: heterogeneity-aware vs agnostic, multi-GPU jobs (1/2/4/8 GPUs at 70/10/15/5 %)",
         "Gavel (OSDI'20) Fig. 9: up to 2.2x lower average JCT at high load",
         _GAVEL, {"generator": "gavel", "jobs": 240, "multi_gpu": True},
         (Arm("aware", {"policy": "max_min_fairness"}), Arm("agnostic", {"policy": "max_min_fairness_agnostic"})),
         baseline="agnostic", treatment="aware", rates=(0.6, 1.0, 1.4), common=dict(_WINDOW),
-        metrics=("avg_jct_hours", "p99_jct_hours", "utilization")),
+        metrics=("avg_jct_hours", "p99_jct_hours", "utilization"),
+        published_scale={"cluster": _PUB_CLUSTER, "jobs": _PUB_JOBS, "rates": _PUB_RATES_MULTI,
+                         "common": _PUB_WINDOW}),
     Experiment(
         "makespan", "Makespan policy vs FIFO on a static trace (all jobs at t=0), with and without space sharing",
         "Gavel (OSDI'20) Fig. 10: makespan policy 2.5x lower makespan than FIFO",
@@ -171,6 +196,38 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
 ]}
 
 
+SCALES = ("small", "published")
+
+
+def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
+           rates: Sequence[float] | None = None) -> Experiment:
+    """``exp`` at ``scale`` (``small``: as defined; ``published``: its ``published_scale``), with the
+    trace cut to ``jobs`` and the rates replaced by ``rates`` when given (quick looks and tests)."""
+    from dataclasses import replace
+
+    from ..errors import InputError, UnknownNameError
+
+    if scale not in SCALES:
+        raise UnknownNameError("scale", scale, SCALES)
+    if jobs is not None and (isinstance(jobs, bool) or not isinstance(jobs, int) or jobs < 10):
+        raise InputError("jobs", jobs, "must be an integer >= 10")
+    if rates is not None and (not rates or any(not (isinstance(r, (int, float)) and r > 0) for r in rates)):
+        raise InputError("rates", rates, "must be positive job rates (jobs/hour)")
+    if scale == "published":
+        pub = exp.published_scale
+        if pub is None:
+            with_pub = [n for n, e in EXPERIMENTS.items() if e.published_scale is not None]
+            raise InputError("scale", scale, f"experiment {exp.name!r} has no published-scale setup yet "
+                                             f"(those with one: {', '.join(with_pub)})")
+        exp = replace(exp, cluster=pub["cluster"], trace={**exp.trace, "jobs": pub["jobs"]},
+                      rates=tuple(pub["rates"]), common={**exp.common, **pub["common"]})
+    if jobs is not None:
+        exp = replace(exp, trace={**exp.trace, "jobs": jobs})
+    if rates is not None:
+        exp = replace(exp, rates=tuple(float(r) for r in rates))
+    return exp
+
+
 # ----------------------------------------------------------------------------------------- running
 def _make_trace(exp: Experiment, seed: int, rate: float | None, table: Any) -> list[Any]:
     from .traces import GENERATORS, assign_entities
@@ -226,12 +283,11 @@ def _row(exp: Experiment, arm: Arm, seed: int, rate: float | None, res: Any, wal
     return row
 
 
-def _run_one(task: tuple[str, int, float | None, int]) -> tuple[dict[str, Any], Any]:
+def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str, Any], Any]:
     from ..data.gavel import load_gavel
     from .simulator import SimConfig, Simulator
 
-    name, seed, rate, arm_index = task
-    exp = EXPERIMENTS[name]
+    exp, seed, rate, arm_index = task
     arm = exp.arms[arm_index]
     table = load_gavel()
     trace = _make_trace(exp, seed, rate, table)
@@ -243,6 +299,11 @@ def _run_one(task: tuple[str, int, float | None, int]) -> tuple[dict[str, Any], 
     res = Simulator(exp.cluster, cfg, table).run(trace)
     wall = time.perf_counter() - t0
     row = _row(exp, arm, seed, rate, res, wall)
+    # the published methodology: jobs keep arriving until the measured window has finished
+    win = res.jobs["in_window"].to_numpy(bool)
+    fin = res.jobs["finish"].to_numpy(float)[win]
+    row["arrivals_cover_window"] = bool(fin.size and np.isfinite(fin).all()
+                                        and float(res.jobs["arrival"].max()) >= float(fin.max()))
     # keep per-job JCTs of the window and per-round utilization for the figures (small)
     keep = {"jct": res.jobs.loc[res.jobs["in_window"], "jct"].to_numpy(float),
             "util_t": res.rounds["start"].to_numpy(float), "util": res.rounds["utilization"].to_numpy(float)}
@@ -269,8 +330,10 @@ def _f(x: Any) -> float | None:
 
 
 def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = None, workers: int = 1,
-                   quick: bool = False, progress: bool = True) -> dict[str, Any]:
-    """Run experiment ``name``; write CSV / JSON / figures under ``output``; return the summary."""
+                   quick: bool = False, progress: bool = True, scale: str = "small", jobs: int | None = None,
+                   rates: Sequence[float] | None = None) -> dict[str, Any]:
+    """Run experiment ``name`` at ``scale`` (see :func:`scaled`); write CSV / JSON / figures under
+    ``output`` (``NAME.*``, or ``NAME_published.*``; the CSV grows as simulations finish); return the summary."""
     import pandas as pd
 
     from .plots import bar_figure, jct_cdf_figure, jct_vs_load_figure, utilization_figure
@@ -279,7 +342,8 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
         from ..errors import UnknownNameError
 
         raise UnknownNameError("experiment", name, EXPERIMENTS)
-    exp = EXPERIMENTS[name]
+    exp = scaled(EXPERIMENTS[name], scale, jobs, rates)
+    stem = name if scale == "small" else f"{name}_{scale}"
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     missing = missing_policies(exp)
@@ -288,44 +352,54 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
         log.warning("%s: skipped, policies not registered: %s", name, ", ".join(missing))
         return summary
     seeds = tuple(seeds) if seeds is not None else exp.seeds
-    rates = exp.rates[-1:] if quick else exp.rates
+    run_rates = exp.rates[-1:] if quick else exp.rates
     if quick:
         seeds = seeds[:1]
-    tasks = [(name, s, r, a) for r in rates for s in seeds for a in range(len(exp.arms))]
+    tasks = [(exp, s, r, a) for r in run_rates for s in seeds for a in range(len(exp.arms))]
     t0 = time.perf_counter()
-    results: list[tuple[dict[str, Any], Any]] = []
+    done: dict[int, tuple[dict[str, Any], Any]] = {}
+    csv = out / f"{stem}.csv"
+
+    def finished(k: int, res: tuple[dict[str, Any], Any]) -> None:
+        # written as they finish: a long sweep can be read (or stopped) part-way
+        done[k] = res
+        pd.DataFrame([res[0]]).to_csv(csv, mode="a", header=len(done) == 1, index=False)
+        _report(progress, len(done) - 1, tasks, res[0])
+
+    csv.unlink(missing_ok=True)
     if workers > 1:
         with ProcessPoolExecutor(workers) as pool:
-            for k, res in enumerate(pool.map(_run_one, tasks)):
-                results.append(res)
-                _report(progress, k, tasks, res[0])
+            futures = {pool.submit(_run_one, task): k for k, task in enumerate(tasks)}
+            for fut in as_completed(futures):
+                finished(futures[fut], fut.result())
     else:
         for k, task in enumerate(tasks):
-            results.append(_run_one(task))
-            _report(progress, k, tasks, results[-1][0])
+            finished(k, _run_one(task))
     wall = time.perf_counter() - t0
+    results = [done[k] for k in range(len(tasks))]  # task order: the same files for any --workers
     df = pd.DataFrame([r for r, _ in results])
-    df.to_csv(out / f"{name}.csv", index=False)
+    df.to_csv(csv, index=False)
     ratios = [x for b, t in exp.comparisons() for m in exp.metrics for x in _ratios(df, b, t, m)]
     means = df.groupby(["rate", "arm"], dropna=False, sort=False)[list(exp.metrics)].mean().reset_index() \
         if df["rate"].notna().any() else df.groupby("arm", sort=False)[list(exp.metrics)].mean().reset_index()
-    summary = {"experiment": name, "status": "ok", "title": exp.title, "published": exp.published,
+    summary = {"experiment": name, "status": "ok", "scale": scale, "title": exp.title, "published": exp.published,
                "cluster": exp.cluster,
                "trace": {k: (list(v) if isinstance(v, tuple) else v) for k, v in exp.trace.items()},
-               "seeds": list(seeds), "rates": list(rates), "arms": [a.label for a in exp.arms],
+               "seeds": list(seeds), "rates": list(run_rates), "arms": [a.label for a in exp.arms],
                "comparisons": [list(c) for c in exp.comparisons()], "wall_seconds": wall,
-               "command": f"python -m policyopt.sim.experiments {name} --output {output}",
+               "command": f"python -m policyopt.sim.experiments {name} --output {output}"
+                          + ("" if scale == "small" else f" --scale {scale}"),
                "means": json.loads(means.to_json(orient="records")), "ratios": ratios}
-    (out / f"{name}.json").write_text(json.dumps(summary, indent=2))
+    (out / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     # figures
-    if len(rates) > 1:
-        jct_vs_load_figure(df, out / f"{name}_jct_vs_load.png", hue="arm", title=exp.title)
-    bar_figure(df, out / f"{name}_bars.png", metrics=list(exp.metrics), hue="arm", title=exp.title)
-    top = rates[-1]
+    if len(run_rates) > 1:
+        jct_vs_load_figure(df, out / f"{stem}_jct_vs_load.png", hue="arm", title=exp.title)
+    bar_figure(df, out / f"{stem}_bars.png", metrics=list(exp.metrics), hue="arm", title=exp.title)
+    top = run_rates[-1]
     sel = [(row, keep) for row, keep in results if row["seed"] == seeds[0] and row["rate"] == top]
     cdf_runs = {row["arm"]: _Stub(keep) for row, keep in sel}
-    jct_cdf_figure(cdf_runs, out / f"{name}_jct_cdf.png")
-    utilization_figure(cdf_runs, out / f"{name}_utilization.png")
+    jct_cdf_figure(cdf_runs, out / f"{stem}_jct_cdf.png")
+    utilization_figure(cdf_runs, out / f"{stem}_utilization.png")
     log.info("%s", _markdown(summary))
     return summary
 
@@ -378,6 +452,15 @@ def _markdown(summary: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _rate(text: str) -> float:
+    from ..errors import InputError
+
+    try:
+        return float(text)
+    except ValueError:
+        raise InputError("rates", text, "must be a number (jobs/hour)") from None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     p = argparse.ArgumentParser(prog="python -m policyopt.sim.experiments", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -387,6 +470,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--workers", type=int, default=1, help="parallel processes")
     p.add_argument("--quick", action="store_true", help="one seed, the highest rate only")
     p.add_argument("--replot", action="store_true", help="redraw the load / bar figures from OUTPUT/NAME.csv")
+    p.add_argument("--scale", default="small", choices=SCALES,
+                   help="small: the sizes above; published: 36 GPUs/type, 6,000 jobs, jobs 4000-5000, "
+                        "the published rate sweep (las_single, las_multi)")
+    p.add_argument("--jobs", type=int, default=None, help="trace length override (window fractions kept)")
+    p.add_argument("--rates", default=None, help="comma-separated job rates (jobs/hour) instead of the sweep")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
@@ -402,9 +490,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else None
     names = list(EXPERIMENTS) if args.name == "all" else [args.name]
+    if args.scale != "small" and args.name == "all":
+        names = [n for n in names if EXPERIMENTS[n].published_scale is not None]
     try:
+        rates = None if args.rates is None else [_rate(r) for r in args.rates.split(",")]
         for n in names:
-            run_experiment(n, args.output, seeds, args.workers, args.quick)
+            run_experiment(n, args.output, seeds, args.workers, args.quick, scale=args.scale, jobs=args.jobs,
+                           rates=rates)
     except PolicyOptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -1,0 +1,149 @@
+"""Published-scale simulation: speed-ups leave results unchanged; ``--scale published`` in small form."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pandas as pd
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyopt.mechanism.rounds import Combination, RoundAssignment
+from policyopt.placement import ClusterLayout, Placement
+from policyopt.placement.consolidate import _result, check_capacity, consolidate
+
+
+def reference_consolidate(layout: ClusterLayout, assignment: RoundAssignment, previous: Placement | None = None,
+                          *, renew: bool = True) -> Placement:
+    """The consolidating placer as its docstring states it, by scanning every server per job."""
+    combs = list(assignment.combinations)
+    check_capacity(layout, combs)
+    free = np.ones(layout.num_gpus, bool)
+    got: list[np.ndarray | None] = [None] * len(combs)
+    order = sorted(range(len(combs)), key=lambda i: -combs[i].num_gpus)
+    if renew and previous is not None:
+        for i in order:
+            for j in combs[i].jobs:
+                old = previous.gpus.get(j)
+                if old is None or len(old) != combs[i].num_gpus:
+                    continue
+                ids = np.asarray(old, np.int64)
+                if layout.gpu_type[ids[0]] == layout.type_index(combs[i].worker_type) and free[ids].all():
+                    free[ids] = False
+                    got[i] = ids
+                    break
+    for i in order:
+        if got[i] is not None:
+            continue
+        g = combs[i].num_gpus
+        srv = layout.servers_of(combs[i].worker_type).tolist()
+        nfree = {s: int(free[layout.first_gpu[s]:layout.first_gpu[s] + layout.server_size[s]].sum()) for s in srv}
+        fitting = [s for s in srv if nfree[s] >= g]
+        if fitting:
+            s = min(fitting, key=lambda x: (nfree[x], x))
+            lo = layout.first_gpu[s]
+            ids = lo + np.flatnonzero(free[lo:lo + layout.server_size[s]])[:g]
+        else:
+            parts, need = [], g
+            for s in sorted(srv, key=lambda x: -nfree[x]):
+                lo = layout.first_gpu[s]
+                avail = lo + np.flatnonzero(free[lo:lo + layout.server_size[s]])
+                parts.append(avail[:need])
+                need -= min(need, avail.size)
+                if need == 0:
+                    break
+            ids = np.concatenate(parts)
+        free[ids] = False
+        got[i] = ids
+    return _result(layout, combs, got)  # type: ignore[arg-type]
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.tuples(st.sampled_from(["v100", "k80"]), st.sampled_from([1, 1, 1, 2, 4, 8])), max_size=14),
+       st.lists(st.tuples(st.sampled_from(["v100", "k80"]), st.sampled_from([1, 1, 2, 4])), max_size=10),
+       st.booleans())
+def test_consolidate_equals_the_reference_scan(first, second, renew) -> None:
+    """Two rounds (the second renews leases from the first): the fast placer equals the plain scan."""
+    layout = ClusterLayout.from_counts({"v100": 12, "k80": 8}, {"v100": 4, "k80": 4})
+
+    def fit(spec: list[tuple[str, int]], prefix: str) -> RoundAssignment:
+        left = {"v100": 12, "k80": 8}
+        combos = []
+        for k, (t, g) in enumerate(spec):
+            if g <= left[t]:
+                left[t] -= g
+                combos.append(Combination((f"{prefix}{k}",), t, g))
+        return RoundAssignment(tuple(combos), ())
+
+    a1 = fit(first, "j")
+    p1, r1 = consolidate(layout, a1), reference_consolidate(layout, a1)
+    assert p1.gpus == r1.gpus
+    a2 = fit(first[: len(first) // 2] + second, "j")  # some jobs continue (same ids), some are new
+    assert consolidate(layout, a2, p1, renew=renew).gpus == reference_consolidate(layout, a2, p1, renew=renew).gpus
+
+
+def test_simulation_results_identical_with_the_reference_placer(gavel, monkeypatch) -> None:
+    """LAS with matching relabels on a contended multi-GPU trace (60 jobs, 24 GPUs; a placer that differs,
+    e.g. ``first_fit``, changes 33 JCTs here): every job's JCT, start and migration count are identical
+    with the fast placer and with the reference scan."""
+    from policyopt.sim.simulator import SimConfig, Simulator
+    from policyopt.sim.traces import gavel_trace
+
+    trace = [replace(t, steps=t.steps / 8) for t in gavel_trace(gavel, 60, 5.6, seed=0, multi_gpu=True)]
+    cfg = SimConfig(policy="max_min_fairness", until="all", seed=0)
+    fast = Simulator("v100=8,p100=8,k80=8", cfg, gavel).run(trace)
+    monkeypatch.setattr("policyopt.placement.placers.consolidate", reference_consolidate)
+    ref = Simulator("v100=8,p100=8,k80=8", cfg, gavel).run(trace)
+    assert fast.metrics["completed"] == 60 and fast.metrics["migrations"] > 0
+    for col in ("jct", "first_start", "migrations", "preemptions", "rounds_run"):
+        np.testing.assert_array_equal(fast.jobs[col].to_numpy(), ref.jobs[col].to_numpy(), err_msg=col)
+    assert fast.metrics["avg_jct"] == ref.metrics["avg_jct"]
+
+
+def test_published_scale_definition() -> None:
+    from policyopt.sim import experiments as ex
+    from policyopt.sim.metrics import steady_state_window
+
+    for name, rates in (("las_single", np.linspace(0, 6, 16)[1:]), ("las_multi", np.linspace(0, 3, 11)[1:])):
+        exp = ex.scaled(ex.EXPERIMENTS[name], "published")
+        assert exp.cluster == "v100=36,p100=36,k80=36" and exp.trace["jobs"] >= 5000
+        assert steady_state_window(exp.trace["jobs"], exp.common["window"]) == (4000, 5000)
+        assert exp.common["until"] == "window" and exp.seeds == (0, 1, 2)
+        np.testing.assert_allclose(exp.rates, rates)
+    assert ex.scaled(ex.EXPERIMENTS["las_single"]) == ex.EXPERIMENTS["las_single"]
+
+
+def test_scale_option_errors() -> None:
+    from policyopt.errors import InputError, UnknownNameError
+    from policyopt.sim import experiments as ex
+
+    with pytest.raises(UnknownNameError, match="scale"):
+        ex.scaled(ex.EXPERIMENTS["las_single"], "huge")
+    with pytest.raises(InputError, match="no published-scale setup"):
+        ex.scaled(ex.EXPERIMENTS["tesserae"], "published")
+    with pytest.raises(InputError, match="jobs"):
+        ex.scaled(ex.EXPERIMENTS["las_single"], "published", jobs=3)
+    assert ex.main(["las_single", "--scale", "published", "--rates", "fast"]) == 2
+
+
+def test_scale_published_small_form_runs_and_writes_as_it_goes(gavel_dir, tmp_path) -> None:
+    """``--scale published --jobs 15 --rates 6``: 108 GPUs, window [10, 12), both arms, with two workers;
+    the CSV is in task order and equals a one-worker run."""
+    from policyopt.sim import experiments as ex
+
+    args = ["las_single", "--scale", "published", "--jobs", "15", "--rates", "6", "--seeds", "0",
+            "--output", str(tmp_path / "w2"), "--workers", "2"]
+    assert ex.main(args) == 0
+    df = pd.read_csv(tmp_path / "w2" / "las_single_published.csv")
+    assert list(df["arm"]) == ["aware", "agnostic"] and set(df["rate"]) == {6.0}
+    assert (df["num_jobs"] == 15).all() and df["arrivals_cover_window"].dtype == bool
+    summary = __import__("json").loads((tmp_path / "w2" / "las_single_published.json").read_text())
+    assert summary["scale"] == "published" and summary["cluster"] == "v100=36,p100=36,k80=36"
+    assert summary["command"].endswith("--scale published")
+    one = ex.run_experiment("las_single", tmp_path / "w1", [0], 1, scale="published", jobs=15, rates=[6.0],
+                            progress=False)
+    assert one["status"] == "ok"
+    df1 = pd.read_csv(tmp_path / "w1" / "las_single_published.csv")
+    cols = ["arm", "seed", "rate", "avg_jct_hours", "p99_jct_hours", "utilization", "completed"]
+    pd.testing.assert_frame_equal(df[cols], df1[cols])
