@@ -7,7 +7,7 @@ from dataclasses import replace
 import numpy as np
 import pytest
 
-from policyopt import get_policy, list_policies
+from policyopt import InputError, get_policy, list_policies
 from policyopt.perfmodel import ClusterSpec, configs_frame, estimate_memory, predict_iter_time
 from policyopt.reconfig import CATALOGUE, A100_NODE, CurrentConfig, MultiResourceSpace, ReconfigProblem
 from policyopt.reconfig.space import _plan_from_row
@@ -17,7 +17,9 @@ from policyopt.reconfig.trace import trace_problem, transformers_trace
 # allox / gandiva place one worker per scale factor and shortest_job_first saturates jobs from
 # scale·counts free capacity (not run); the water-filling class aggregation uses scale·counts
 # (its exact unaggregated path is run instead); makespan_under_budget needs a budget option.
-SPECIAL = {"makespan_under_budget": {"budget": 1e9}, "max_sum_throughput": {"normalize": True}}
+SPECIAL = {"makespan_under_budget": {"budget": 1e9}, "max_sum_throughput": {"normalize": True},
+           # partial allocation needs the base space; it refuses this one (test below)
+           "max_min_fairness_strategy_proof": None}
 
 
 @pytest.fixture(scope="module")
@@ -184,6 +186,12 @@ def test_quota_admission_of_guaranteed_jobs(problem: ReconfigProblem) -> None:
 
 POLICIES = [p["name"] for p in list_policies() if p["name"] in SPECIAL and SPECIAL[p["name"]] is not None
             or p["name"] not in SPECIAL]
+
+
+def test_strategy_proof_refuses_the_plan_space(problem: ReconfigProblem) -> None:
+    with pytest.raises(InputError) as info:
+        get_policy("max_min_fairness_strategy_proof").solve(problem)
+    assert info.value.field == "policy" and "base allocation space" in info.value.problem
 
 
 @pytest.mark.parametrize("name", POLICIES)
