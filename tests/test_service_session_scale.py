@@ -147,3 +147,29 @@ def test_sessions_share_gpus_by_job_type_like_the_simulator(tmp_path: Path) -> N
     with pytest.raises(InputError) as exc:  # the table is validated against the cluster at creation
         m.create({"cluster": CLUSTER, "colocated_types": [{**table[0], "worker_type": "tpu"}]} | {"policy": "fifo"})
     assert exc.value.field.startswith("colocated_types")
+
+
+def test_sessions_pack_pending_jobs_onto_running_ones(tmp_path: Path) -> None:
+    """Issue 16 item 8: ``packing`` (the simulator's --packing, Tesserae's matching): a job the
+    mechanism leaves pending is paired onto a running single job when the pair beats running alone."""
+    m = manager(tmp_path)
+    table = [{"job_types": ["small", "small"], "worker_type": "v100", "throughputs": [0.8, 0.8]}]
+    base = {"cluster": {"worker_types": {"v100": {"count": 1}}}, "policy": "max_min_fairness",
+            "colocated_types": table}
+    jobs = [{"id": x, "throughputs": {"v100": 1.0}, "steps_remaining": 1e9, "job_type": "small"} for x in ("a", "b")]
+    plain = m.create(base)["session_id"]
+    m.add_jobs(plain, jobs)
+    alone = m.next_round(plain, {})
+    assert len(alone["assignment"]) == 1 and len(alone["pending"]) == 1  # one GPU, time-shared
+    packed = m.create({**base, "packing": True})["session_id"]
+    m.add_jobs(packed, jobs)
+    rnd = m.next_round(packed, {})
+    assert [sorted(p["jobs"]) for p in rnd["placements"]] == [["a", "b"]] and rnd["pending"] == []
+    m.report_progress(packed, {"round": rnd["round"], "steps": {"a": 10.0, "b": 10.0}})
+    nxt = m.next_round(packed, {"close_round": rnd["round"]})
+    assert sorted(nxt["assignment"]) == ["a", "b"]
+    # a job without a job_type is never packed
+    m.add_jobs(packed, [{"id": "c", "throughputs": {"v100": 1.0}, "steps_remaining": 1e9}])
+    for _ in range(3):
+        r = m.next_round(packed, {})
+        assert all("c" not in p["jobs"] or len(p["jobs"]) == 1 for p in r["placements"])

@@ -206,6 +206,9 @@ class SessionCreate(_Closed):
     colocated_types: list[ColocatedTypeBody] = Field(
         default_factory=list, description="space sharing by job type (jobs carry job_type), as in the simulator: "
                                           "with the policy option space_sharing, pairs of jobs share GPUs")
+    packing: bool = Field(False, description="Tesserae packing, as the simulator's --packing: each round, jobs "
+                                             "the mechanism left pending are paired onto running single jobs "
+                                             "when colocated_types says the pair beats running alone")
     placer: str = Field("consolidate", description="placement stage: consolidate | first_fit")
     migration: str = Field("matching", description="migration minimizer: matching | simple | none")
     work_conserving: bool = True

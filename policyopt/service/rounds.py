@@ -32,7 +32,8 @@ from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock, RecomputeEvent
 from policyopt.mechanism.state import mechanism_from_state, mechanism_to_state, with_worker_counts
 from policyopt.placement import ClusterLayout, Placement, RoundPipeline
-from policyopt.placement.stages import MIGRATION_MINIMIZERS, PLACERS
+from policyopt.placement.packing import PairThroughputTable
+from policyopt.placement.stages import MIGRATION_MINIMIZERS, PLACERS, JobInfo
 from policyopt.problem import physical_type
 
 __all__ = [
@@ -201,16 +202,53 @@ def migration_rule(layout: ClusterLayout, migration: str) -> str:
     return "simple" if largest > MATCHING_MAX_SERVERS else migration
 
 
+def packing_table(jobs: Sequence[Mapping[str, Any]], colocated_types: Sequence[Mapping[str, Any]],
+                  worker_types: Sequence[str]) -> PairThroughputTable:
+    """Tesserae packing weights for the active ``jobs`` (interchange job objects) from the
+    session's ``colocated_types``: a job's model is its ``job_type`` (a job without one is never
+    packed); the alone throughput of a type on a worker type is the mean over its active jobs
+    (Gavel's tables give every job of a type the same), and a pair's throughputs are the table's."""
+    sums: dict[str, dict[str, list[float]]] = {t: {} for t in worker_types}
+    job_model: dict[str, str] = {}
+    for j in jobs:
+        jt = j.get("job_type")
+        job_model[str(j["id"])] = jt if jt else f"\x00{j['id']}"  # untyped: a model with no pairs
+        for cfg, thr in j["throughputs"].items():
+            t = physical_type(cfg)
+            if jt and t == cfg and t in sums and thr > 0:
+                acc = sums[t].setdefault(jt, [0.0, 0.0])
+                acc[0] += float(thr)
+                acc[1] += 1.0
+    alone = {t: {m: a / n for m, (a, n) in per.items()} for t, per in sums.items()}
+    packed: dict[str, dict[tuple[str, str], tuple[float, float]]] = {t: {} for t in worker_types}
+    for e in colocated_types:
+        a, b = e["job_types"]
+        t = physical_type(str(e["worker_type"]))
+        if t in packed:
+            packed[t][(str(a), str(b))] = (float(e["throughputs"][0]), float(e["throughputs"][1]))
+    known = {m for per in alone.values() for m in per} | {m for per in packed.values() for pair in per for m in pair}
+    for m in set(job_model.values()) - known:  # no alone throughput, no pair: weight 0, never packed
+        alone[worker_types[0]][m] = 0.0
+    return PairThroughputTable(job_model, alone, packed)
+
+
 def place_round(mech: RoundMechanism, layout: ClusterLayout, worker_of: Sequence[str],
                 previous: Mapping[str, Sequence[str]], previous_pairs: Sequence[Sequence[str]],
-                placer: str = "consolidate", migration: str = "matching") -> RoundPlan:
-    """Mechanism selection → placement → migration minimization for one round (see module doc);
-    ``matching`` falls back to ``simple`` past its budget (:func:`migration_rule`)."""
+                placer: str = "consolidate", migration: str = "matching",
+                packing: tuple[PairThroughputTable, Sequence[JobInfo]] | None = None) -> RoundPlan:
+    """Mechanism selection → packing (with ``packing = (table, job infos)``: pending jobs paired
+    onto running single jobs, Tesserae's matching) → placement → migration minimization for one
+    round (see module doc); ``matching`` migration falls back to ``simple`` past its budget
+    (:func:`migration_rule`)."""
     rule = migration_rule(layout, migration)
-    pipeline = RoundPipeline.from_names(layout, "mechanism", placer=placer, packer="none", migration=rule,
-                                        options={"policy": {"mechanism": mech}})
+    options: dict[str, dict[str, Any]] = {"policy": {"mechanism": mech}}
+    if packing is not None:
+        options["packer"] = {"throughputs": packing[0]}
+    pipeline = RoundPipeline.from_names(layout, "mechanism", placer=placer,
+                                        packer="matching" if packing is not None else "none", migration=rule,
+                                        options=options)
     pipeline.last_placement = _previous_placement(layout, worker_of, previous, previous_pairs)
-    result = pipeline.run_round([])
+    result = pipeline.run_round(list(packing[1]) if packing is not None else [])
     pl = result.placement
     assignment = {j: [worker_of[g] for g in gs] for j, gs in pl.gpus.items()}
     renewed = {j: c.renewed for c in result.selection.combinations for j in c.jobs}

@@ -35,6 +35,7 @@ from typing import Any, Callable, Mapping, Sequence, TypeVar
 from policyopt.errors import InputError, UnknownNameError
 from policyopt.mechanism import RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock
+from policyopt.placement.stages import JobInfo
 from policyopt.problem import Problem, physical_type
 
 from . import rounds as R
@@ -192,7 +193,8 @@ class SessionManager:
                   "deficit_cap": cap,
                   "entities": {n: {"weight": e.weight, "policy": e.policy} for n, e in base.entities.items()},
                   "colocated_types": [{"job_types": list(c.job_types), "worker_type": c.worker_type,
-                                       "throughputs": list(c.throughputs)} for c in base.colocated_types]}
+                                       "throughputs": list(c.throughputs)} for c in base.colocated_types],
+                  "packing": bool(body.get("packing", False))}
         specs: list[dict[str, Any]] = []
         if body.get("auto_workers", True):
             for w in base.cluster.worker_types:
@@ -562,7 +564,15 @@ class SessionManager:
             if mech is not None and sum(counts.values()) > 0:
                 layout, worker_of = R.live_layout(cfg["worker_types"],
                                                   [(w.worker_id, w.worker_type, w.server) for w in workers])
-                plan = R.place_round(mech, layout, worker_of, previous, previous_pairs, cfg["placer"], cfg["migration"])
+                packing = None
+                if cfg.get("packing"):
+                    specs = [j.spec for j in active]
+                    infos = [JobInfo(j.job_id, int(j.spec["scale_factor"]), float(j.added_at),
+                                     high_priority=bool(j.spec.get("priority")),
+                                     deadline=None if j.spec.get("slo_seconds") is None else 0.0) for j in active]
+                    packing = (R.packing_table(specs, cfg.get("colocated_types", []), cfg["worker_types"]), infos)
+                plan = R.place_round(mech, layout, worker_of, previous, previous_pairs, cfg["placer"], cfg["migration"],
+                                     packing)
                 selection, placements, assignment, pairs, timings = (plan.selection, plan.placements, plan.assignment,
                                                                     plan.pairs, plan.timings)
                 mech_pending = list(selection.pending)
