@@ -262,6 +262,7 @@ class Simulator:
             raise InputError("trace", [], "the trace has no jobs")
         jobs = sorted(trace, key=lambda j: (j.arrival, _id_key(j.id)))
         self._isolated = IsolatedTimeTracker()  # finish-time fairness: cumulative isolated time per job
+        self._job_fields: dict[int, dict[str, Any]] = {}  # per trace index: a validated Job's fields
         N = len(jobs)
         ids = [j.id for j in jobs]
         if len(set(ids)) != N:
@@ -705,10 +706,18 @@ class Simulator:
             left = None
             if np.isfinite(slo[i]) and arrival[i] + slo[i] - t > 0:  # a passed deadline can no longer be met
                 left = max(arrival[i] + slo[i] - t - margin, 1.0)
-            members.append(Job(ids[i], thr, int(sf[i]), float(weight[i]), float(remaining[i]), float(t - arrival[i]),
-                               jobs[i].entity, left, float(arrival[i]),
-                               bool(prio_flag[i]), labels[int(tj[i])] if labels is not None else None,
-                               isolated_time=self._isolated.value(ids[i], float(remaining[i]))))
+            iso = float(self._isolated.value(ids[i], float(remaining[i])))
+            fields = self._job_fields.get(i)
+            if fields is None:  # first recompute of this job: validated as any Job
+                job = Job(ids[i], thr, int(sf[i]), float(weight[i]), float(remaining[i]), float(t - arrival[i]),
+                          jobs[i].entity, left, float(arrival[i]),
+                          bool(prio_flag[i]), labels[int(tj[i])] if labels is not None else None, isolated_time=iso)
+                self._job_fields[i] = dict(job.__dict__)
+            else:  # later: only the simulator's own state changes (positive remaining, elapsed >= 0, left >= 1 s)
+                job = Job._unchecked({**fields, "throughputs": dict(fields["throughputs"]),
+                                      "steps_remaining": float(remaining[i]), "time_since_start": float(t - arrival[i]),
+                                      "slo_seconds": None if left is None else float(left), "isolated_time": iso})
+            members.append(job)
         if sum(avail.values()) == 0 or not members:
             return
         problem = Problem(cluster, tuple(members), (), entities if entities else {}, tuple(coloc_types))
