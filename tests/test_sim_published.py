@@ -147,3 +147,28 @@ def test_scale_published_small_form_runs_and_writes_as_it_goes(gavel_dir, tmp_pa
     df1 = pd.read_csv(tmp_path / "w1" / "las_single_published.csv")
     cols = ["arm", "seed", "rate", "avg_jct_hours", "p99_jct_hours", "utilization", "completed"]
     pd.testing.assert_frame_equal(df[cols], df1[cols])
+
+
+def test_every_posed_job_equals_a_validated_job(gavel, monkeypatch) -> None:
+    """After a job's first recompute the simulator builds its Problem entry unchecked: every entry
+    of every problem posed equals (fields and their types) the job built through the checked constructor."""
+    from policyopt.problem import Job
+    from policyopt.sim import simulator as simmod
+    from policyopt.sim.traces import gavel_trace
+
+    trace = [replace(t, steps=t.steps / 8)
+             for t in gavel_trace(gavel, 40, 5.6, seed=1, multi_gpu=True, slo_factors=(1.2, 2.0, 10.0))]
+    posed = []
+    real_problem = simmod.Problem
+
+    def checking(cluster, members, *args, **kwargs):
+        for m in members:
+            ref = Job(**m.__dict__)
+            assert ref == m and {k: type(v) for k, v in ref.__dict__.items()} == \
+                {k: type(v) for k, v in m.__dict__.items()}
+            posed.append(m.id)
+        return real_problem(cluster, members, *args, **kwargs)
+
+    monkeypatch.setattr(simmod, "Problem", checking)
+    res = simmod.simulate(trace, "v100=8,p100=8,k80=8", table=gavel, policy="finish_time_fairness", seed=0)
+    assert res.metrics["completed"] == 40 and len(posed) > 2 * len(set(posed))  # jobs posed repeatedly
