@@ -69,7 +69,9 @@ import logging
 import multiprocessing as mp
 import os
 import pickle
+import sys
 import time
+import types
 from concurrent.futures import ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
@@ -712,3 +714,14 @@ def pop(policy: Policy | str, k: int, seed: int = 0, *, combine: str | None = No
     policy keeps its partition across calls of ``solve`` (stable rounds). Works for any problem
     type: its :class:`PopAdapter` (:func:`pop_adapter`) says how to cut and merge it."""
     return PopPolicy(policy, k, seed, combine=combine, parallel=parallel, max_workers=max_workers)
+
+
+class _CallableModule(types.ModuleType):
+    """``policyopt.pop`` names both this module and :func:`pop`: once the submodule is imported,
+    Python sets the package attribute to the module, so the module forwards calls to the function."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return pop(*args, **kwargs)
+
+
+sys.modules[__name__].__class__ = _CallableModule

@@ -426,3 +426,16 @@ def test_seed_reshuffles_unlabelled_jobs() -> None:
     assert a != b
     assert sorted(len(g) for g in a) == [10, 10, 10, 10] == sorted(len(g) for g in b)
     assert groups(0) == a  # reproducible
+
+
+def test_policyopt_pop_stays_callable_after_the_submodule_is_imported() -> None:
+    """``import policyopt.pop`` replaces the package's lazy ``pop`` attribute with the module; the
+    module forwards calls, so ``policyopt.pop(policy, k)`` keeps working either way."""
+    import importlib
+
+    import policyopt
+
+    pop_module = importlib.import_module("policyopt.pop")
+    direct = pop_module.pop("max_sum_throughput", 2, parallel=False)
+    via_package = policyopt.pop("max_sum_throughput", 2, parallel=False)
+    assert type(via_package) is type(direct)
