@@ -146,3 +146,10 @@ def test_dataclass_validation() -> None:
         configs_frame(SPEC, [Plan(dp=4)], res(8))
     with pytest.raises(InputError, match="params.k_sync"):
         PerfParams(**{**K.to_dict(), "k_sync": 0.5})
+
+
+def test_measured_plan_forward_replaces_t_fwd() -> None:
+    table = configs_frame(SPEC, [Plan(dp=4), Plan(dp=4)], res(4))
+    table["fwd_time_plan"] = [3.0, np.nan]
+    bd = breakdown(table, K)
+    assert bd["t_fwd"].tolist() == [3.0, 2.0]

@@ -11,7 +11,8 @@ Forward time of one GA step (batch b/a) on one GPU::
 i.e. the issue's ``T_fwd = t_p·g_p/p·(m+p−1)`` with ``t_p·g_p = F/(a·d·t·m)`` the time of one
 micro-batch through the whole (TP-sharded) model, ``/p`` its time on one stage, and ``m+p−1``
 the stage-slots of a GPipe/1F1B forward sweep. For p = m = 1 this is the DP/TP scaling F/(a·d·t);
-the a steps together take a·T_fwd.
+the a steps together take a·T_fwd. An optional column ``fwd_time_plan`` (s, the measured forward
+time of one GA step of that very plan) replaces T_fwd on the rows where it is a number > 0.
 
 Backward and communication (V in elements, times β bytes, over B)::
 
@@ -88,6 +89,9 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     shard = d * t * p
 
     t_fwd = col["fwd_time_1gpu"] / (a * d * t) * (m + p - 1) / (m * p)
+    if "fwd_time_plan" in table.columns:
+        given = pd.to_numeric(table["fwd_time_plan"], errors="coerce").to_numpy(dtype=float)
+        t_fwd = np.where(np.isfinite(given) & (given > 0), given, t_fwd)
     t_dp = 2.0 * P * (d - 1) / shard * beta / bw
     t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw
     t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw, 0.0)

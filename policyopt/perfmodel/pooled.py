@@ -14,9 +14,9 @@ when the parameters its samples do not determine are pooled or fixed.
 Information check (before fitting), each failure an :class:`~policyopt.errors.InputError`
 naming what is missing: every model-specific free parameter must have a sample of that model
 that depends on it (``k_sync``: dp > 1; ``k_opt``: zero ≠ offload; ``k_opt_off``, ``k_swap``:
-zero = offload; ``k_off``: zero = offload and dp > 1; ``k_bwd``, ``k_const``: any sample), every pooled one a sample of some
-model; each model needs at least as many samples as it has own free parameters, and all samples
-together at least as many as free values in total.
+zero = offload; ``k_off``: zero = offload and dp > 1; ``k_bwd``, ``k_const``: any sample),
+every pooled one a sample of some model; each model needs at least as many samples as it has
+own free parameters, and all samples together at least as many as free values in total.
 """
 from __future__ import annotations
 
