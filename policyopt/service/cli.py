@@ -29,6 +29,8 @@ def serve(args: argparse.Namespace) -> int:
     if args.max_time_limit <= 0 or args.default_time_limit <= 0:
         raise InputError("--max-time-limit/--default-time-limit", [args.max_time_limit, args.default_time_limit],
                          "must be positive seconds")
+    if args.round_history < 1:
+        raise InputError("--round-history", args.round_history, "must keep at least 1 round")
     if args.default_time_limit > args.max_time_limit:
         raise InputError("--default-time-limit", args.default_time_limit, "must not exceed --max-time-limit")
     api_key = _api_key(args)
@@ -46,7 +48,8 @@ def serve(args: argparse.Namespace) -> int:
             if old is not None:
                 print(f"new empty state {args.state}; the previous file is {old}", file=sys.stderr)
     app = create_app(args.state, api_key=api_key, max_body_bytes=args.max_body_bytes,
-                     limits=Limits(default_time_limit=args.default_time_limit, max_time_limit=args.max_time_limit))
+                     limits=Limits(default_time_limit=args.default_time_limit, max_time_limit=args.max_time_limit,
+                                   round_history=args.round_history))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
 
@@ -98,6 +101,8 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
                    help="solver time limit (s) when a request gives none (default 30)")
     p.add_argument("--max-time-limit", dest="max_time_limit", type=float, default=60.0,
                    help="largest time_limit (s) a request may ask for (default 60)")
+    p.add_argument("--round-history", dest="round_history", type=int, default=1000, metavar="N",
+                   help="rounds of history kept per session (older ones are deleted; default 1000)")
     p.add_argument("--log-level", dest="log_level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=serve)
