@@ -51,3 +51,34 @@ def test_tables_validate_and_keep_units(data) -> None:
 def test_missing_copy_named(tmp_path) -> None:
     with pytest.raises(InputError, match="rubick_dir"):
         load_rubick(tmp_path)
+
+
+def test_cli_fits_three_sample_models_only_when_pooled(data, tmp_path: Path, capsys) -> None:
+    """`perf-model fit` on Rubick's samples: per model it names what llama7b lacks; pooled, the
+    3-sample models fit and the output says what was pooled."""
+    import argparse
+    import json
+
+    from policyopt.perfmodel import SAMPLE_COLUMNS
+    from policyopt.perfmodel.cli import add_subparser
+
+    def run(argv: list[str]) -> int:
+        parser = argparse.ArgumentParser(prog="policyopt")
+        add_subparser(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    samples = samples_table(data)[list(SAMPLE_COLUMNS)]
+    samples.to_csv(tmp_path / "samples.csv", index=False)
+    base = ["perf-model", "fit", "--samples", str(tmp_path / "samples.csv"), "--starts", "2"]
+    with pytest.raises(InputError, match="need at least 7 samples"):
+        run(base + ["--output", str(tmp_path / "a.json")])
+    with pytest.raises(InputError, match=r"samples\(model=llama7b\)\.k_opt: .*zero = none or dp"):
+        run(base + ["--output", str(tmp_path / "b.json"), "--pool", "k_opt_off,k_off,k_swap,k_sync"])
+    assert run(base + ["--output", str(tmp_path / "c.json"),
+                       "--pool", "k_opt,k_opt_off,k_off,k_swap,k_sync"]) == 0
+    out = capsys.readouterr().out
+    assert "pooled k_opt, k_opt_off, k_off, k_swap, k_sync" in out and "llama7b: 3 samples" in out
+    doc = json.loads((tmp_path / "c.json").read_text())
+    assert doc["models"]["llama30b"]["fit"]["n_samples"] == 3
+    assert len({m["params"]["k_opt"] for m in doc["models"].values()}) == 1
