@@ -153,3 +153,6 @@ def test_measured_plan_forward_replaces_t_fwd() -> None:
     table["fwd_time_plan"] = [3.0, np.nan]
     bd = breakdown(table, K)
     assert bd["t_fwd"].tolist() == [3.0, 2.0]
+    table["fwd_time_plan"] = ["3.0", "-1"]
+    with pytest.raises(InputError, match=r"configs\[1\]\.fwd_time_plan"):
+        breakdown(table, K)

@@ -12,7 +12,8 @@ i.e. the issue's ``T_fwd = t_p·g_p/p·(m+p−1)`` with ``t_p·g_p = F/(a·d·t�
 micro-batch through the whole (TP-sharded) model, ``/p`` its time on one stage, and ``m+p−1``
 the stage-slots of a GPipe/1F1B forward sweep. For p = m = 1 this is the DP/TP scaling F/(a·d·t);
 the a steps together take a·T_fwd. An optional column ``fwd_time_plan`` (s, the measured forward
-time of one GA step of that very plan) replaces T_fwd on the rows where it is a number > 0.
+time of one GA step of that very plan) replaces T_fwd on the rows where it holds a number; blank /
+NaN cells keep the formula, anything else that is not a finite number > 0 is an InputError.
 
 Backward and communication (V in elements, times β bytes, over B)::
 
@@ -42,7 +43,7 @@ from typing import Mapping
 import numpy as np
 import pandas as pd
 
-from policyopt.errors import UnknownNameError
+from policyopt.errors import InputError, UnknownNameError
 
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
@@ -90,8 +91,15 @@ def compute_terms(table: pd.DataFrame) -> Terms:
 
     t_fwd = col["fwd_time_1gpu"] / (a * d * t) * (m + p - 1) / (m * p)
     if "fwd_time_plan" in table.columns:
-        given = pd.to_numeric(table["fwd_time_plan"], errors="coerce").to_numpy(dtype=float)
-        t_fwd = np.where(np.isfinite(given) & (given > 0), given, t_fwd)
+        raw = table["fwd_time_plan"]
+        given = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+        blank = raw.isna().to_numpy() | (raw.astype(str).str.strip().isin(["", "nan"])).to_numpy()
+        bad = ~blank & ~(np.isfinite(given) & (given > 0))
+        if bad.any():
+            i = int(np.flatnonzero(bad)[0])
+            raise InputError(f"configs[{i}].fwd_time_plan", raw.iloc[i],
+                             "must be a finite number > 0 (seconds) or blank")
+        t_fwd = np.where(blank, t_fwd, given)
     t_dp = 2.0 * P * (d - 1) / shard * beta / bw
     t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw
     t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw, 0.0)
