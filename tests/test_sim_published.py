@@ -141,6 +141,9 @@ def test_scale_published_small_form_runs_and_writes_as_it_goes(gavel_dir, tmp_pa
     summary = __import__("json").loads((tmp_path / "w2" / "las_single_published.json").read_text())
     assert summary["scale"] == "published" and summary["cluster"] == "v100=36,p100=36,k80=36"
     assert summary["command"].endswith("--scale published")
+    (tmp_path / "w2" / "las_single_published_bars.png").unlink()
+    assert ex.main(["las_single", "--replot", "--scale", "published", "--output", str(tmp_path / "w2")]) == 0
+    assert (tmp_path / "w2" / "las_single_published_bars.png").exists()
     one = ex.run_experiment("las_single", tmp_path / "w1", [0], 1, scale="published", jobs=15, rates=[6.0],
                             progress=False)
     assert one["status"] == "ok"

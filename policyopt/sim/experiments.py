@@ -404,21 +404,23 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     return summary
 
 
-def replot(name: str, output: str | Path) -> None:
-    """Redraw ``NAME_jct_vs_load.png`` and ``NAME_bars.png`` from ``OUTPUT/NAME.csv``."""
+def replot(name: str, output: str | Path, scale: str = "small") -> None:
+    """Redraw ``NAME_jct_vs_load.png`` and ``NAME_bars.png`` from ``OUTPUT/NAME.csv`` (``NAME_published.*``
+    with ``scale="published"``; a sweep still running is drawn as far as it got)."""
     import pandas as pd
 
     from .plots import bar_figure, jct_vs_load_figure
 
     exp = EXPERIMENTS[name]
     out = Path(output)
-    path = out / f"{name}.csv"
+    stem = name if scale == "small" else f"{name}_{scale}"
+    path = out / f"{stem}.csv"
     if not path.exists():
         return
     df = pd.read_csv(path)
     if df["rate"].nunique() > 1:
-        jct_vs_load_figure(df, out / f"{name}_jct_vs_load.png", hue="arm", title=exp.title)
-    bar_figure(df, out / f"{name}_bars.png", metrics=list(exp.metrics), hue="arm", title=exp.title)
+        jct_vs_load_figure(df, out / f"{stem}_jct_vs_load.png", hue="arm", title=exp.title)
+    bar_figure(df, out / f"{stem}_bars.png", metrics=list(exp.metrics), hue="arm", title=exp.title)
 
 
 class _Stub:
@@ -479,7 +481,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
         for n in (list(EXPERIMENTS) if args.name == "all" else [args.name]):
-            replot(n, args.output)
+            replot(n, args.output, args.scale)
         return 0
     if args.name == "list":
         for e in EXPERIMENTS.values():
