@@ -45,7 +45,12 @@ from policyopt.errors import InputError
 from policyopt.placement.layout import ClusterLayout
 from policyopt.placement.plan import Placement
 
-__all__ = ["job_exact_relabeling", "exact_relabeling", "kept_weight", "moved_weight", "RelabelingModel"]
+__all__ = ["job_exact_relabeling", "exact_relabeling", "kept_weight", "moved_weight", "RelabelingModel",
+           "TESSERAE_MAX_SERVERS"]
+
+#: Tesserae's mapping joins the baselines only up to this many servers (it builds a dense
+#: servers x servers cost matrix per class); the job-exact method itself stays sparse.
+TESSERAE_MAX_SERVERS = 1024
 
 
 def _flat(placement: Placement, vocab: Mapping[str, int], jobs: list[str]) -> tuple[np.ndarray, np.ndarray]:
@@ -303,7 +308,8 @@ def job_exact_relabeling(previous: Placement, plan: Placement, costs: Mapping[st
 
     Per server class, the best (by kept weight) of the fast mapping and the ``baselines`` (default:
     the simple rule's mapping and the identity, i.e. the plan as given; and Tesserae's mapping when
-    some job is spread, where the fast method is a heuristic), so the result never moves more
+    some job is spread, where the fast method is a heuristic, on at most ``TESSERAE_MAX_SERVERS``
+    servers), so the result never moves more
     (weighted) jobs than any of them: it starts from them and only accepts improvements.
     """
     from policyopt.placement.migration import simple_rule_relabeling, tesserae_relabeling
@@ -312,7 +318,9 @@ def job_exact_relabeling(previous: Placement, plan: Placement, costs: Mapping[st
     best = _fast_mapping(m)
     if baselines is None:
         baselines = [simple_rule_relabeling(previous, plan), np.arange(plan.layout.num_gpus)]
-        if m.spread_jobs().size:  # the fast method is a heuristic there: Tesserae's mapping competes too
+        # the fast method is a heuristic for spread jobs: Tesserae's mapping competes too, on clusters
+        # small enough for its dense servers x servers cost matrix
+        if m.spread_jobs().size and plan.layout.num_servers <= TESSERAE_MAX_SERVERS:
             baselines.append(tesserae_relabeling(previous, plan))
     kb = np.asarray(kept_weight(previous, plan, best, costs, per_type=True))
     for base in baselines:
