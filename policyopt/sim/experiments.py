@@ -15,7 +15,7 @@ each type, a Gavel trace of 6,000 jobs (Poisson arrivals) of which jobs 4,000–
 (window ``[4000, 5000)``, simulated until they have finished, arrivals continuing), 3 seeds per rate,
 and the published rate sweep (Gavel's ``run_sweep_continuous.py -a 0 -b 6 -n 16`` single-GPU:
 0.4, 0.8, …, 6.0 jobs/hour; ``-a 0 -b 3 -n 11`` multi-GPU: 0.3, 0.6, …, 3.0 jobs/hour). Files are
-named ``NAME_published.*``; every finished simulation is appended to the CSV at once. ``--jobs N``
+named ``NAME_published.*``; the CSV is rewritten as each simulation finishes. ``--jobs N``
 shrinks the trace (the window stays at the same fractions) and ``--rates`` picks rates, for quick
 looks; each row records ``arrivals_cover_window`` (whether jobs were still arriving when the
 window's last job finished, as in the published runs).
@@ -361,9 +361,10 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     csv = out / f"{stem}.csv"
 
     def finished(k: int, res: tuple[dict[str, Any], Any]) -> None:
-        # written as they finish: a long sweep can be read (or stopped) part-way
+        # rewritten as each finishes (rows in task order; arms may add columns): a long sweep can be
+        # read, replotted or stopped part-way
         done[k] = res
-        pd.DataFrame([res[0]]).to_csv(csv, mode="a", header=len(done) == 1, index=False)
+        pd.DataFrame([done[i][0] for i in sorted(done)]).to_csv(csv, index=False)
         _report(progress, len(done) - 1, tasks, res[0])
 
     csv.unlink(missing_ok=True)
