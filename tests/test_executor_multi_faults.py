@@ -112,12 +112,15 @@ def test_executor_killed_mid_round_of_a_two_rank_job(tmp_path: Path) -> None:
     start2 = max(i for i, e in enumerate(events) if e[0] == "executor_start")
     retired = [e for e in events[start2:] if e[0] == "retired" and e[1] == "dp"]
     assert len(retired) == 1 and retired[0][2]["ranks"] == 2           # every rank of the launch found
-    first_launch = next(i for i, e in enumerate(events) if i > start2 and e[0] == "launch" and e[1] == "dp")
-    assert events.index(retired[0]) < first_launch                      # retired before it starts again
+    relaunch = [i for i, e in enumerate(events) if i > start2 and e[0] == "launch" and e[1] == "dp"]
+    # a relaunch (when the killed round left steps to run) comes only after every rank was retired;
+    # on a fast machine the orphaned ranks may finish the job's last steps before the rerun finds them
+    assert not relaunch or events.index(retired[0]) < relaunch[0]
+    assert relaunch or retired[0][2].get("steps_done") == report["jobs"]["dp"]["steps_required"]
     launches = [e[2] for e in events if e[0] == "launch" and e[1] == "dp"]
     pids = [p for lz in launches for p in lz["pids"]]
     assert len(pids) == len(set(pids)) and all(len(lz["pids"]) == 2 for lz in launches)
-    rounds_max = max(r["jobs"]["dp"]["steps"] for r in report["rounds"] if "dp" in r["jobs"])
+    rounds_max = max((r["jobs"]["dp"]["steps"] for r in report["rounds"] if "dp" in r["jobs"]), default=0)
     assert report["jobs"]["dp"]["steps_lost"] <= rounds_max
     print(f"\nexecutor killed mid-round: dp retired at step {retired[0][2]['steps_done']}, lost "
           f"{report['jobs']['dp']['steps_lost']} steps (max {rounds_max} per round)", file=sys.stderr)
