@@ -64,7 +64,8 @@ def test_executor_killed_and_resumed_with_the_same_state(tmp_path: Path) -> None
     with open(tmp_path / "first.log", "wb") as log:
         first = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         deadline = time.time() + 240
-        while _rounds_committed(state) < 4 and first.poll() is None and time.time() < deadline:
+        # two rounds: with a well-used cluster the small example may finish in three
+        while _rounds_committed(state) < 2 and first.poll() is None and time.time() < deadline:
             time.sleep(0.2)
         assert first.poll() is None, (tmp_path / "first.log").read_text()[-2000:]
         time.sleep(0.7)  # mid-round
