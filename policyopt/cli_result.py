@@ -39,10 +39,22 @@ def _capped(lines: list[str], what: str) -> list[str]:
     return lines[:_MAX_LINES] + [f"... {len(lines) - _MAX_LINES} more {what} (see the result JSON)"]
 
 
+#: pairs sharing workers for less of the time than this (solver noise, shown as 0.000) are not listed
+PAIR_FRACTION_SHOWN = 5e-4
+
+
+def _fraction(pair: Mapping[str, Any]) -> float:
+    try:
+        return float(pair.get("fraction", pair.get("time_fraction", 0.0)))
+    except (TypeError, ValueError):
+        return 0.0
+
+
 def explain(out: Mapping[str, Any]) -> list[tuple[int, str]]:
     """``(logging level, sentence)`` for everything in a result dict (``PolicyResult.to_dict()``)
     that a reader of the status line alone would miss: the status and the policy's message, SLO
-    violations, SLAs not met, POP lowering ``k``, the colocated pairs of a space-sharing result."""
+    violations, SLAs not met, POP lowering ``k``, the colocated pairs of a space-sharing result (those sharing
+    workers at least :data:`PAIR_FRACTION_SHOWN` of the time)."""
     notes: list[tuple[int, str]] = []
     status = str(out.get("status", ""))
     message = str(out.get("message") or "")
@@ -63,9 +75,9 @@ def explain(out: Mapping[str, Any]) -> list[tuple[int, str]]:
     pop = out.get("pop")
     if isinstance(pop, Mapping) and pop.get("k_reason"):
         notes.append((logging.WARNING, f"POP: {pop['k_reason']}"))
-    pairs = [f"{' + '.join(map(str, c.get('jobs', [])))} on {c.get('worker_type')}: "
-             f"{float(c.get('fraction', c.get('time_fraction', 0.0))):.3f} of the time"
-             for c in out.get("colocated_allocation") or [] if isinstance(c, Mapping)]
+    pairs = [f"{' + '.join(map(str, c.get('jobs', [])))} on {c.get('worker_type')}: {f:.3f} of the time"
+             for c in out.get("colocated_allocation") or [] if isinstance(c, Mapping)
+             if (f := _fraction(c)) >= PAIR_FRACTION_SHOWN]
     if pairs:
         notes.append((logging.INFO, f"{len(pairs)} colocated pair(s) share workers:"))
         notes += [(logging.INFO, "  " + s) for s in _capped(pairs, "pairs")]

@@ -198,13 +198,28 @@ def test_explain_pop_and_pairs() -> None:
     res = pop(policyopt.get_policy("max_min_fairness"), k=4).solve(load_example("small"))
     notes = explain(res.to_dict())
     assert any("POP: k lowered from 4" in t for _, t in notes)
-    res = policyopt.solve(load_example("gavel-small"), "max_min_fairness", space_sharing=True)
+    res = policyopt.solve(load_example("gavel-small"), "max_sum_throughput", space_sharing=True)
     notes = explain(res.to_dict())
-    pairs = res.colocated_allocation
+    pairs = [c for c in res.colocated_allocation if c["fraction"] >= 5e-4]
     assert pairs and any(f"{len(pairs)} colocated pair(s)" in t for _, t in notes)
     assert all(level == logging.INFO for level, _ in notes)
     assert exit_status("optimal") == 0 and exit_status("time_limit") == 3 and exit_status("new_status") == 7
     assert exit_status("infeasible", allow_nonoptimal=True) == 0
+
+
+def test_explain_leaves_out_pairs_of_solver_noise() -> None:
+    """Pairs that share workers for a negligible time (solver noise, 1e-8) are not reported as
+    "0.000 of the time"; a result without such sharing says nothing about pairs."""
+    from policyopt.cli_result import explain
+
+    out = {"status": "optimal", "colocated_allocation": [
+        {"jobs": ["a", "b"], "worker_type": "v100", "fraction": 1.0e-8},
+        {"jobs": ["c", "d"], "worker_type": "k80", "fraction": 0.25}]}
+    text = [t for _, t in explain(out)]
+    assert "1 colocated pair(s) share workers:" in text and not any("0.000 of the time" in t for t in text)
+    assert any("c + d on k80: 0.250 of the time" in t for t in text)
+    out["colocated_allocation"] = out["colocated_allocation"][:1]
+    assert not any("colocated" in t for _, t in explain(out))
 
 
 def test_listings_fit_80_columns() -> None:
