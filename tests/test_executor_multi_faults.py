@@ -26,7 +26,7 @@ pytest.importorskip("sklearn")
 
 pytestmark = [pytest.mark.torch, pytest.mark.timeout(900)]
 ROOT = Path(__file__).resolve().parents[1]
-JOBS = [{"id": "dp", "job_type": "transformer-bs16", "steps": 100, "scale_factor": 2, "seed": 2},
+JOBS = [{"id": "dp", "job_type": "transformer-bs16", "steps": 160, "scale_factor": 2, "seed": 2},
         {"id": "one", "job_type": "lstm-bs10", "steps": 60, "seed": 1}]
 
 
@@ -60,7 +60,22 @@ def _training(state: Path, job: str, min_steps: int = 5) -> dict[str, Any] | Non
     except (OSError, ValueError):
         return None
     ok = live.get("status") == "running" and live.get("steps_this_session", 0) >= min_steps
-    return proc if ok else None
+    return proc if ok and _time_left(live) >= 1.5 else None
+
+
+def _time_left(live: dict[str, Any]) -> float:
+    """Seconds the ranks are sure to keep running: until the lease ends (unless they wait for a
+    renewal) and until the job's last step at its measured rate — so a kill now finds them alive
+    on a machine of any speed."""
+    lease = live.get("lease") or {}
+    left = float("inf")
+    if lease.get("deadline") is not None and not lease.get("keep_workers"):
+        left = float(lease["deadline"]) - time.time()
+    rate = live.get("steps_per_s") or 0.0
+    remaining = int(live.get("steps_total") or 0) - int(live.get("steps_done") or 0)
+    if rate > 0:
+        left = min(left, remaining / rate)
+    return left
 
 
 def _command(tmp_path: Path) -> tuple[list[str], dict[str, str]]:

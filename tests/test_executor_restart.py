@@ -31,7 +31,11 @@ def _is_running(pid: int) -> bool:
 
 
 def _max_round_steps(report: dict[str, Any], job: str) -> int:
-    return max(r["jobs"][job]["steps"] for r in report["rounds"] if job in r["jobs"])
+    """The most steps ``job`` trained in one committed round; a job that finished in the round the
+    executor was killed in (found done by the rerun) has no committed round: its bound is its whole
+    step count, which that one round trained."""
+    return max((r["jobs"][job]["steps"] for r in report["rounds"] if job in r["jobs"]),
+               default=report["jobs"][job]["steps_required"])
 
 
 def _rounds_committed(state: Path) -> int:
