@@ -1,5 +1,5 @@
-"""Every ```python block in README.md and docs/ runs (blocks of one file share a namespace);
-the mkdocs site builds."""
+"""Every ```python block in README.md and docs/ runs on its own (a fresh namespace per block: a
+reader can copy any one snippet); the mkdocs site builds."""
 from __future__ import annotations
 
 import os
@@ -22,8 +22,8 @@ def test_code_blocks_run(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyP
     if not blocks:
         pytest.skip("no python blocks")
     monkeypatch.chdir(tmp_path)
-    ns: dict = {"__name__": f"doc_{path.stem}"}
     for i, code in enumerate(blocks):
+        ns: dict = {"__name__": f"doc_{path.stem}_{i}"}
         try:
             exec(compile(code, f"{path.name}[block {i}]", "exec"), ns)
         except ImportError as exc:  # an optional extra (e.g. torch) that is not installed
