@@ -40,7 +40,7 @@ from scipy.sparse.csgraph import connected_components
 
 from policyopt.standard_form import StandardForm
 
-__all__ = ["BlockAggregation", "aggregate", "expand", "lagrangian_bound", "certify"]
+__all__ = ["BlockAggregation", "BlockStructure", "aggregate", "certify", "detect", "expand", "lagrangian_bound"]
 
 #: most linking rows / columns the fast path accepts (K capacity rows; t)
 MAX_LINKING_ROWS = 256
@@ -50,6 +50,29 @@ MAX_GROUP_FRACTION = 0.5
 #: skip the detection when more than this fraction of the matrix values are distinct (Gavel's
 #: max-min LP at 2,048 jobs: ~4 %; makespan, with per-job remaining steps: ~33 %)
 DISTINCT_VALUES_GATE = 0.2
+
+
+@dataclass
+class BlockStructure:
+    """The block shape of a matrix (found by :func:`detect`; depends on ``A`` only): which columns and
+    rows belong to which block (``-1``: linking), each one's local index inside its block, and the
+    hash of each block's matrix entries. Costs and bounds are hashed at every :func:`aggregate`, so
+    one structure serves the re-solves of a loaded model after cost/bound updates."""
+
+    A: sp.csc_matrix              # the matrix it describes (reused only while it is this object)
+    cb: np.ndarray                # per column: its block, -1 linking
+    rb: np.ndarray                # per row: its block, -1 linking
+    B: int
+    col_order: np.ndarray         # block columns sorted by (block, index)
+    col_start: np.ndarray         # each block's start in col_order (B + 1)
+    lc: np.ndarray                # per column: local index in its block (-1 linking)
+    row_order: np.ndarray
+    row_start: np.ndarray
+    lr: np.ndarray
+    bc: np.ndarray                # the block columns
+    br: np.ndarray                # the block rows
+    h_mat: np.ndarray             # per block: hash of its matrix entries (uint64)
+    n_mat: np.ndarray             # per block: number of those entries
 
 
 @dataclass
@@ -64,38 +87,80 @@ class BlockAggregation:
     row_div: np.ndarray          # per full row: divide that dual by this (the multiplicity)
     blocks: int
     groups: int
+    group: np.ndarray | None = None   # per block: its group (numbered by first block)
+    structure: BlockStructure | None = None
 
     def describe(self) -> str:
         return (f"{self.blocks} blocks in {self.groups} groups of identical blocks; reduced LP "
                 f"{self.reduced.num_cols} columns × {self.reduced.num_rows} rows")
 
+    def same_reduction(self, other: "BlockAggregation") -> bool:
+        """Whether ``other`` (of the same structure) has the same groups, hence the same reduced matrix:
+        only the reduced costs and bounds can differ."""
+        return (self.structure is not None and other.structure is self.structure and self.group is not None
+                and other.group is not None and np.array_equal(self.group, other.group))
 
-def aggregate(sf: StandardForm) -> BlockAggregation | None:
-    """The reduced LP of ``sf`` over groups of identical blocks, or ``None`` when ``sf`` is not
-    block-angular with few linking rows/columns or aggregating would not halve it."""
+
+_M32 = np.uint64(0xFFFFFFFF)
+
+
+def _block_sum(blk: np.ndarray, v: np.ndarray, B: int) -> np.ndarray:
+    """Per-block wrapping uint64 sums of ``v`` (``blk``: each item's block): two float bincounts of
+    the 32-bit halves, exact while a block holds fewer than 2²¹ items (else ``np.add.at``)."""
+    if blk.size == 0:
+        return np.zeros(B, np.uint64)
+    if blk.size >= 1 << 21:
+        out = np.zeros(B, np.uint64)
+        np.add.at(out, blk, v)
+        return out
+    lo = np.bincount(blk, (v & _M32).astype(np.float64), minlength=B).astype(np.uint64)
+    hi = np.bincount(blk, (v >> np.uint64(32)).astype(np.float64), minlength=B).astype(np.uint64)
+    return lo + (hi << np.uint64(32))
+
+
+def _item_hash(kind: int | np.ndarray, a: np.ndarray, b: np.ndarray | int, v: np.ndarray) -> np.ndarray:
+    """``mix(key(kind, a, b)·C ^ bits(v))`` per item: ``kind`` the item's kind, ``a``, ``b`` its
+    local indices, ``v`` its value."""
+    key = (np.asarray(kind).astype(np.uint64) * np.uint64(0x100000001B3) + a.astype(np.uint64)) \
+        * np.uint64(0x9E3779B97F4A7C15) + np.asarray(b).astype(np.uint64)
+    bits = np.ascontiguousarray(np.asarray(v, np.float64) + 0.0).view(np.uint64)  # -0.0 → 0.0
+    return _mix(bits ^ (key * np.uint64(0xD6E8FEB86659FD93)))
+
+
+def detect(sf: StandardForm) -> BlockStructure | None:
+    """The block structure of ``sf``'s matrix, or ``None`` when ``sf`` is not block-angular with few
+    linking rows/columns (or its values are mostly distinct: no identical blocks to expect)."""
     if sf.is_mip or sf.num_cols < 8 or sf.num_rows < 4:
         return None
-    A = sf.A.tocsc()
+    A = sf.A if sf.A.format == "csc" else sf.A.tocsc()
     N, R = sf.num_cols, sf.num_rows
     # a cheap gate first: repeated blocks repeat their coefficients, so an LP with many distinct
     # matrix values and costs (per-job data: remaining steps, measured throughputs) is not worth the
     # detection (at most half the blocks distinct allows up to nnz/2 distinct values; the gate is
     # tighter, a heuristic: such an LP goes to HiGHS whole; exactness is unaffected)
     values = np.concatenate([A.data, sf.c])
-    if np.unique(values).size > DISTINCT_VALUES_GATE * values.size:
+    values.sort()
+    if np.count_nonzero(values[1:] != values[:-1]) + 1 > DISTINCT_VALUES_GATE * values.size:
         return None
     indptr, rows, vals = A.indptr, A.indices, A.data
-    cols = np.repeat(np.arange(N), np.diff(indptr))
     col_nnz = np.diff(indptr)
+    cols = np.repeat(np.arange(N), col_nnz)
     row_nnz = np.bincount(rows, minlength=R)
-    k90 = int(0.9 * (R - 1))
-    tau = max(2, 2 * int(np.partition(row_nnz, k90)[k90]))
+    k90 = int(0.9 * (R - 1))  # the 90th percentile of the row counts by counting (no sort)
+    tau = max(2, 2 * int(np.searchsorted(np.cumsum(np.bincount(row_nnz)), k90, side="right")))
     link_row = row_nnz > tau
     link_col = col_nnz > tau
-    if link_row.sum() > MAX_LINKING_ROWS or link_col.sum() > MAX_LINKING_COLS:
+    if np.count_nonzero(link_row) > MAX_LINKING_ROWS or np.count_nonzero(link_col) > MAX_LINKING_COLS:
         return None
-    inner = ~link_row[rows] & ~link_col[cols]
-    g = sp.coo_matrix((np.ones(int(inner.sum())), (cols[inner], N + rows[inner])), shape=(N + R, N + R))
+    inner = ~link_row[rows]
+    inner &= ~link_col[cols]
+    # the bipartite column–row graph of the inner entries, as CSR straight from the CSC arrays
+    # (column j's neighbours are rows N + i; rows have no out-edges; undirected components)
+    ptr = np.zeros(N + R + 1, np.int64)
+    np.cumsum(np.bincount(cols[inner], minlength=N), out=ptr[1:N + 1])
+    ptr[N + 1:] = ptr[N]
+    nbr = (rows[inner] + N).astype(np.int32)
+    g = sp.csr_matrix((np.ones(nbr.size), nbr, ptr), shape=(N + R, N + R))
     _, label = connected_components(g, directed=False)
     col_label, row_label = label[:N], label[N:]
     # blocks: components holding a non-linking column; rows of other components stay as they are
@@ -104,7 +169,7 @@ def aggregate(sf: StandardForm) -> BlockAggregation | None:
     block_id = np.cumsum(has_col) - 1
     cb = np.where(link_col, -1, block_id[col_label])
     rb = np.where(link_row | ~has_col[row_label], -1, block_id[row_label])
-    B = int(has_col.sum())
+    B = int(block_id[-1] + 1)
     if B < 4:
         return None
     # local index of every block column / row (rank by index inside its block)
@@ -116,57 +181,86 @@ def aggregate(sf: StandardForm) -> BlockAggregation | None:
     lrow_rank[link_rows] = np.arange(link_rows.size)
     lcol_rank = np.full(N, -1, np.int64)
     lcol_rank[link_cols] = np.arange(link_cols.size)
+    # the matrix part of each block's hash: its entries keyed by kind and local indices
+    # (2 inner, 3 block column in a linking row, 4 block row on a linking column)
+    ent_cb, ent_rb = cb[cols], rb[rows]
+    in_c, in_r = ent_cb >= 0, ent_rb >= 0
+    use = in_c | in_r
+    ent_cb, ent_rb, ecols, erows, evals = ent_cb[use], ent_rb[use], cols[use], rows[use], vals[use]
+    in_c, in_r = in_c[use], in_r[use]
+    e2 = in_c & in_r
+    e3 = in_c & ~in_r
+    kind = np.where(e2, 2, np.where(e3, 3, 4)).astype(np.uint64)
+    ent_a = np.where(in_r, lr[erows], lc[ecols])
+    ent_b = np.where(e2, lc[ecols], np.where(e3, lrow_rank[erows], lcol_rank[ecols]))
+    ent_blk = np.where(in_c, ent_cb, ent_rb)
+    h_mat = _block_sum(ent_blk, _item_hash(kind, ent_a, ent_b, evals), B)
+    n_mat = np.bincount(ent_blk, minlength=B)
+    return BlockStructure(A, cb, rb, B, col_order, col_start, lc, row_order, row_start, lr,
+                          np.flatnonzero(cb >= 0), np.flatnonzero(rb >= 0), h_mat, n_mat)
 
+
+def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> BlockAggregation | None:
+    """The reduced LP of ``sf`` over groups of identical blocks, or ``None`` when ``sf`` is not
+    block-angular with few linking rows/columns or aggregating would not halve it. ``structure``:
+    :func:`detect`'s answer for ``sf.A`` (found here when not given)."""
+    if structure is None:
+        structure = detect(sf)
+    if structure is None:
+        return None
+    st = structure
+    A, N, R, B = st.A, sf.num_cols, sf.num_rows, st.B
+    cb, rb, bc, br, lc, lr = st.cb, st.rb, st.bc, st.br, st.lc, st.lr
     # ---- one 64-bit hash per block: the sum over its items of mix(key(item) ^ bits(value)), where
     # the key holds the item's kind and local indices (order-free, so no sort); blocks with equal
     # (item count, hash) are grouped. A collision could only make the certificate below fail.
-    bc = np.flatnonzero(cb >= 0)
-    br = np.flatnonzero(rb >= 0)
-    ent_cb, ent_rb = cb[cols], rb[rows]
-    e2 = (ent_cb >= 0) & (ent_rb >= 0)    # inner entries
-    e3 = (ent_cb >= 0) & (ent_rb < 0)     # block column in a linking row
-    e4 = (ent_cb < 0) & (ent_rb >= 0)     # block row on a linking column
-    ent_blk = np.where(ent_cb >= 0, ent_cb, ent_rb)
-    ent_type = np.where(e2, 2, np.where(e3, 3, 4))
-    ent_a = np.where(ent_rb >= 0, lr[rows], lc[cols])
-    ent_b = np.where(e2, lc[cols], np.where(e3, lrow_rank[rows], lcol_rank[cols]))
-    use = e2 | e3 | e4
-    items = [(ent_blk[use], ent_type[use], ent_a[use], ent_b[use], vals[use])]
-    for k, v in enumerate((sf.c, sf.col_lower, sf.col_upper)):
-        items.append((cb[bc], np.full(bc.size, 0), lc[bc], np.full(bc.size, k), v[bc]))
-    for k, v in enumerate((sf.row_lower, sf.row_upper)):
-        items.append((rb[br], np.full(br.size, 1), lr[br], np.full(br.size, k), v[br]))
-    blk, typ, a, b, v = (np.concatenate(z) for z in zip(*items))
-    key = (typ.astype(np.uint64) * np.uint64(0x100000001B3) + a.astype(np.uint64)) * np.uint64(0x9E3779B97F4A7C15) \
-        + b.astype(np.uint64)
-    bits = np.ascontiguousarray(v.astype(np.float64) + 0.0).view(np.uint64)  # -0.0 → 0.0
-    h = np.zeros(B, np.uint64)
-    np.add.at(h, blk, _mix(bits ^ (key * np.uint64(0xD6E8FEB86659FD93))))
-    n_items = np.bincount(blk, minlength=B)
+    lcb, lrb = lc[bc], lr[br]
+    hc = _item_hash(0, lcb, 0, sf.c[bc]) + _item_hash(0, lcb, 1, sf.col_lower[bc]) \
+        + _item_hash(0, lcb, 2, sf.col_upper[bc])
+    hr = _item_hash(1, lrb, 0, sf.row_lower[br]) + _item_hash(1, lrb, 1, sf.row_upper[br])
+    h = st.h_mat + _block_sum(cb[bc], hc, B) + _block_sum(rb[br], hr, B)
+    n_items = st.n_mat + 3 * np.diff(st.col_start) + 2 * np.diff(st.row_start)
     sig = _mix(h ^ _mix(n_items.astype(np.uint64)))
     _, first, group = np.unique(sig, return_index=True, return_inverse=True)
-    group = group.ravel()
+    # groups numbered in the order of their first block: equal arrays ⇔ equal partitions
+    order = np.argsort(first)
+    relabel = np.empty_like(order)
+    relabel[order] = np.arange(order.size)
+    group, first = relabel[group.ravel()], first[order]
     n_groups = int(first.size)
     if n_groups >= B or n_groups > MAX_GROUP_FRACTION * B:
         return None
     mult = np.bincount(group, minlength=n_groups).astype(float)
     rep = first.astype(np.int64)  # the first block of each group
-    if np.any(np.diff(col_start)[rep[group]] != np.diff(col_start)) or \
-            np.any(np.diff(row_start)[rep[group]] != np.diff(row_start)):
+    if np.any(np.diff(st.col_start)[rep[group]] != np.diff(st.col_start)) or \
+            np.any(np.diff(st.row_start)[rep[group]] != np.diff(st.row_start)):
         return None
 
     # ---- reduced LP: linking columns/rows + the representatives' columns/rows, original order
     is_rep = np.zeros(B, bool)
     is_rep[rep] = True
-    keep_col = (cb < 0) | is_rep[np.maximum(cb, 0)] & (cb >= 0)
-    keep_row = (rb < 0) | is_rep[np.maximum(rb, 0)] & (rb >= 0)
+    keep_col = cb < 0
+    keep_col[bc] = is_rep[cb[bc]]
+    keep_row = rb < 0
+    keep_row[br] = is_rep[rb[br]]
     keep_cols, keep_rows = np.flatnonzero(keep_col), np.flatnonzero(keep_row)
-    m_col = np.where(cb >= 0, mult[group[np.maximum(cb, 0)]], 1.0)
-    sub = A[:, keep_cols][keep_rows, :].tocsc()
-    sub_cols = np.repeat(keep_cols, np.diff(sub.indptr))
-    sub_link = rb[keep_rows[sub.indices]] < 0
-    data = np.where(sub_link, sub.data * m_col[sub_cols], sub.data)
-    A_red = sp.csc_matrix((data, sub.indices, sub.indptr), shape=sub.shape)
+    red_col = np.full(N, -1, np.int64)
+    red_col[keep_cols] = np.arange(keep_cols.size)
+    red_row = np.full(R, -1, np.int64)
+    red_row[keep_rows] = np.arange(keep_rows.size)
+    m_col = np.ones(N)
+    m_col[bc] = mult[group[cb[bc]]]
+    # the kept entries straight from the CSC arrays (column order and row order within a column kept)
+    col_nnz = np.diff(A.indptr)
+    ent_keep = np.repeat(keep_col, col_nnz)
+    ent_keep &= keep_row[A.indices]
+    ent_col = np.repeat(np.arange(N), col_nnz)[ent_keep]
+    ent_row = A.indices[ent_keep]
+    data = A.data[ent_keep]
+    data = np.where(rb[ent_row] < 0, data * m_col[ent_col], data)
+    ptr = np.zeros(keep_cols.size + 1, np.int64)
+    np.cumsum(np.bincount(red_col[ent_col], minlength=keep_cols.size), out=ptr[1:])
+    A_red = sp.csc_matrix((data, red_row[ent_row].astype(np.int32), ptr), shape=(keep_rows.size, keep_cols.size))
     reduced = StandardForm(
         sense=sf.sense, c=sf.c[keep_cols] * m_col[keep_cols], offset=float(sf.offset),
         col_lower=sf.col_lower[keep_cols].copy(), col_upper=sf.col_upper[keep_cols].copy(),
@@ -174,21 +268,17 @@ def aggregate(sf: StandardForm) -> BlockAggregation | None:
         row_lower=sf.row_lower[keep_rows].copy(), row_upper=sf.row_upper[keep_rows].copy(),
         row_scale=np.ones(keep_rows.size), row_scale_applied=True)
     # ---- maps back: every block column/row takes its representative's (same local index)
-    red_col = np.full(N, -1, np.int64)
-    red_col[keep_cols] = np.arange(keep_cols.size)
-    red_row = np.full(R, -1, np.int64)
-    red_row[keep_rows] = np.arange(keep_rows.size)
     col_src = red_col.copy()
     rep_b = rep[group[cb[bc]]]
-    col_src[bc] = red_col[col_order[col_start[rep_b] + lc[bc]]]
+    col_src[bc] = red_col[st.col_order[st.col_start[rep_b] + lc[bc]]]
     row_src = red_row.copy()
     rep_r = rep[group[rb[br]]]
-    row_src[br] = red_row[row_order[row_start[rep_r] + lr[br]]]
+    row_src[br] = red_row[st.row_order[st.row_start[rep_r] + lr[br]]]
     row_div = np.ones(R)
     row_div[br] = mult[group[rb[br]]]
     if np.any(col_src < 0) or np.any(row_src < 0):
         return None  # blocks of one group differ in shape: cannot happen with equal token tables
-    return BlockAggregation(reduced, keep_cols, keep_rows, col_src, row_src, row_div, B, n_groups)
+    return BlockAggregation(reduced, keep_cols, keep_rows, col_src, row_src, row_div, B, n_groups, group, st)
 
 
 def _mix(z: np.ndarray) -> np.ndarray:

@@ -120,6 +120,12 @@ class HighsModel(LoadedModel):
         self._set("mip_rel_gap", float(options.mip_rel_gap))
         self._warm = False  # HiGHS holds a basis / solution from an earlier run
         self._try_structured = True  # until the fast path declines once
+        # the fast path's state, kept across re-solves after cost/bound updates: the block structure
+        # of the matrix (valid while ``sf.A`` is the same object; ``add_rows`` replaces it), the last
+        # aggregation and the loaded reduced LP (re-solved warm when the groups are unchanged)
+        self._structure: blocks.BlockStructure | None = None
+        self._agg: blocks.BlockAggregation | None = None
+        self._small: HighsModel | None = None
         for k, v in options.extra.items():
             self._set(k, v)
 
@@ -246,6 +252,7 @@ class HighsModel(LoadedModel):
                 if fast is not None:
                     return fast
                 self._try_structured = False  # re-solves of this model go to HiGHS directly
+                self._structure = self._agg = self._small = None
             self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm, structured=False,
                                                            degenerate=self.options.degenerate)])
         res = self._run_highs()
@@ -255,15 +262,33 @@ class HighsModel(LoadedModel):
 
     def _solve_structured(self) -> tuple[SolveResult | None, str]:
         """The block-aggregation fast path (module ``blocks``): the certified result, or ``None``
-        and why not (the whole LP is then solved)."""
+        and why not (the whole LP is then solved). A re-solve after cost/bound updates reuses the
+        block structure, and when the groups of identical blocks are unchanged, re-solves the loaded
+        reduced LP warm after the same updates (its matrix is unchanged)."""
         t0 = time.perf_counter()
-        agg = blocks.aggregate(self.sf)
+        st = self._structure
+        if st is None or st.A is not self.sf.A:
+            st = self._structure = blocks.detect(self.sf)
+            self._agg = self._small = None
+        agg = None if st is None else blocks.aggregate(self.sf, st)
         if agg is None:
             return None, ""
-        small = HighsModel(agg.reduced, self.options.with_(algorithm=auto_algorithm(agg.reduced, structured=False,
-                                                                                    degenerate=self.options.degenerate),
-                                                           extra={**self.options.extra, **_TIGHT}))
-        raw = small.solve()
+        red = agg.reduced
+        small = self._small
+        if small is not None and self._agg is not None and agg.same_reduction(self._agg):
+            cols = np.arange(red.num_cols)
+            small.set_sense(red.sense)
+            small.set_costs(cols, red.c)
+            small.set_col_bounds(cols, red.col_lower, red.col_upper)
+            small.set_row_bounds(np.arange(red.num_rows), red.row_lower, red.row_upper)
+            small.set_algorithm("simplex")
+            raw = small.resolve()
+        else:
+            small = HighsModel(red, self.options.with_(
+                algorithm=auto_algorithm(red, structured=False, degenerate=self.options.degenerate),
+                extra={**self.options.extra, **_TIGHT}))
+            raw = small.solve()
+        self._agg, self._small = agg, small
         if raw.status is not Status.OPTIMAL or raw.x is None or raw.row_duals is None:
             return None, f"aggregated LP {raw.status.value} ({agg.describe()}); whole LP solved by HiGHS"
         x, y = blocks.expand(agg, raw.x, raw.row_duals)
