@@ -240,3 +240,56 @@ def test_every_route_declares_its_response_model(client: Any) -> None:
             ok = [c for c in op["responses"] if c.startswith("2")]
             assert ok and "schema" in op["responses"][ok[0]].get("content", {}).get("application/json", {}), \
                 (method, path)
+
+
+def _asgi(app: Any, method: str, path: str, body: bytes = b"", query: bytes = b"") -> tuple[int, dict[str, Any]]:
+    """One request handed to the application as an ASGI server would, with ``path`` already
+    percent-decoded (a server decoding with ``surrogateescape`` passes lone surrogates through;
+    an HTTP client cannot send one). An exception escaping the application raises here."""
+    import asyncio
+
+    sent: list[dict[str, Any]] = []
+    done = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal done
+        if done:
+            await asyncio.sleep(3600)
+        done = True
+        return {"type": "http.request", "body": body, "more_body": False}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": method,
+             "scheme": "http", "path": path, "raw_path": b"/", "query_string": query, "root_path": "",
+             "headers": [(b"host", b"test"), (b"content-type", b"application/json"),
+                         (b"content-length", str(len(body)).encode())],
+             "client": ("127.0.0.1", 1), "server": ("127.0.0.1", 80)}
+    asyncio.run(app(scope, receive, send))
+    status = next(m["status"] for m in sent if m["type"] == "http.response.start")
+    data = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return status, json.loads(data)
+
+
+def test_lone_surrogate_in_a_path_parameter_is_422_naming_it(tmp_path: Path) -> None:
+    """A session, job or worker id in the URL path holding a lone surrogate is the documented 422
+    naming the parameter (before: the id reached SQLite, UnicodeEncodeError, 500)."""
+    from policyopt.service import create_app
+
+    app = create_app(tmp_path / "s.sqlite")
+    status, created = _asgi(app, "POST", "/v1/sessions", json.dumps({"cluster": PLAIN["cluster"]}).encode())
+    assert status == 201
+    sid = created["session_id"]
+    for method, path, field in [("GET", "/v1/sessions/\ud800", "path.session_id"),
+                                ("DELETE", "/v1/sessions/x\udcff", "path.session_id"),
+                                ("GET", "/v1/sessions/\ud800/jobs", "path.session_id"),
+                                ("DELETE", f"/v1/sessions/{sid}/jobs/\ud800", "path.job_id"),
+                                ("DELETE", f"/v1/sessions/{sid}/workers/v100-\udced", "path.worker_id"),
+                                ("POST", "/v1/sessions/\ud800/rounds/next", "path.session_id")]:
+        status, body = _asgi(app, method, path, b"{}" if method == "POST" else b"")
+        assert status == 422, (method, ascii(path), body)
+        assert body["error"] == "invalid_input" and body["detail"][0]["field"] == field, body
+        assert "lone UTF-16 surrogate" in body["detail"][0]["problem"]
+    status, body = _asgi(app, "GET", f"/v1/sessions/{sid}")  # the session is untouched
+    assert status == 200 and body["session_id"] == sid

@@ -5,7 +5,8 @@
   integers with thousands of digits and strings holding a lone surrogate are a 422 naming the
   problem (and the field, where there is one), not FastAPI's bare 400 "error parsing the body" or
   a 500 when the string reaches SQLite or the response encoder (which also cost the client its
-  keep-alive connection).
+  keep-alive connection). Path and query parameters with a lone surrogate are a 422 naming the
+  parameter (``path.job_id``) too.
 * :func:`install_error_handlers` — one JSON shape for every error
   (``{"error", "message", "detail": [{"field", "problem", "value"}]}``) and one status per cause:
   422 bad input, 404 unknown session/item, 409 conflicts, 502 a solver backend failed, 503 a
@@ -70,9 +71,21 @@ class SafeJSONRoute(APIRoute):
         handler = super().get_route_handler()
 
         async def route(request: Request) -> Response:
+            _check_text_parameters(request)
             return await handler(_SafeJSONRequest(request.scope, request.receive))
 
         return route
+
+
+def _check_text_parameters(request: Request) -> None:
+    """Path and query parameters are Unicode text: one holding a lone UTF-16 surrogate (an ASGI
+    server may pass one through from a percent-encoded path) is a 422 naming it (``path.job_id``,
+    ``query.status``), before it can reach SQLite or a UTF-8 response."""
+    params = [(f"path.{k}", v) for k, v in request.path_params.items()]
+    params += [(f"query.{k}", v) for k, v in request.query_params.multi_items()]
+    for field, value in params:
+        if isinstance(value, str) and json_input.find_lone_surrogate(value, field):
+            raise InputError(field, value, "the text holds a lone UTF-16 surrogate")
 
 
 def loc_to_field(loc: tuple[Any, ...] | list[Any]) -> str:
