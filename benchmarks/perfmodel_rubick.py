@@ -26,6 +26,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from policyopt.errors import InputError
 from policyopt.perfmodel.fit import MIN_OFFLOAD, NO_OFFLOAD_FIXED, fit_model
 from policyopt.perfmodel.model import predict_iter_time
 from policyopt.perfmodel.params import PARAM_NAMES
@@ -90,23 +91,34 @@ def main(argv: list[str] | None = None) -> int:
     samples, configs = samples_table(data), configs_table(data)
     print(f"{len(samples)} samples, {len(configs)} validation points")
 
-    fits, rows = {}, []
+    fits, rows, refused = {}, [], {}
     for model, grp in samples.groupby("model", sort=False):
         fixed = fixed_for(grp)
-        fit = fit_model(grp, n_starts=args.starts, fixed=fixed or None)
-        fits[str(model)] = fit.params
-        rows.append({"model": model, "samples": len(grp), "rmsle": fit.rmsle,
-                     "fwd_source": data.fwd_time_1gpu(str(model))[1],
-                     "held": ", ".join(f"{k}={v:g}" for k, v in fixed.items()) or "-"})
+        row = {"model": model, "samples": len(grp), "rmsle": np.nan,
+               "fwd_source": data.fwd_time_1gpu(str(model))[1],
+               "held": ", ".join(f"{k}={v:g}" for k, v in fixed.items()) or "-"}
+        try:
+            fit = fit_model(grp, n_starts=args.starts, fixed=fixed or None)
+        except InputError as err:  # the samples do not determine a parameter: no prediction
+            refused[str(model)] = str(err)
+        else:
+            fits[str(model)] = fit.params
+            row["rmsle"] = fit.rmsle
+        rows.append(row)
     pooled = fit_pooled(samples, parse_names(args.pool, "pool"), n_starts=args.starts)
     for row in rows:
         row["pooled_rmsle"] = pooled.rmsle[str(row["model"])]
     pd.set_option("display.width", 200)
     print(f"\nfits (samples only); pooled fit shares {', '.join(pooled.pooled)}:")
-    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.3f}",
+                                       na_rep="refused"))
+    for model, why in refused.items():
+        print(f"per-model fit of {model} refused: {why}")
 
     table = configs.copy()
-    table["pred"] = predict_iter_time(configs, fits)
+    own = configs["model"].isin(list(fits)).to_numpy()
+    table["pred"] = np.nan
+    table.loc[own, "pred"] = predict_iter_time(configs[own], fits)
     table["err"] = (table["pred"] / table["actual"] - 1).abs()
     table["pooled_pred"] = predict_iter_time(configs, pooled.params)
     table["pooled_err"] = (table["pooled_pred"] / table["actual"] - 1).abs()
@@ -134,7 +146,8 @@ def main(argv: list[str] | None = None) -> int:
                        ("fwd given", "given_fwd_err"), ("baseline", "base_err")):
         mean_col = {"err": "mean", "pooled_err": "pooled_mean", "base_err": "base_mean",
                     "given_fwd_err": "fwd_given_mean"}[col]
-        print(f"overall {label:9s}: mean {100 * table[col].mean():.1f}%, "
+        n = int(table[col].notna().sum())
+        print(f"overall {label:9s} ({n} points): mean {100 * table[col].mean():.1f}%, "
               f"max {100 * table[col].max():.1f}%, (model, plan) groups over 10% mean: "
               f"{int((groups[mean_col] > 10).sum())} of {len(groups)}")
     if args.plot:

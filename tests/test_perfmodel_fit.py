@@ -89,6 +89,25 @@ def test_too_few_samples_raise() -> None:
     assert err3.value.field == "samples[3].iter_time"
 
 
+def test_parameter_no_sample_informs_is_refused_not_fitted() -> None:
+    """Enough samples, but none that a parameter enters: the fit names model and parameter."""
+    pool = feasible_pool(SHAPES["gpt-1.3b"])
+    rng = np.random.default_rng(0)
+    offload = pool[pool["zero"] == "offload"]
+    runs = simulate_runs(offload.iloc[rng.choice(len(offload), 8, replace=False)],
+                         NOMINAL_PARAMS, rng)
+    with pytest.raises(InputError, match=r"k_opt: no sample .* zero = none or dp.*--fix k_opt"):
+        fit_model(runs)
+    single = pool[(pool["dp"] == 1) & (pool["zero"] != "offload")]
+    one_gpu = pd.concat([single.iloc[:7], offload[offload["dp"] == 1].iloc[:3]])
+    with pytest.raises(InputError) as err:  # one GPU each: no gradient sync to overlap
+        fit_model(simulate_runs(one_gpu, NOMINAL_PARAMS, rng))
+    assert err.value.field == "samples(model=gpt-1.3b).k_sync" and err.value.value == 10
+    # Holding the parameter instead lets the fit go on and keeps the held value.
+    fit = fit_model(runs, fixed={"k_opt": 2e-11})
+    assert fit.params.k_opt == 2e-11
+
+
 def test_fit_all_one_set_per_model() -> None:
     both = pd.concat([_train("gpt-86m", 1), _train("gpt-13b", 2)], ignore_index=True)
     fits = fit_all(both, n_starts=4)

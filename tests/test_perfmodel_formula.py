@@ -50,6 +50,28 @@ def test_pipeline_and_tensor_parallel() -> None:
     assert got == pytest.approx(expected, rel=1e-12)
 
 
+def test_links_follow_tp_dp_pp_placement() -> None:
+    # g = 16 on 2 nodes (8 per node), d=2, t=4, p=2, m=2: TP (4 ≤ 8) and DP (t·d = 8 ≤ 8) stay
+    # on NVLink, only the pipeline boundary crosses the network.
+    # T_fwd = 8/(2·4)·3/4 = 0.75, T_bwd = 1.5, T_dp = 2e9·(1/2)/(4·2)·2/1e10 = 0.025,
+    # T_tp = 8·3·64·100·1000·10/8·2/1e10 = 0.0384, T_pp = 2·2·64·100·1000/8·2/1e9 = 0.0064,
+    # T_opt = 1e-9·1e9/8
+    f = math.hypot
+    expected = 0.75 + f(1.5, 0.025) + 0.0384 + 0.0064 + 0.125 + 0.1
+    got = predict_one(Plan(dp=2, tp=4, pp=2, micro_batches=2), res(16, nodes=2))
+    assert got == pytest.approx(expected, rel=1e-12)
+    # d=2, t=8 on 2 nodes: the TP group fills a node, the DP pair crosses the network:
+    # T_fwd = 0.5, T_bwd = 1, T_dp = 2e9·(1/2)/8·2/1e9 = 0.25,
+    # T_tp = 8·7·(b·s·h·l = 64e6)/16·2/1e10 = 0.0448
+    expected = 0.5 + f(1.0, 0.25) + 0.0448 + 1e-9 * 1e9 / 8 + 0.1
+    got = predict_one(Plan(dp=2, tp=8), res(16, nodes=2))
+    assert got == pytest.approx(expected, rel=1e-12)
+    # t=16 cannot sit in one 8-GPU node: TP crosses the network (10x slower link)
+    t_tp = 8 * 15 * 64e6 / 16 * 2
+    expected = 0.5 + 1.0 + t_tp / 1e9 + 1e-9 * 1e9 / 16 + 0.1
+    assert predict_one(Plan(dp=1, tp=16), res(16, nodes=2)) == pytest.approx(expected, rel=1e-12)
+
+
 def test_zero_dp_shards_optimizer_step() -> None:
     # d = 8: T_fwd = 1, T_bwd = 2, T_dp = 2e9·7/8·2/1e10 = 0.35, T_opt = 1e-9·1e9/8
     expected = 1.0 + math.hypot(2.0, 0.35) + 0.125 + 0.1

@@ -17,6 +17,13 @@ posterior precision after profiling the set S is A = (σ_n/σ_p)²·I + Σ_{i∈
   spending runs on them.
 * ``"d-optimal"``: maximize det(A); the gain of row j is log(1 + j A⁻¹ jᵀ).
 
+Coverage: the linearization at k⁰ can call a parameter negligible everywhere (k_opt for a
+13B model: |J| ≤ 0.01 on every candidate) although a fit from few runs is free to move it by
+orders of magnitude, which then matters on the plans where that term is largest. So after the
+greedy steps, every parameter j with some sensitivity (max_i |J_ij| > ``cover_floor``) that no
+chosen row covers (|J_ij| ≥ ½·max_i |J_ij|) gets its most sensitive candidate row in place of
+the last greedy pick of the same kind, parameters with the smallest maximal sensitivity first.
+
 Rows with the same sensitivities as a chosen row (the same plan with a CPU count that does not
 enter its time) are not chosen again. A quota of ``n_offload`` rows is drawn from the
 ``zero = offload`` rows (the only ones that inform k_opt_off, k_off and k_swap) and the rest from
@@ -53,10 +60,12 @@ def log_sensitivities(configs: pd.DataFrame, prior: PerfParams, rel_step: float 
 
 def design_samples(configs: pd.DataFrame, prior: PerfParams, *, n: int = len(PARAM_NAMES),
                    n_offload: int = 3, criterion: str = "i-optimal", noise: float = 0.03,
-                   prior_sd: float = 3.0) -> np.ndarray:
+                   prior_sd: float = 3.0, cover_floor: float = 1e-4) -> np.ndarray:
     """Row positions of ``configs`` to profile (n rows, ``n_offload`` of them with offload).
 
-    ``noise`` is σ_n (relative measurement noise), ``prior_sd`` σ_p (of each log k).
+    ``noise`` is σ_n (relative measurement noise), ``prior_sd`` σ_p (of each log k);
+    ``cover_floor`` the sensitivity below which a parameter needs no covering row (see the
+    module docstring).
     """
     if isinstance(n, bool) or not isinstance(n, int) or n < 1:
         raise InputError("n", n, "must be an integer >= 1")
@@ -81,7 +90,7 @@ def design_samples(configs: pd.DataFrame, prior: PerfParams, *, n: int = len(PAR
     quota = {True: n_offload, False: n - n_offload}
     chosen: list[int] = []
     available = np.ones(len(clean), dtype=bool)
-    for _ in range(n):
+    while len(chosen) < n:
         allowed = available & np.where(offload, quota[True] > 0, quota[False] > 0)
         inv = np.linalg.inv(info)
         leverage = np.einsum("ij,jk,ik->i", J, inv, J)
@@ -91,9 +100,44 @@ def design_samples(configs: pd.DataFrame, prior: PerfParams, *, n: int = len(PAR
             gain = np.einsum("ij,jk,ik->i", J, inv @ pool_info @ inv, J) / (1.0 + leverage)
         i = int(np.argmax(np.where(allowed, gain, -np.inf)))
         chosen.append(i)
-        # rows whose sensitivities equal row i's (e.g. a non-offload plan with another CPU
-        # count) would repeat the same measurement: profile distinct configurations instead
-        available &= ~np.all(np.isclose(J, J[i], rtol=1e-9, atol=1e-12), axis=1)
-        quota[bool(offload[i])] -= 1
+        available = _take(i, J, available, quota, offload)
         info = info + np.outer(J[i], J[i])
+    _cover(chosen, J, offload, cover_floor)
     return np.array(chosen, dtype=np.int64)
+
+
+def _take(i: int, J: np.ndarray, available: np.ndarray, quota: dict[bool, int],
+          offload: np.ndarray) -> np.ndarray:
+    """Book row ``i`` as chosen (its quota); returns the rows still available."""
+    # rows whose sensitivities equal row i's (e.g. a non-offload plan with another CPU
+    # count) would repeat the same measurement: profile distinct configurations instead
+    quota[bool(offload[i])] -= 1
+    return available & ~np.all(np.isclose(J, J[i], rtol=1e-9, atol=1e-12), axis=1)
+
+
+def _cover(chosen: list[int], J: np.ndarray, offload: np.ndarray, floor: float) -> None:
+    """Swap rows into ``chosen`` (in place) until every sensitive parameter is covered.
+
+    Parameter j is covered when a chosen row has |J_ij| ≥ ½·max_i |J_ij|; an uncovered one
+    (smallest maximal sensitivity first) gets its most sensitive candidate row, which replaces
+    the last greedy pick of the same kind (offload or not), the one that added least.
+    """
+    sens = np.abs(J)
+    top = sens.max(axis=0)
+    fixed: list[int] = []
+    for j in np.argsort(top):
+        if top[j] <= floor or sens[chosen, j].max() >= 0.5 * top[j]:
+            continue
+        redundant = np.zeros(len(J), dtype=bool)
+        for i in chosen:
+            redundant |= np.all(np.isclose(J, J[i], rtol=1e-9, atol=1e-12), axis=1)
+        kinds = {bool(offload[i]) for i in chosen if i not in fixed}
+        ok = ~redundant & np.isin(offload, list(kinds))
+        if not ok.any():
+            continue
+        c = int(np.argmax(np.where(ok, sens[:, j], -np.inf)))
+        if sens[c, j] < 0.5 * top[j]:
+            continue
+        out = next(i for i in reversed(chosen) if i not in fixed and offload[i] == offload[c])
+        chosen[chosen.index(out)] = c
+        fixed.append(c)

@@ -16,7 +16,11 @@ value that would let that term alone explain an observed iteration time
 gets U = 1 and is reported as fitted but has no effect on those rows.
 
 At least 7 samples (one per parameter), 3 of them with ``zero = offload``, are required per
-model. ``fixed={name: value}`` holds parameters at given values instead of fitting them; then one
+model, and every fitted parameter must enter the predicted time of at least one sample
+(:func:`depends`: ``k_sync`` needs a sample with dp > 1, ``k_opt`` one without offload,
+``k_off`` an offload sample with dp > 1, ...); otherwise the fit refuses with an
+:class:`InputError` naming the model and the parameter instead of returning a value the samples
+do not determine. ``fixed={name: value}`` holds parameters at given values instead of fitting them; then one
 sample per *free* parameter suffices, and the offload requirement is dropped when all of
 :data:`OFFLOAD_PARAMS` are fixed (e.g. ``fixed=NO_OFFLOAD_FIXED`` for samples without offload
 runs, such as CPU-only measurements, where ZeRO-Offload does not exist).
@@ -40,7 +44,7 @@ from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
 __all__ = ["MIN_SAMPLES", "MIN_OFFLOAD", "OFFLOAD_PARAMS", "NO_OFFLOAD_FIXED", "FitResult",
-           "parameter_bounds", "fit_model", "fit_all", "RefitEvent", "OnlineRefitter"]
+           "depends", "parameter_bounds", "fit_model", "fit_all", "RefitEvent", "OnlineRefitter"]
 
 MIN_SAMPLES = len(PARAM_NAMES)
 MIN_OFFLOAD = 3
@@ -56,6 +60,24 @@ _FIXED_HI = {"k_bwd": 10.0, "k_sync": 50.0, "k_off": 50.0, "k_swap": 50.0}
 #: at 5% of their upper bound.
 _CENTRAL = {"k_bwd": 2.0, "k_sync": 2.0, "k_off": 2.0, "k_swap": 2.0}
 _SCALE_PARAMS = ("k_opt", "k_opt_off", "k_const")
+
+
+#: What a sample must have for a parameter to enter its predicted time.
+_NEEDS = {"k_bwd": "any sample", "k_sync": "a sample with dp > 1",
+          "k_opt": "a sample with zero = none or dp", "k_opt_off": "a sample with zero = offload",
+          "k_off": "a sample with zero = offload and dp > 1", "k_swap": "a sample with zero = offload",
+          "k_const": "any sample"}
+
+
+def depends(terms: Terms) -> np.ndarray:
+    """(n, 7) bool: does row i's predicted time depend on parameter j."""
+    n = len(terms)
+    every = np.ones(n, dtype=bool)
+    cols = {"k_bwd": every, "k_sync": terms.t_dp > 0, "k_opt": terms.opt_units > 0,
+            "k_opt_off": terms.off_units > 0, "k_off": terms.offload & (terms.t_dp > 0),
+            "k_swap": terms.offload, "k_const": every}
+    # k_off enters through f(T_dp, T_off), which is T_off whatever k_off when T_dp = 0.
+    return np.stack([cols[n] for n in PARAM_NAMES], axis=1)
 
 
 @dataclass(frozen=True)
@@ -128,8 +150,9 @@ def _check_fixed(fixed: Any) -> dict[str, float]:
 def _check_samples(clean: pd.DataFrame, model: str, fixed: tuple[str, ...] = ()) -> int:
     """Raise unless ``clean`` has enough samples; returns the offload sample count.
 
-    Needs one sample per free parameter, and :data:`MIN_OFFLOAD` offload samples unless every
-    parameter of :data:`OFFLOAD_PARAMS` is in ``fixed``.
+    Needs one sample per free parameter, :data:`MIN_OFFLOAD` offload samples unless every
+    parameter of :data:`OFFLOAD_PARAMS` is in ``fixed``, and for every free parameter a sample
+    whose predicted time depends on it (:func:`depends`).
     """
     n = len(clean)
     n_off = int((clean["zero"] == "offload").sum())
@@ -140,6 +163,13 @@ def _check_samples(clean: pd.DataFrame, model: str, fixed: tuple[str, ...] = ())
     if n_off < MIN_OFFLOAD and not set(OFFLOAD_PARAMS) <= set(fixed):
         raise InputError(f"samples(model={model}).zero", n_off,
                          f"need at least {MIN_OFFLOAD} samples with zero = offload")
+    informed = depends(compute_terms(clean)).any(axis=0)
+    for j, name in enumerate(PARAM_NAMES):
+        if name not in fixed and not informed[j]:
+            raise InputError(f"samples(model={model}).{name}", n,
+                             f"no sample of this model depends on {name} (needs "
+                             f"{_NEEDS[name]}): fix it (--fix {name}=VALUE) or share it with "
+                             f"other models (--pool {name})")
     return n_off
 
 

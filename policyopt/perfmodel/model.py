@@ -2,7 +2,11 @@ r"""The iteration-time formula (Rubick), vectorized over a table of configuratio
 
 Notation per row: P params, l layers, h hidden, s seq_len, b global_batch, F fwd_time_1gpu,
 β bytes_per_param, d/t/p dp/tp/pp, m micro_batches, a ga_steps, gc ∈ {0,1}, c cpus,
-B = bw_intra if nodes = 1 else bw_inter, B_pcie = bw_pcie.
+B_pcie = bw_pcie. Links: ranks are laid out TP-innermost, then DP, then PP (Megatron order) on
+``nodes`` nodes of n_g = gpus/nodes GPUs each, so each group uses bw_intra while it fits in one
+node and bw_inter otherwise::
+
+    B_tp = bw_intra if t ≤ n_g,    B_dp = bw_intra if t·d ≤ n_g,    B_pp = bw_intra if nodes = 1
 
 Forward time of one GA step (batch b/a) on one GPU::
 
@@ -18,9 +22,9 @@ NaN cells keep the formula, anything else that is not a finite number > 0 is an 
 Backward and communication (V in elements, times β bytes, over B)::
 
     T_bwd = k_bwd·T_fwd + gc·T_fwd                 (GC recomputes one forward)
-    T_dp  = 2P(d−1)/(d·t·p)·β / B
-    T_tp  = 8(t−1)·b·s·h·l/(d·t)·β / B
-    T_pp  = 2p·b·s·h/(d·t)·β / B   if p > 1, else 0 (no pipeline, no stage boundary traffic)
+    T_dp  = 2P(d−1)/(d·t·p)·β / B_dp
+    T_tp  = 8(t−1)·b·s·h·l/(d·t)·β / B_tp
+    T_pp  = 2p·b·s·h/(d·t)·β / B_pp   if p > 1, else 0 (no pipeline, no stage boundary traffic)
     T_cc  = a·T_fwd + (a−1)·T_bwd + f_{k_sync}(T_bwd, T_dp) + T_tp + T_pp
 
 (with a = 1 this is the issue's ``T_fwd + f(T_bwd, T_dp) + T_tp + T_pp``; only the last GA step's
@@ -79,12 +83,18 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     """Per-row terms of the formula for a *validated* table (see :func:`validate_table`)."""
     col = {c: table[c].to_numpy(dtype=float) for c in (
         "params", "layers", "hidden", "seq_len", "global_batch", "fwd_time_1gpu",
-        "bytes_per_param", "dp", "tp", "pp", "micro_batches", "ga_steps", "gc", "cpus",
+        "bytes_per_param", "dp", "tp", "pp", "micro_batches", "ga_steps", "gc", "gpus", "cpus",
         "nodes", "bw_intra", "bw_inter", "bw_pcie")}
     P, beta = col["params"], col["bytes_per_param"]
     d, t, p, m, a = col["dp"], col["tp"], col["pp"], col["micro_batches"], col["ga_steps"]
     b, s, h, l = col["global_batch"], col["seq_len"], col["hidden"], col["layers"]
-    bw = np.where(col["nodes"] == 1, col["bw_intra"], col["bw_inter"])
+    # Ranks are laid out TP-innermost, then DP, then PP (Megatron order) over ``nodes`` nodes of
+    # n_g = gpus/nodes GPUs each: a TP group stays on one node when t <= n_g, a DP group (stride
+    # t) when t·d <= n_g, and pipeline neighbours only when the job has one node.
+    per_node = col["gpus"] / col["nodes"]
+    bw_tp = np.where(t <= per_node, col["bw_intra"], col["bw_inter"])
+    bw_dp = np.where(t * d <= per_node, col["bw_intra"], col["bw_inter"])
+    bw_pp = np.where(col["nodes"] == 1, col["bw_intra"], col["bw_inter"])
     zero = table["zero"].to_numpy()
     offload = zero == "offload"
     shard = d * t * p
@@ -100,9 +110,9 @@ def compute_terms(table: pd.DataFrame) -> Terms:
             raise InputError(f"configs[{i}].fwd_time_plan", raw.iloc[i],
                              "must be a finite number > 0 (seconds) or blank")
         t_fwd = np.where(blank, t_fwd, given)
-    t_dp = 2.0 * P * (d - 1) / shard * beta / bw
-    t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw
-    t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw, 0.0)
+    t_dp = 2.0 * P * (d - 1) / shard * beta / bw_dp
+    t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw_tp
+    t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw_pp, 0.0)
     x = np.where(zero == "dp", shard, t * p)
     opt_units = np.where(offload, 0.0, P / x)
     off_units = np.where(offload, P / (shard * col["cpus"]), 0.0)

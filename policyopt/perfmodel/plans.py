@@ -147,8 +147,9 @@ class Plan:
 class Resources:
     """Resources given to one job.
 
-    ``bw_intra`` / ``bw_inter`` / ``bw_pcie`` are bytes/s; communication uses ``bw_intra`` when
-    ``nodes`` = 1 else ``bw_inter``. ``gpu_mem_bytes`` is the capacity of *one* GPU and
+    ``bw_intra`` / ``bw_inter`` / ``bw_pcie`` are bytes/s; a TP, DP or PP group communicates over
+    ``bw_intra`` while it fits in one node, else over ``bw_inter`` (see
+    :mod:`policyopt.perfmodel.model`). ``gpu_mem_bytes`` is the capacity of *one* GPU and
     ``host_mem_bytes`` the host memory available to the whole job (all its nodes).
     """
 

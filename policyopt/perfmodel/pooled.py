@@ -30,30 +30,12 @@ from scipy.optimize import least_squares
 
 from policyopt.errors import InputError, UnknownNameError
 
-from .fit import _check_fixed, _starts, parameter_bounds
-from .model import Terms, compute_terms, iter_time_from_terms
+from .fit import _NEEDS, _check_fixed, _starts, depends, parameter_bounds
+from .model import compute_terms, iter_time_from_terms
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
 __all__ = ["PooledFit", "fit_pooled", "parse_assignments", "parse_names", "depends"]
-
-#: What a sample must have for a parameter to enter its predicted time.
-_NEEDS = {"k_bwd": "any sample", "k_sync": "a sample with dp > 1",
-          "k_opt": "a sample with zero = none or dp", "k_opt_off": "a sample with zero = offload",
-          "k_off": "a sample with zero = offload and dp > 1", "k_swap": "a sample with zero = offload",
-          "k_const": "any sample"}
-
-
-def depends(terms: Terms) -> np.ndarray:
-    """(n, 7) bool: does row i's predicted time depend on parameter j."""
-    n = len(terms)
-    every = np.ones(n, dtype=bool)
-    cols = {"k_bwd": every, "k_sync": terms.t_dp > 0, "k_opt": terms.opt_units > 0,
-            "k_opt_off": terms.off_units > 0, "k_off": terms.offload & (terms.t_dp > 0),
-            "k_swap": terms.offload, "k_const": every}
-    # k_off enters through f(T_dp, T_off), which is T_off whatever k_off when T_dp = 0.
-    return np.stack([cols[n] for n in PARAM_NAMES], axis=1)
-
 
 @dataclass(frozen=True)
 class PooledFit:
