@@ -163,7 +163,7 @@ def _check_samples(clean: pd.DataFrame, model: str, fixed: tuple[str, ...] = ())
     if n_off < MIN_OFFLOAD and not set(OFFLOAD_PARAMS) <= set(fixed):
         raise InputError(f"samples(model={model}).zero", n_off,
                          f"need at least {MIN_OFFLOAD} samples with zero = offload")
-    informed = depends(compute_terms(clean)).any(axis=0)
+    informed = np.asarray(depends(compute_terms(clean)).any(axis=0))
     for j, name in enumerate(PARAM_NAMES):
         if name not in fixed and not informed[j]:
             raise InputError(f"samples(model={model}).{name}", n,
