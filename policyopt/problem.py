@@ -18,7 +18,11 @@ import gc
 import json
 import math
 from contextlib import contextmanager
+from collections import deque
 from dataclasses import dataclass, field
+from dataclasses import fields as dataclass_fields
+from itertools import chain, repeat
+from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
 
@@ -97,7 +101,6 @@ def _check_spec(field_: str, value: Any, spec: FieldSpec, allow_none: bool = Fal
 
 _JOB_SPECS = {f.name: f for f in JOB_FIELDS}
 _JOB_KEYS = frozenset(_JOB_SPECS)
-_JOB_REQUIRED = frozenset(f.name for f in JOB_FIELDS if f.required)
 _JOB_NUMBERS = tuple(f for f in JOB_FIELDS if f.type in ("integer", "number"))
 _WT_SPECS = {f.name: f for f in WORKER_TYPE_FIELDS}
 
@@ -336,7 +339,7 @@ class Problem:
         object.__setattr__(self, "colocated", tuple(self.colocated))
         object.__setattr__(self, "colocated_types", tuple(self.colocated_types))
         object.__setattr__(self, "entities", dict(self.entities))
-        ids = [j.id for j in jobs]
+        ids = list(map(attrgetter("id"), jobs))
         seen = set(ids)
         if len(seen) != len(ids):
             first: set[str] = set()
@@ -479,7 +482,7 @@ class Problem:
         for k, c in enumerate(configs):
             if c in parsed.columns:
                 T[:, k] = parsed.columns[c]
-        arrays = ProblemArrays(configs, np.array([j.id for j in jobs], dtype=str) if jobs else np.zeros(0, dtype=str),
+        arrays = ProblemArrays(configs, np.array(parsed.ids, dtype=str) if jobs else np.zeros(0, dtype=str),
                                T, parsed.scale, parsed.weight, parsed.steps, parsed.time_since_start, jobs)
         colocs = []
         for i, rc in enumerate(data.get("colocated") or []):
@@ -545,7 +548,9 @@ class Problem:
         import numpy as np
 
         configs = list(cluster.names if configs is None else configs)
-        ids = [str(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else i for i in ids]
+        ids = list(ids)
+        if set(map(type, ids)) != {str}:
+            ids = [str(i) if isinstance(i, (int, np.integer)) and not isinstance(i, bool) else i for i in ids]
         n = len(ids)
         T = np.asarray(throughputs, dtype=float)
         if T.shape != (n, len(configs)):
@@ -568,7 +573,7 @@ class Problem:
                 _check_spec(f"jobs[{ids[i]}].{name}", float(a[i]), spec)
             return a
 
-        if any(not isinstance(i, str) or not i for i in ids):
+        if (set(map(type, ids)) != {str} or "" in ids) and any(not isinstance(i, str) or not i for i in ids):
             bad_id = next(i for i in ids if not isinstance(i, str) or not i)
             raise InputError("jobs[].id", bad_id, "job ids must be non-empty strings")
         bad_t = _bad_array(T.ravel(), _THROUGHPUT_SPEC)
@@ -580,18 +585,18 @@ class Problem:
             ("time_since_start", time_since_start), ("slo_seconds", slo_seconds), ("arrival", arrival),
             ("isolated_time", isolated_time))}
 
-        def values(name: str) -> list[Any]:
+        def values(name: str) -> list[Any] | None:
             spec = _JOB_SPECS[name]
             a = cols[name]
             if a is None:
-                return [spec.default] * n
+                return None
             if spec.type == "integer":
                 return a.astype(np.int64).tolist()
             return [None if math.isnan(v) else v for v in a.tolist()] if spec.default is None else a.tolist()
 
-        def strings(name: str, given: Sequence[Any] | None, empty_ok: bool) -> list[Any]:
+        def strings(name: str, given: Sequence[Any] | None, empty_ok: bool) -> list[Any] | None:
             if given is None:
-                return [None] * n
+                return None
             out = list(given)
             if len(out) != n:
                 raise InputError(name, len(out), f"must hold one value per job ({n})")
@@ -600,33 +605,29 @@ class Problem:
                     raise InputError(f"jobs[{ids[i]}].{name}", v, "must be a non-empty string or null")
             return out
 
-        prio = [False] * n if priority is None else [bool(v) for v in np.asarray(priority, dtype=bool).tolist()]
-        rows = T.tolist()
-        columns = {"scale_factor": values("scale_factor"), "weight": values("weight"),
-                   "steps_remaining": values("steps_remaining"), "time_since_start": values("time_since_start"),
-                   "slo_seconds": values("slo_seconds"), "arrival": values("arrival"),
-                   "isolated_time": values("isolated_time")}
-        ents, jtypes = strings("entity", entity, True), strings("job_type", job_type, False)
-        make = Job._unchecked
+        columns: dict[str, list[Any] | None] = {name: values(name) for name in cols}
+        if priority is not None and np.shape(priority) != (n,):
+            raise InputError("priority", list(np.shape(priority)), f"must hold one value per job ({n})")
+        columns["priority"] = None if priority is None else np.asarray(priority, dtype=bool).tolist()
+        columns["entity"], columns["job_type"] = strings("entity", entity, True), strings("job_type", job_type, False)
+        columns["id"] = ids
         with _gc_paused():
-            jobs_t = tuple(make({"id": a, "throughputs": dict(zip(configs, row)), "scale_factor": c, "weight": d,
-                                 "steps_remaining": e, "time_since_start": f, "entity": g, "slo_seconds": h,
-                                 "arrival": i_, "priority": k, "job_type": m, "isolated_time": q})
-                           for a, row, c, d, e, f, g, h, i_, k, m, q in zip(
-                               ids, rows, columns["scale_factor"], columns["weight"], columns["steps_remaining"],
-                               columns["time_since_start"], ents, columns["slo_seconds"], columns["arrival"],
-                               prio, jtypes, columns["isolated_time"]))
+            columns["throughputs"] = list(map(dict, map(zip, repeat(configs), T.tolist())))
+            jobs_t = tuple(_jobs_from_columns(columns))
         order = _config_order(set(configs), cluster.names, jobs_t)
         full = np.zeros((n, len(order)))
         where = {c: k for k, c in enumerate(configs)}
         for k, c in enumerate(order):
             if c in where:
                 full[:, k] = T[:, where[c]]
-        sf = np.asarray(columns["scale_factor"], dtype=float)
-        arrays = ProblemArrays(order, np.array(ids, dtype=str) if n else np.zeros(0, dtype=str), full, sf,
-                               np.asarray(columns["weight"], dtype=float),
-                               np.asarray(columns["steps_remaining"], dtype=float),
-                               np.asarray(columns["time_since_start"], dtype=float), jobs_t)
+
+        def floats(name: str) -> "np.ndarray":
+            a = cols[name]
+            return np.full(n, float(_JOB_SPECS[name].default)) if a is None else a
+
+        arrays = ProblemArrays(order, np.array(ids, dtype=str) if n else np.zeros(0, dtype=str), full,
+                               floats("scale_factor"), floats("weight"), floats("steps_remaining"),
+                               floats("time_since_start"), jobs_t)
         return cls(cluster, jobs_t, tuple(colocated), dict(entities or {}), tuple(colocated_types), _arrays=arrays)
 
     def to_dict(self) -> dict[str, Any]:
@@ -825,13 +826,15 @@ def _id_number_ok(v: int | float) -> bool:
 _NONE = type(None)
 
 
-def _bad_numbers(values: list[Any], spec: FieldSpec) -> tuple["np.ndarray", "np.ndarray"]:
+def _bad_numbers(values: Sequence[Any], spec: FieldSpec,
+                 types: set[type] | None = None) -> tuple["np.ndarray", "np.ndarray"]:
     """``(bad, a)``: mask of the values (``None`` = the field's default) that break ``spec`` and the
-    values as floats, in one numpy pass (plus one type scan)."""
+    values as floats, in one numpy pass (plus one type scan; ``types``: the values' types, if known)."""
     import numpy as np
 
     n = len(values)
-    types = set(map(type, values))
+    if types is None:
+        types = set(map(type, values))
     if _NONE in types:
         values = [spec.default if v is None else v for v in values]
         types = set(map(type, values))
@@ -867,6 +870,7 @@ def _bad_array(a: "np.ndarray", spec: FieldSpec) -> "np.ndarray":
 @dataclass
 class _ParsedJobs:
     jobs: list[Job]
+    ids: list[str]
     configs: list[str]
     columns: dict[str, "np.ndarray"]  # config -> throughput column
     scale: "np.ndarray"
@@ -875,82 +879,165 @@ class _ParsedJobs:
     time_since_start: "np.ndarray"
 
 
+#: a job's attributes in the order of :class:`Job`'s fields, each at its default
+_JOB_DEFAULTS: dict[str, Any] = {f.name: _JOB_SPECS[f.name].default for f in dataclass_fields(Job)}
+assert _JOB_DEFAULTS.keys() == _JOB_KEYS, "Job's fields and policyopt.schema.JOB_FIELDS must agree"
+assert tuple(_JOB_DEFAULTS) == ("id", "throughputs", "scale_factor", "weight", "steps_remaining", "time_since_start",
+                                "entity", "slo_seconds", "arrival", "priority", "job_type", "isolated_time"), \
+    "_jobs_from_columns lists Job's fields in this order"
+
+
+def _set_column(rows: list[dict[str, Any]], key: str, values: Iterable[Any]) -> None:
+    """``rows[i][key] = values[i]`` for every row (one C-level pass)."""
+    deque(map(dict.__setitem__, rows, repeat(key), values), maxlen=0)
+
+
+def _jobs_from_columns(columns: Mapping[str, Sequence[Any] | None]) -> list[Job]:
+    """Jobs from values already validated column-wise: field -> one value per job (``id`` and
+    ``throughputs`` required; ``None`` or absent: every job has the field's default); one dict display
+    per job, then C-level maps."""
+    if columns.get("id") is None or columns.get("throughputs") is None:
+        raise ValueError("_jobs_from_columns needs the id and throughputs columns")
+    cols = [repeat(_JOB_DEFAULTS[name]) if columns.get(name) is None else columns[name] for name in _JOB_DEFAULTS]
+    attrs = [{"id": a, "throughputs": b, "scale_factor": c, "weight": d, "steps_remaining": e,
+              "time_since_start": f, "entity": g, "slo_seconds": h, "arrival": i, "priority": j, "job_type": k,
+              "isolated_time": m} for a, b, c, d, e, f, g, h, i, j, k, m in zip(*cols)]
+    return _jobs_from_attrs(attrs)
+
+
+def _jobs_from_attrs(attrs: list[dict[str, Any]]) -> list[Job]:
+    """One :class:`Job` per attribute dict (every field present, already validated), built without
+    ``__post_init__``: :meth:`Job._unchecked` as C-level maps."""
+    jobs: list[Job] = list(map(object.__new__, repeat(Job, len(attrs))))
+    deque(map(object.__setattr__, jobs, repeat("__dict__"), attrs), maxlen=0)
+    return jobs
+
+
+def _throughput_columns(thr: list[dict[Any, Any]], n: int) -> tuple[list[str], dict[str, "np.ndarray"],
+                                                                     "np.ndarray", bool]:
+    """``(configs, columns, bad, float_only)`` of the jobs' throughput objects: sorted configuration
+    names, one float column per configuration (0 where a job omits it), the jobs with a value that
+    breaks the rules and whether every value is already a float. When every object names the same
+    configurations in the same order (the usual case) all values are read in one flat pass."""
+    import numpy as np
+
+    bad = np.zeros(n, dtype=bool)
+    keysets = set(map(tuple, thr))
+    if len(keysets) == 1:
+        (order,) = keysets
+        flat = list(chain.from_iterable(map(dict.values, thr)))
+        types = set(map(type, flat))
+        b, a = _bad_numbers(flat, _THROUGHPUT_SPEC, types)
+        k = len(order)
+        if k:
+            bad |= b.reshape(n, k).any(axis=1)
+        A = a.reshape(n, k)
+        return sorted(order), {c: A[:, i] for i, c in enumerate(order)}, bad, types <= {float}
+    configs = sorted(set().union(*thr)) if n else []
+    columns: dict[str, np.ndarray] = {}
+    float_only = True
+    for c in configs:
+        column = list(map(dict.get, thr, repeat(c), repeat(0.0)))
+        types = set(map(type, column))
+        b, columns[c] = _bad_numbers(column, _THROUGHPUT_SPEC, types)
+        bad |= b
+        float_only = float_only and types <= {float}
+    return configs, columns, bad, float_only
+
+
 def _parse_jobs(raw_jobs: Sequence[Any]) -> _ParsedJobs:
-    """Validate and build the jobs of a problem column-wise: one pass per field over all jobs
-    (rules of :data:`policyopt.schema.JOB_FIELDS`), numpy checks per column, then the jobs are
-    built without re-checking. The first job (in list order) with any defect is re-validated by
+    """Validate and build the jobs of a problem column-wise (rules of
+    :data:`policyopt.schema.JOB_FIELDS`): each field present in any job is read once as a column
+    (one C-level pass), checked with one type scan and one numpy pass, and the jobs are then built
+    from their own objects merged over the defaults, without re-checking; only values that must
+    change (an integer weight becomes a float, a numeric id a string, ``null`` its default) are
+    written back. The first job (in list order) with any defect is re-validated by
     :func:`_job_from_raw`, whose error names the field (``jobs[3].throughputs.v100``)."""
     import numpy as np
 
     n = len(raw_jobs)
     rows: list[Any] = list(raw_jobs)
     bad = np.zeros(n, dtype=bool)
-    if n and not all(type(r) is dict and _JOB_REQUIRED <= r.keys() <= _JOB_KEYS for r in rows):
-        ok = np.fromiter((isinstance(r, Mapping) and _JOB_REQUIRED <= r.keys() <= _JOB_KEYS for r in rows), bool, n)
+    present: set[Any] = set().union(*rows) if set(map(type, rows)) == {dict} else set(_JOB_KEYS) | {None}
+    if not present <= _JOB_KEYS:  # a job that is no object, or has an unknown field
+        ok = np.fromiter((isinstance(r, Mapping) and r.keys() <= _JOB_KEYS for r in rows), bool, n)
         bad |= ~ok
         rows = [dict(r) if o else {} for r, o in zip(rows, ok.tolist())]
+        present = set().union(*rows)
 
-    ids: list[Any] = [r.get("id") for r in rows]
-    if set(map(type, ids)) != {str} or not all(ids):
+    def column(name: str) -> list[Any]:
+        return list(map(dict.get, rows, repeat(name))) if name in present else [None] * n
+
+    convert: dict[str, np.ndarray] = {}  # numbers to write back converted after the checks (as floats)
+    fixes: dict[str, list[Any]] = {}
+    ids = column("id")
+    if set(map(type, ids)) != {str} or "" in ids:
         ids = [(str(v) if _id_number_ok(v) else None) if type(v) in _NUMBER_TYPES else v for v in ids]
         bad |= np.fromiter((type(v) is not str or not v for v in ids), bool, n)
+        fixes["id"] = ids
 
-    thr: list[Any] = [r.get("throughputs") for r in rows]
-    if set(map(type, thr)) - {dict}:
-        is_dict = np.fromiter((type(t) is dict for t in thr), bool, n)
-        bad |= ~is_dict
-        thr = [t if o else {} for t, o in zip(thr, is_dict.tolist())]
-    configs = sorted(set().union(*thr)) if n else []
-    columns: dict[str, np.ndarray] = {}
-    float_only = True
-    for c in configs:
-        column = [t.get(c, 0.0) for t in thr]
-        b, columns[c] = _bad_numbers(column, _THROUGHPUT_SPEC)
-        bad |= b
-        float_only = float_only and set(map(type, column)) == {float}
+    thr = column("throughputs")
+    if set(map(type, thr)) != {dict}:
+        ok = np.fromiter((isinstance(t, Mapping) for t in thr), bool, n)
+        bad |= ~ok
+        thr = [dict(t) if o else {} for t, o in zip(thr, ok.tolist())]
+    configs, columns, b, float_only = _throughput_columns(thr, n)
+    bad |= b
 
-    nums: dict[str, Any] = {}
+    nums: dict[str, np.ndarray] = {}
     for spec in _JOB_NUMBERS:
-        vals = [r.get(spec.name) for r in rows]
+        if spec.name not in present:  # every job has the default
+            if spec.default is not None:
+                nums[spec.name] = np.full(n, float(spec.default))
+            continue
+        vals = column(spec.name)
+        types = set(map(type, vals))
+        want = int if spec.type == "integer" else float
         if spec.default is None:  # nullable without a default (slo_seconds, arrival): None stays None
-            if set(map(type, vals)) == {_NONE}:
-                nums[spec.name] = vals
+            if types <= {_NONE, float}:
+                given = [v for v in vals if v is not None] if _NONE in types else vals
+                bad_given = _bad_array(np.array(given, dtype=float), spec)
+                if bad_given.any():
+                    bad[np.fromiter((v is not None for v in vals), bool, n)] |= bad_given
                 continue
-            present = np.fromiter((v is not None for v in vals), bool, n)
+            present_mask = np.fromiter((v is not None for v in vals), bool, n)
             b, a = _bad_numbers([v for v in vals if v is not None], spec)
-            bad[present] |= b
+            bad[present_mask] |= b
             out = np.full(n, np.nan)
-            out[present] = a
-            nums[spec.name] = [None if math.isnan(v) else v for v in out.tolist()]
+            out[present_mask] = a
+            convert[spec.name] = out
         else:
-            b, nums[spec.name] = _bad_numbers(vals, spec)
+            b, nums[spec.name] = _bad_numbers(vals, spec, types)
             bad |= b
-    others: dict[str, list[Any]] = {}
+            if types != {want}:
+                convert[spec.name] = nums[spec.name]
     for name, allowed in (("entity", {_NONE, str}), ("priority", {_NONE, bool}), ("job_type", {_NONE, str})):
-        vals = others[name] = [r.get(name) for r in rows]
+        if name not in present:
+            continue
+        vals = column(name)
         types = set(map(type, vals))
         if not types <= allowed or (name == "job_type" and "" in vals):
             bad |= np.fromiter((type(v) not in allowed or v == "" and name == "job_type" for v in vals), bool, n)
+        if name == "priority" and _NONE in types:
+            fixes[name] = [v is True for v in vals]
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         _job_from_raw(i, raw_jobs[i])  # raises with the field's name
         raise InputError(f"jobs[{i}]", raw_jobs[i], "invalid job")  # pragma: no cover - the rules agree
 
-    thr_out = [dict(t) for t in thr] if float_only else [{k: float(v) for k, v in t.items()} for t in thr]
-    scale = nums["scale_factor"]
-    sf = scale.astype(np.int64).tolist()
-    priority = others["priority"] if _NONE not in set(map(type, others["priority"])) else \
-        [bool(v) for v in others["priority"]]
-    make = Job._unchecked
-    jobs = [make({"id": a, "throughputs": b, "scale_factor": c, "weight": d, "steps_remaining": e,
-                  "time_since_start": f, "entity": g, "slo_seconds": h, "arrival": i_, "priority": k,
-                  "job_type": m, "isolated_time": q})
-            for a, b, c, d, e, f, g, h, i_, k, m, q in zip(
-                ids, thr_out, sf, nums["weight"].tolist(), nums["steps_remaining"].tolist(),
-                nums["time_since_start"].tolist(), others["entity"], nums["slo_seconds"], nums["arrival"],
-                priority, others["job_type"], nums["isolated_time"])]
-    return _ParsedJobs(jobs, configs, columns, scale, nums["weight"], nums["steps_remaining"],
-                       nums["time_since_start"])
+    for name, a in convert.items():
+        if _JOB_SPECS[name].type == "integer":
+            fixes[name] = a.astype(np.int64).tolist()
+        elif _JOB_SPECS[name].default is None:
+            fixes[name] = [None if math.isnan(v) else v for v in a.tolist()]
+        else:
+            fixes[name] = a.tolist()
+    thr = list(map(dict, thr)) if float_only else [{k: float(v) for k, v in t.items()} for t in thr]
+    attrs = [{**_JOB_DEFAULTS, **r, "throughputs": t} for r, t in zip(rows, thr)]
+    for name, values in fixes.items():
+        _set_column(attrs, name, values)
+    return _ParsedJobs(_jobs_from_attrs(attrs), ids, configs, columns, nums["scale_factor"], nums["weight"],
+                       nums["steps_remaining"], nums["time_since_start"])
 
 
 _THROUGHPUT_SPEC = FieldSpec("throughputs.<config>", "number", "steps/s", minimum=0)

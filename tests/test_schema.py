@@ -9,6 +9,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from policyopt.errors import InputError
 from policyopt.problem import Cluster, Problem, _job_from_raw
@@ -62,6 +64,50 @@ def test_columnar_parse_equals_the_per_job_reference() -> None:
     np.testing.assert_array_equal(p.arrays.T, ref.arrays.T)
     np.testing.assert_array_equal(p.arrays.scale, ref.arrays.scale)
     assert Problem.from_dict(p.to_dict()).to_dict() == p.to_dict()
+
+
+_NUM = st.one_of(st.integers(1, 5), st.floats(0.5, 5.0))
+
+
+@st.composite
+def _job_docs(draw: Any) -> list[dict[str, Any]]:
+    """Valid jobs mixing every shape the column-wise parser takes apart: ints and floats, explicit
+    nulls and missing keys, numeric ids, throughput objects with the same or other keys and orders."""
+    n = draw(st.integers(1, 8))
+    same_keys = draw(st.booleans())
+    jobs = []
+    for i in range(n):
+        keys = ["v100", "k80"] if same_keys else draw(st.permutations(["v100", "k80", "v100_unconsolidated"]))[
+            :draw(st.integers(1, 3))]
+        job: dict[str, Any] = {"id": i if draw(st.booleans()) else f"j{i}",
+                               "throughputs": {k: draw(_NUM) for k in keys}}
+        for name, value in (("scale_factor", st.sampled_from([1, 1.0, None])), ("weight", st.one_of(_NUM, st.none())),
+                            ("steps_remaining", _NUM), ("time_since_start", st.one_of(_NUM, st.none())),
+                            ("slo_seconds", st.one_of(_NUM, st.none())), ("arrival", st.one_of(_NUM, st.none())),
+                            ("isolated_time", st.one_of(_NUM, st.none())),
+                            ("priority", st.sampled_from([True, False, None])),
+                            ("entity", st.sampled_from(["e", None])), ("job_type", st.sampled_from(["t", None]))):
+            if draw(st.booleans()):
+                job[name] = draw(value)
+        jobs.append(job)
+    return jobs
+
+
+@settings(max_examples=60, deadline=None)
+@given(_job_docs())
+def test_columnar_parse_equals_the_reference_on_any_valid_mix(jobs: list[dict[str, Any]]) -> None:
+    d = {"cluster": base()["cluster"], "jobs": jobs}
+    p = Problem.from_dict(d)
+    ref = [_job_from_raw(i, j) for i, j in enumerate(jobs)]
+    assert p.jobs == tuple(ref)
+    for a, b in zip(p.jobs, ref):
+        assert {k: type(v) for k, v in vars(a).items()} == {k: type(v) for k, v in vars(b).items()}
+        assert {k: type(v) for k, v in a.throughputs.items()} == {k: type(v) for k, v in b.throughputs.items()}
+        assert a.throughputs is not next(j for j in jobs if str(j["id"]) == a.id)["throughputs"]  # copied
+    T = np.array([[j.throughputs.get(c, 0.0) for c in p.configurations] for j in ref])
+    np.testing.assert_array_equal(p.arrays.T, T)
+    np.testing.assert_array_equal(p.arrays.weights, [j.weight for j in ref])
+    np.testing.assert_array_equal(p.arrays.scale, [j.scale_factor for j in ref])
 
 
 BAD_VALUES: list[tuple[str, Any]] = [
