@@ -22,7 +22,8 @@ matched; for a spread job, iff all its servers map onto the servers it used.
    groups of ``a`` (edge weight: the jobs they share; usually each group has at most one partner,
    then ``V`` is a plain sum, else a small Hungarian);
 2. server level: a maximum-weight assignment on ``V`` -- per connected component of the sparse
-   graph of pairs with ``V > 0`` (never a dense servers x servers matrix of the whole class).
+   graph of pairs with ``V > 0``, by a sparse assignment (LAPJVsp): memory linear in the server
+   pairs that share a job, never a dense servers x servers matrix, at any cluster size.
 
 Spread jobs enter ``V`` with their weight divided over their parts (a heuristic: a part may be
 matched without its siblings); :func:`exact_relabeling` solves the same model as a MILP (HiGHS)
@@ -39,7 +40,7 @@ from typing import Mapping, Sequence
 import numpy as np
 import scipy.sparse as sp
 from scipy.optimize import Bounds, LinearConstraint, linear_sum_assignment, milp
-from scipy.sparse.csgraph import connected_components
+from scipy.sparse.csgraph import connected_components, min_weight_full_bipartite_matching
 
 from policyopt.errors import InputError
 from policyopt.placement.layout import ClusterLayout
@@ -245,12 +246,32 @@ def _server_assignment(num_servers: int, a: np.ndarray, b: np.ndarray, V: np.nda
             continue
         ra, ia = np.unique(a[idx], return_inverse=True)
         rb, ib = np.unique(b[idx], return_inverse=True)
-        W = np.zeros((ra.size, rb.size))
-        W[ia.ravel(), ib.ravel()] = V[idx]
-        r, c = linear_sum_assignment(W, maximize=True)
-        keep = W[r, c] > 0
-        old_of[rb[c[keep]]] = ra[r[keep]]
+        r, c = _sparse_max_matching(ia.ravel(), ib.ravel(), V[idx], ra.size, rb.size)
+        old_of[rb[c]] = ra[r]
     return old_of
+
+
+def _sparse_max_matching(rows: np.ndarray, cols: np.ndarray, w: np.ndarray, n_rows: int, n_cols: int
+                         ) -> tuple[np.ndarray, np.ndarray]:
+    """A maximum-weight matching (not necessarily full) on the sparse bipartite graph with edges
+    ``(rows[k], cols[k])`` of weight ``w[k] > 0``; returns the matched ``(row, col)`` pairs.
+
+    Memory linear in the edges (LAPJVsp, :func:`scipy.sparse.csgraph.min_weight_full_bipartite_matching`),
+    never an ``n_rows × n_cols`` array: each row also gets a private dummy column, so a matching
+    that covers every row always exists and a row left on its dummy is unmatched; every weight is
+    shifted by +1 (LAPJVsp needs non-zero weights), which adds the same ``n_rows`` to every
+    row-covering matching and so keeps the optimum."""
+    keep = w > 0
+    rows, cols, w = rows[keep], cols[keep], w[keep]
+    if not rows.size:
+        z = np.zeros(0, np.int64)
+        return z, z
+    dummy = np.arange(n_rows)
+    graph = sp.csr_matrix((np.r_[w + 1.0, np.ones(n_rows)], (np.r_[rows, dummy], np.r_[cols, n_cols + dummy])),
+                          shape=(n_rows, n_cols + n_rows))
+    r, c = min_weight_full_bipartite_matching(graph, maximize=True)
+    real = c < n_cols
+    return r[real].astype(np.int64), c[real].astype(np.int64)
 
 
 def _complete(layout: ClusterLayout, old_of: np.ndarray, new_gpu: np.ndarray, old_gpu: np.ndarray) -> np.ndarray:
