@@ -61,6 +61,11 @@ def _run_scenario(cluster: LocalSlurm, work: Path, policy: str, workload: Sequen
     other = submit(cluster, work, [DemoJob("recommendation-bs128", 40)], opt_in=False, hold=False)[0]
     managed = submit(cluster, work, workload)
     sampler = SqueueSampler(cluster.env, interval=0.5).start()
+    # the job without the opt-in holds its GPU before the controller's first round (else Slurm may
+    # start it on a GPU the controller has just given to a managed job)
+    deadline = time.monotonic() + 120
+    while not (sampler.snapshots and other in sampler.snapshots[-1].running) and time.monotonic() < deadline:
+        time.sleep(0.2)
     proc = _controller(cluster, work, policy)
     deadline = time.monotonic() + 600
     try:

@@ -9,7 +9,8 @@ job's nodes and GPU indices (``gres_detail``). From the snapshots:
 * :func:`decided_seconds` — from ``report.json``: the seconds of the rounds in which the controller
   chose each job for each type (what it asked Slurm to run);
 * :func:`expected_seconds` — from ``report.json``: ``Σ_rounds X_r[job, type] · (round length)``
-  over the rounds the job was waiting or running (the last one cut at the job's end).
+  over the rounds the job was waiting or running (the last one cut at the job's end), for the
+  installed (packable) allocation or the policy's own.
 """
 from __future__ import annotations
 
@@ -134,14 +135,15 @@ def overcommit(snapshots: Sequence[Snapshot], capacity: Mapping[str, int]) -> li
     return problems
 
 
-def expected_seconds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+def expected_seconds(report: Mapping[str, Any], key: str = "allocation") -> dict[str, dict[str, float]]:
     """Job -> GPU type -> ``Σ X_r · dt_r`` over the rounds of ``report`` (the allocation in force
-    from each round's start to the next; a job's last round cut at its end time)."""
+    from each round's start to the next; a job's last round cut at its end time). ``key``:
+    ``"allocation"`` (the installed, packable one) or ``"policy_allocation"`` (the policy's LP)."""
     rounds = report["rounds"]
     ends = {j: info.get("end_time") for j, info in report["jobs"].items()}
     out: dict[str, dict[str, float]] = {}
     for a, b in zip(rounds, rounds[1:]):
-        for jid, x in a["allocation"].items():
+        for jid, x in a.get(key, a["allocation"]).items():
             end = ends.get(jid)
             stop = b["time"] if end is None else min(b["time"], end)
             dt = max(stop - a["time"], 0.0)

@@ -33,6 +33,8 @@ from policyopt.errors import InputError
 from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
 from policyopt.mechanism.state import with_worker_counts
 from policyopt.slurm.mapping import ManagedJob, managed_job
+from policyopt.slurm.packing import packable_allocation
+from policyopt.slurm.schedule import choose_configuration
 from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode
 from policyopt.slurm.state import StateStore
 from policyopt.slurm.throughputs import ThroughputTable
@@ -43,6 +45,8 @@ __all__ = ["ControllerConfig", "Controller", "job_gpus_by_type", "write_report"]
 
 #: seconds of work assumed for a job that gives no step count (finish-time policies need one)
 DEFAULT_WORK_SECONDS = 3600.0
+#: rounds of owed (or surplus) time a job carries across an allocation change
+DEFICIT_ROUNDS = 3.0
 
 
 @dataclass
@@ -130,11 +134,8 @@ class Controller:
             allocation = self._solve(now, live, managed, known, capacity)
             store.put("allocation", allocation)
         decided: dict[str, dict[str, Any]] = {}
-        assignment = RoundAssignment(())
-        if live and self.mech is not None:
-            assignment = self.mech.schedule_round()
-            decided = {j: {"gpu_type": c.worker_type, "gpus": c.num_gpus} for c in assignment.combinations
-                       for j in c.jobs}
+        if live and self.mech is not None and allocation is not None:
+            decided = self._choose(allocation, live, managed, by_id, node_types)
         actions = self._plan_actions(decided, managed, by_id, node_types)
         store.add_round(number, now, decided, allocation or {}, actions)
         if self.mech is not None:
@@ -262,13 +263,17 @@ class Controller:
             cluster = Cluster.from_counts({t: c for t, c in capacity.items() if c > 0})
             result = self.cfg.policy.solve(Problem(cluster, tuple(problem_jobs)))
             x_solved = {j: {t: float(v) for t, v in row.items() if v > 1e-9} for j, row in result.allocation.items()}
-            alloc.update(x_solved)
+        policy_x = {j: {t: x_solved.get(j, {}).get(t, 0.0) for t in capacity} for j in live}
+        # rounds in which every job holds all its GPUs cannot realize every X: install the nearest
+        # packable allocation (policyopt.slurm.packing)
+        packed = packable_allocation(x_solved, {j: managed[j].gpus for j in x_solved},
+                                     {t: c for t, c in capacity.items() if c > 0},
+                                     {j: managed[j].throughputs for j in x_solved}, fill=self.cfg.work_conserving)
+        alloc.update(packed.allocation)
         counts = {t: int(c) for t, c in capacity.items()}
-        if self.mech is None:
+        if self.mech is None or tuple(counts) != self.mech.worker_types:
             self.mech = RoundMechanism(counts, round_length=self.cfg.round_seconds,
-                                       work_conserving=self.cfg.work_conserving)
-        elif tuple(counts) != self.mech.worker_types:
-            self.mech = RoundMechanism(counts, round_length=self.cfg.round_seconds,
+                                       deficit_cap=DEFICIT_ROUNDS * self.cfg.round_seconds,
                                        work_conserving=self.cfg.work_conserving)
         elif counts != self.mech.worker_counts:
             self.mech = with_worker_counts(self.mech, counts)
@@ -277,7 +282,34 @@ class Controller:
         self.log(f"allocation ({self.cfg.policy_name}) over {counts}: "
                  + ", ".join(f"{j}:{{{', '.join(f'{t}={v:.2f}' for t, v in x.items())}}}"
                              for j, x in sorted(x_solved.items(), key=lambda kv: int(kv[0]))))
-        return {"jobs": list(live), "capacity": dict(capacity), "x": full, "time": now}
+        if packed.changed:
+            self.log(f"packable allocation (keeps {packed.throughput_kept:.1%} of each job's throughput): "
+                     + ", ".join(f"{j}:{{{', '.join(f'{t}={v:.2f}' for t, v in x.items())}}}"
+                                 for j, x in sorted(packed.allocation.items(), key=lambda kv: int(kv[0]))))
+        return {"jobs": list(live), "capacity": dict(capacity), "x": full, "policy_x": policy_x,
+                "throughput_kept": packed.throughput_kept, "time": now,
+                "configurations": [[[list(e) for e in conf], share] for conf, share in packed.configurations]}
+
+    def _choose(self, allocation: Mapping[str, Any], live: Sequence[str], managed: Mapping[str, ManagedJob],
+                by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+        """This round's jobs: one configuration of the packable allocation (policyopt.slurm.schedule),
+        chosen by the seconds each (job, type) is owed under the mechanism's accounting."""
+        assert self.mech is not None
+        mech, alive = self.mech, set(live)
+        types = mech.worker_types
+        due = mech.arrays.x * (mech.elapsed + mech.round_length) + mech.deficits - mech.received
+        owed = {(j, t): float(due[i, c]) for i, j in enumerate(mech.arrays.job_ids) if j in alive
+                for c, t in enumerate(types) if mech.arrays.x[i, c] > 0 or due[i, c] != 0}
+        configs = [[(j, t) for j, t in conf if j in alive] for conf, _ in allocation.get("configurations", [])]
+        running = {}
+        for jid in live:
+            job = by_id.get(jid)
+            if job is not None and job.active:
+                held = job_gpus_by_type(job, node_types)
+                if len(held) == 1:
+                    running[jid] = next(iter(held))
+        k = choose_configuration(configs, owed, mech.round_length, running)
+        return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
                       by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, Any]:
@@ -365,7 +397,9 @@ def write_report(store: StateStore, output: Path) -> Path:
                      "jct": None if end is None else end - row["submit_time"]}
     finished = [j["jct"] for j in jobs.values() if j["jct"] is not None and j["state"] == "COMPLETED"]
     rounds = [{"round": r["round"], "time": r["started"], "decided": r["decided"], "ran": r["ran"],
-               "allocation": r["allocation"].get("x", {}), "actions": r["actions"]} for r in store.rounds()]
+               "allocation": r["allocation"].get("x", {}),
+               "policy_allocation": r["allocation"].get("policy_x", r["allocation"].get("x", {})),
+               "actions": r["actions"]} for r in store.rounds()]
     report = {"config": store.get("config"), "rounds": rounds, "jobs": jobs,
               "summary": {"jobs": len(jobs), "completed": len(finished),
                           "average_jct": sum(finished) / len(finished) if finished else None}}

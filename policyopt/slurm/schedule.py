@@ -1,0 +1,46 @@
+"""Pick each round's jobs from the configurations of a packable allocation.
+
+:func:`policyopt.slurm.packing.packable_allocation` writes the installed allocation as a mixture
+of round configurations, ``Y = Σ_s λ_s·A_s``, each of which fits the cluster (every job on all its
+GPUs of one type). Each round the controller runs one of them: the one that leaves every entry
+``(job, type)`` closest to its due time. With ``owed[e] = Y[e]·(T + L) + D[e] - r[e]`` (the seconds
+``e`` is owed at the end of this round if it does not run: ``T`` seconds since the allocation was
+installed, ``L`` the round, ``D`` carried deficit, ``r`` seconds received) and ``a_s[e] = 1`` when
+configuration ``s`` runs ``e``, the deviation after the round is ``L·a_s[e] - owed[e]``; the
+configuration chosen minimizes the largest ``|deviation|``, then the sum of squares, then the
+number of running jobs it stops or moves. Only configurations with ``λ > 0`` are candidates, so
+in the long run the mixture is ``Y``, and no entry drifts from ``Y·T + D`` by more than about a
+round (measured, not a theorem: tests/test_slurm_packing.py).
+"""
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import numpy as np
+
+__all__ = ["choose_configuration"]
+
+
+def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
+                         round_length: float, running: Mapping[str, str] | None = None) -> int:
+    """Index of the configuration to run this round (module docstring); ``-1`` when there is none.
+
+    ``configurations``: each a list of ``(job, type)``; ``owed``: seconds owed per entry (entries
+    absent are owed 0); ``running``: job -> type it runs on now (ties go to fewer stops/moves).
+    """
+    if not configurations:
+        return -1
+    entries = sorted(set(owed) | {e for c in configurations for e in c})
+    index = {e: i for i, e in enumerate(entries)}
+    base = -np.array([float(owed.get(e, 0.0)) for e in entries])
+    runs = np.zeros((len(configurations), len(entries)))
+    for k, conf in enumerate(configurations):
+        runs[k, [index[e] for e in conf]] = 1.0
+    after = base[None, :] + round_length * runs
+    worst = np.abs(after).max(axis=1)
+    squares = (after ** 2).sum(axis=1)
+    now = running or {}
+    moved = np.array([sum(1 for j, t in now.items() if (j, t) not in set(conf)) for conf in configurations])
+    scale = max(round_length, 1e-12)
+    order = np.lexsort((moved, np.round(squares / scale ** 2, 9), np.round(worst / scale, 9)))
+    return int(order[0])
