@@ -122,8 +122,7 @@ def _check(work: Path, run: dict[str, Any], min_rounds: int) -> dict[str, Any]:
     # exit, Slurm's scheduling pass)
     decided = decided_seconds(report)
     enact = {jid: _per_type(seen, decided, jid) for jid in managed}
-    # checked last (below): a known gap, the only one this scenario shows
-    late = {j: round(enact[j], 2) for j in managed if enact[j] > 2.5 * starts[j] + 1.0}
+    assert all(enact[j] <= 2.5 * starts[j] + 1.0 for j in managed), (enact, starts)
     # the job without the opt-in: never held, moved or requeued
     assert final[other][0] == "COMPLETED"
     assert all(s.states.get(other, ("", ""))[1] not in ("JobHeldUser", "JobHeldAdmin") for s in snaps)
@@ -131,17 +130,17 @@ def _check(work: Path, run: dict[str, Any], min_rounds: int) -> dict[str, Any]:
         acted = set(r["actions"]["requeue"]) | set(r["actions"]["hold"]) | {p[0] for p in r["actions"]["place"]}
         assert other not in acted and other not in r["decided"]
     assert other not in report["jobs"]
-    # GPU-type time per job (Slurm) against the policy's allocation X over the rounds
+    # GPU-type time per job (Slurm) against the installed (packable) allocation over the rounds, and
+    # against the policy's own LP solution (measured, not asserted here)
     want = expected_seconds(report)
     errors = {jid: _per_type(seen, want, jid) / ROUND for jid in managed}
+    lp = expected_seconds(report, "policy_allocation")
     metrics = {"rounds": len(numbers), "starts": starts, "error_rounds_vs_allocation": errors,
+               "error_rounds_vs_policy_lp": {jid: _per_type(seen, lp, jid) / ROUND for jid in managed},
                "error_s_vs_decided": enact, "accounting_drift_s": drift,
                "jct": {j: report["jobs"][j]["jct"] for j in managed}, "average_jct": report["summary"]["average_jct"]}
     (work / "metrics.json").write_text(json.dumps(metrics, indent=1))
     print(json.dumps(metrics))
-    if late:  # every other check above passed
-        pytest.xfail(f"known gap (open): Slurm ran less than decided for {late} s (starts {starts}): the "
-                     "mechanism can decide a round for a multi-node job that Slurm cannot start within it")
     return metrics
 
 
