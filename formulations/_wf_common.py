@@ -58,6 +58,7 @@ class FillOutcome:
     priced_rounds: int = 0              # re-solves after admitting priced columns
     compactions: int = 0                # model rebuilds that dropped settled jobs
     cold_retries: int = 0               # LPs re-solved cold after a warm solve failed
+    stall_retries: int = 0              # unperturbed warm solves that hit their cap, re-solved perturbed
     timings: Timings = field(default_factory=Timings)
     trace: list[np.ndarray] | None = None  # guaranteed levels after each iteration (opt-in)
 
@@ -65,6 +66,7 @@ class FillOutcome:
         return {"iterations": len(self.deltas), "lp_solves": self.lp_solves,
                 "pair_columns_priced": self.priced_columns, "pricing_rounds": self.priced_rounds,
                 "compactions": self.compactions, "cold_retries": self.cold_retries,
+                "stall_retries": self.stall_retries,
                 "certified_by_duals": self.certified_by_duals, "certified_by_twins": self.certified_by_twins,
                 "certified_by_slack": self.certified_by_slack,
                 "forced": self.forced, "speculated": self.speculated,
@@ -183,13 +185,47 @@ def _cap_type(space: AllocationSpace) -> np.ndarray:
     return types
 
 
+#: warm primal simplex without bound perturbation stops after this many iterations (plus this many
+#: per row and column): a guard against stalling on a degenerate vertex; the LP is then re-solved
+#: with the perturbation on
+_UNPERTURBED_MIN_ITERATIONS = 1000
+_UNPERTURBED_ITERATIONS_PER_DIM = 10
+
+
 def _use_algorithm(loaded: LoadedModel, algorithm: str) -> None:
     """Switch the LP algorithm of a loaded model for its next solves. HiGHS: the ``solver`` option,
     and for simplex the primal variant (strategy 4): between levels the previous basis stays primal
-    feasible, so primal simplex needs a handful of pivots where dual simplex needs hundreds."""
+    feasible, so primal simplex needs a handful of pivots where dual simplex needs hundreds. Its
+    bound perturbation is off (:func:`_perturb`): from a feasible warm basis it costs a clean-up
+    solve after every level (hierarchical, three fifo entities, 2,048 jobs: 4.9 s against 2.0 s CPU
+    without it, same levels to 1e-8); :func:`_unperturbed_stalled` tells when to put it back."""
     loaded.options = loaded.options.with_(algorithm=algorithm)
     h = getattr(loaded, "h", None)
     if h is not None and hasattr(h, "setOptionValue"):
         h.setOptionValue("solver", algorithm)
         if algorithm == "simplex":
             h.setOptionValue("simplex_strategy", 4)
+            _perturb(loaded, False)
+
+
+def _perturb(loaded: LoadedModel, on: bool) -> None:
+    """HiGHS's primal bound perturbation on (its default) or off; off, each solve is capped at
+    :data:`_UNPERTURBED_MIN_ITERATIONS` + :data:`_UNPERTURBED_ITERATIONS_PER_DIM` iterations per row
+    and column. Other backends: nothing."""
+    h = getattr(loaded, "h", None)
+    if h is None or not hasattr(h, "setOptionValue"):
+        return
+    sf = loaded.sf
+    limit = _UNPERTURBED_MIN_ITERATIONS + _UNPERTURBED_ITERATIONS_PER_DIM * (sf.num_rows + sf.num_cols)
+    h.setOptionValue("primal_simplex_bound_perturbation_multiplier", 1.0 if on else 0.0)
+    h.setOptionValue("simplex_iteration_limit", 2**31 - 1 if on else limit)
+
+
+def _unperturbed_stalled(loaded: LoadedModel) -> bool:
+    """Whether the last HiGHS solve stopped at the iteration cap of :func:`_perturb`."""
+    h = getattr(loaded, "h", None)
+    if h is None or not hasattr(h, "getModelStatus"):
+        return False
+    import highspy
+
+    return bool(h.getModelStatus() == highspy.HighsModelStatus.kIterationLimit)

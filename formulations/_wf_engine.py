@@ -33,7 +33,9 @@ from ._wf_common import (
     _cap_type,
     _floor_at,
     _max_slot_throughput,
+    _perturb,
     _plain_space,
+    _unperturbed_stalled,
     _use_algorithm,
     normalized_throughput,
 )
@@ -130,6 +132,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         self.priced_rounds = 0
         self.priced_columns = 0
         self.cold_retries = 0
+        self.stall_retries = 0  # unperturbed warm solves that stalled and were re-solved perturbed
         self.max_iterations = max_iterations if max_iterations is not None else 4 * n + 10
         self.polish = polish
         self.max_lookahead = max(1, int(max_lookahead))
@@ -399,6 +402,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         out.levels = self._expand(self._to_s0(lp.level))
         out.compactions = self.compactions
         out.cold_retries = self.cold_retries
+        out.stall_retries = self.stall_retries
         if out.trace is not None:
             out.trace = [self._expand(t) for t in out.trace]
         out.timings = self.timings
@@ -416,7 +420,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         # every LP here has a feasible point (the last solution, made exactly feasible), so an
         # infeasible or unknown answer is numerical: resolve() checks it by one cold solve
         before = self.loaded.cold_retries
-        res = self.loaded.resolve()
+        res = self._guarded(self.loaded.resolve)
         self.cold_retries += self.loaded.cold_retries - before
         if self._model_solves == 0 and self.options.algorithm in ("auto", "simplex"):
             _use_algorithm(self.loaded, "simplex")
@@ -440,7 +444,18 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
             self.loaded.set_col_bounds(self.col_x[enter], np.zeros(k), np.ones(k))
             self.priced_rounds += 1
             self.priced_columns += k
-            res = self.loaded.solve()
+            res = self._guarded(self.loaded.solve)
             self.lp_solves += 1
         self.timings.solve += time.perf_counter() - t0
+        return res
+
+    def _guarded(self, solve: Any) -> Any:
+        """``solve()``; if the unperturbed warm primal simplex hit its iteration cap (a stall on a
+        degenerate vertex, :func:`._wf_common._perturb`), once more with the perturbation on."""
+        res = solve()
+        if _unperturbed_stalled(self.loaded):
+            self.stall_retries += 1
+            _perturb(self.loaded, True)
+            res = solve()
+            _perturb(self.loaded, False)
         return res

@@ -229,3 +229,29 @@ def test_compaction_on_a_saturated_fractional_cluster() -> None:
         assert (eng.compactions >= 3) == compact
         levels.append(out.levels)
     assert levels[0] == pytest.approx(levels[1], rel=1e-6, abs=1e-7)
+
+
+def test_unperturbed_warm_solves_and_their_stall_guard(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Warm primal simplex re-solves run without HiGHS's bound perturbation; a solve that reaches the
+    iteration cap is re-solved perturbed. With the cap at 0 every warm solve takes the guard (that is
+    the perturbed method throughout): the levels are the same as without it."""
+    from policyopt.data.gavel import load_gavel
+    from policyopt.formulations import _wf_common
+
+    data = load_gavel()
+    rng = np.random.default_rng(7)
+    n = 200
+    types = rng.integers(0, len(data.job_types), n)
+    cl = Cluster.from_counts({"v100": 25, "p100": 25, "k80": 25}, gpus_per_server=4)
+    base = data.problem(types, cl)
+    ents = {"e0": Entity("e0", 1.0, "fifo"), "e1": Entity("e1", 2.0, "fifo"), "e2": Entity("e2", 3.0, "fifo")}
+    owner = rng.integers(0, 3, n)
+    prob = Problem(cl, tuple(replace(j, entity=f"e{o}") for j, o in zip(base.jobs, owner)), entities=ents)
+    plain = get_policy("hierarchical").solve(prob)
+    assert plain.ok and plain.extra["water_filling"]["stall_retries"] == 0
+    monkeypatch.setattr(_wf_common, "_UNPERTURBED_MIN_ITERATIONS", 0)
+    monkeypatch.setattr(_wf_common, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
+    guarded = get_policy("hierarchical").solve(prob)
+    assert guarded.ok and guarded.extra["water_filling"]["stall_retries"] > 0
+    assert guarded.space.check(guarded.X, tol=1e-7) == []
+    assert u_of(guarded) == pytest.approx(u_of(plain), rel=1e-6, abs=2e-6)
