@@ -25,8 +25,13 @@ the model's samples; plans as above with ``micro_batches`` = 1 (the artifact sta
 micro-batch count; its measured times do not fall with pp, as with one micro-batch);
 ``cpus`` = threads per GPU; samples of ``llama30b`` are the artifact's copy of the ``llama7b``
 rows and keep the LLaMA-7B spec (its forward time scaled by the P·b ratio for LLaMA-30B);
-``nodes`` = ⌈g/8⌉ (throughput) or the node count (3D); bandwidths are the cluster's nominal A800
-figures :data:`A800_BANDWIDTH` (bytes/s).
+``nodes`` = ⌈g/8⌉ (throughput) or the node count (3D); bandwidths :data:`A800_BANDWIDTH`
+(bytes/s) are what one GPU gets from the testbed's nominal figures (400 GB/s NVLink, 100 GB/s
+RDMA per node, PCIe 4.0): NVLink's 400 GB/s counts both directions, so 200 GB/s per direction at
+about 75% all-reduce efficiency = 150 GB/s; the node's 100 GB/s of RDMA is shared by its 8 GPUs
+when a whole node communicates = 12.5 GB/s per GPU; a PCIe 4.0 x16 uplink (about 25 GB/s)
+shared by the two GPUs of a PCIe switch during offload = 12 GB/s (the same figures as the
+``a100`` node type of :mod:`policyopt.reconfig.examples`).
 """
 from __future__ import annotations
 
@@ -51,8 +56,9 @@ RUBICK_MODELS: dict[str, str] = {
     "t5": "validation_t5", "gpt2": "validate_gpt", "llama7b": "validate_llama7B",
     "llama30b": "validate_llama30B",
 }
-#: Nominal bandwidths of the 8 × 8 A800 cluster, bytes/s: NVLink, RDMA, PCIe 4.0 x16.
-A800_BANDWIDTH: dict[str, float] = {"bw_intra": 400e9, "bw_inter": 100e9, "bw_pcie": 32e9}
+#: Per-GPU bandwidths of the 8 × 8 A800 cluster, bytes/s: NVLink, RDMA, PCIe (see the module
+#: docstring for how they follow from the nominal 400 GB/s, 100 GB/s per node and PCIe 4.0).
+A800_BANDWIDTH: dict[str, float] = {"bw_intra": 150e9, "bw_inter": 12.5e9, "bw_pcie": 12e9}
 GPUS_PER_NODE = 8
 _ZERO = {0: "none", 1: "offload", 2: "dp"}
 _MODEL_DIR = "artifact/71_performance_model/model"
