@@ -332,6 +332,21 @@ class AllocationSpace:
     def num_pairs(self) -> int:
         return int(self.pair_jobs.shape[0])
 
+    def slot_index(self, mask: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(flat, r, c)``: the True entries of a 2-D ``mask`` (``single_mask``, ``pair_mask`` or
+        ``mask``) in C order, ``flat = r·C + c``. Computed once per mask array and kept (every matrix
+        of a build reads the same slots; ``np.nonzero`` over jobs × configurations dominates
+        building them); the masks are never changed in place once a space is built."""
+        cache: dict[int, tuple[np.ndarray, ...]] = self.__dict__.setdefault("_slot_cache", {})
+        hit = cache.get(id(mask))
+        if hit is None or hit[0] is not mask:
+            flat = np.flatnonzero(mask)
+            r, c = np.divmod(flat, mask.shape[1])
+            for a in (flat, r, c):
+                a.flags.writeable = False  # shared by every matrix built from them
+            hit = cache[id(mask)] = (mask, flat, r, c)
+        return hit[1], hit[2], hit[3]
+
     # ------------------------------------------------------------------ numeric helpers
     def best_placement_throughput(self, T: np.ndarray | None = None) -> np.ndarray:
         """``(n × types)``: each job's throughput per physical type at its best allowed placement."""
@@ -389,17 +404,17 @@ class AllocationSpace:
         Tp_ = self.Tp if Tp is None else Tp
         n, C = len(self.jobs), len(self.configs)
         R = len(self.rows)
-        jj, cc = np.nonzero(self.single_mask)
+        flat, jj, _ = self.slot_index(self.single_mask)
         rows = [jj]
-        cols = [jj * C + cc]
-        vals = [T_[jj, cc]]
+        cols = [flat]
+        vals = [np.take(T_, flat)]
         if self.num_pairs:
-            kk, kc = np.nonzero(self.pair_mask)
+            _, kk, kc = self.slot_index(self.pair_mask)
             for side in (0, 1):
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
                 vals.append(Tp_[kk, kc, side])
-        M = Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, R * C))
+        M = Triplets(_cat(rows), _cat(cols), _cat(vals), (n, R * C))
         if T is None and Tp is None:
             self._thr_matrix = M
         return M
@@ -407,15 +422,15 @@ class AllocationSpace:
     def membership_matrix(self) -> Triplets:
         """``(n × rows·configs)``: 1 where slot (r, c) belongs to a row containing job m."""
         n, C = len(self.jobs), len(self.configs)
-        jj, cc = np.nonzero(self.single_mask)
-        rows, cols = [jj], [jj * C + cc]
+        flat, jj, _ = self.slot_index(self.single_mask)
+        rows, cols = [jj], [flat]
         if self.num_pairs:
-            kk, kc = np.nonzero(self.pair_mask)
+            _, kk, kc = self.slot_index(self.pair_mask)
             for side in (0, 1):
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
-        r = np.concatenate(rows)
-        return Triplets(r, np.concatenate(cols), np.ones(r.size), (n, len(self.rows) * C))
+        r = _cat(rows)
+        return Triplets(r, _cat(cols), np.ones(r.size), (n, len(self.rows) * C))
 
     def slot_workers(self, rows: np.ndarray, configs: np.ndarray) -> np.ndarray:
         """Workers of type(c) that slot (r, c) occupies: the row's scale factor (a pair occupies one
@@ -426,8 +441,8 @@ class AllocationSpace:
     def capacity_matrix(self) -> Triplets:
         """``(types × rows·configs)``: workers of type(c) slot (r, c) occupies (:meth:`slot_workers`)."""
         C = len(self.configs)
-        rr, cc = np.nonzero(self.mask)
-        return Triplets(self.config_type[cc], rr * C + cc, self.slot_workers(rr, cc),
+        flat, rr, cc = self.slot_index(self.mask)
+        return Triplets(self.config_type[cc], flat, self.slot_workers(rr, cc),
                         (len(self.worker_types), len(self.rows) * C))
 
     def cost_matrix(self) -> Triplets:
@@ -438,15 +453,15 @@ class AllocationSpace:
                              "cost-aware policies need a price for every worker type")
         n, C = len(self.jobs), len(self.configs)
         price_c = self.prices[self.config_type]
-        jj, cc = np.nonzero(self.single_mask)
-        rows, cols, vals = [jj], [jj * C + cc], [price_c[cc] * self.slot_workers(jj, cc)]
+        flat, jj, cc = self.slot_index(self.single_mask)
+        rows, cols, vals = [jj], [flat], [price_c[cc] * self.slot_workers(jj, cc)]
         if self.num_pairs:
-            kk, kc = np.nonzero(self.pair_mask)
+            _, kk, kc = self.slot_index(self.pair_mask)
             for side in (0, 1):
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
                 vals.append(0.5 * price_c[kc] * self.slot_workers(n + kk, kc))
-        return Triplets(np.concatenate(rows), np.concatenate(cols), np.concatenate(vals), (n, len(self.rows) * C))
+        return Triplets(_cat(rows), _cat(cols), _cat(vals), (n, len(self.rows) * C))
 
     def project(self, X: np.ndarray, counts: np.ndarray | None = None) -> np.ndarray:
         """``X`` made exactly feasible for the time and capacity rows (a solver meets them only to
@@ -498,6 +513,7 @@ class AllocationSpace:
         sub.rows = IndexSet("rows", self.rows.labels[rows])
         sub.row_scale, sub.mask = self.row_scale[rows], self.mask[rows]
         sub._thr_matrix = None
+        sub.__dict__.pop("_slot_cache", None)
         return sub
 
     # ------------------------------------------------------------------ model building
@@ -578,6 +594,11 @@ class AllocationSpace:
         if np.any(cap > self.counts + tol * np.maximum(1, self.counts)):
             problems.append(f"capacity exceeded: {cap} > {self.counts}")
         return problems
+
+
+def _cat(parts: list[np.ndarray]) -> np.ndarray:
+    """``np.concatenate(parts)`` without the copy when there is one part (no pair rows)."""
+    return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
 def _round_robin(avail: np.ndarray, k: int) -> np.ndarray:

@@ -440,15 +440,20 @@ class Model:
         m = np.ones(shape, bool) if mask is None else np.asarray(mask, bool)
         if m.shape != shape:
             raise ModelingError(f"mask shape {m.shape} does not match variable shape {shape}")
-        lo = np.broadcast_to(np.asarray(lower, np.float64), shape).copy()
-        hi = np.broadcast_to(np.asarray(upper, np.float64), shape).copy()
-        if np.any(np.isnan(lo)) or np.any(np.isnan(hi)):
+        lo_in, hi_in = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+        if np.any(np.isnan(lo_in)) or np.any(np.isnan(hi_in)):
             raise ModelingError(f"variable {name!r}: NaN bound")
-        if np.any(lo[m] > hi[m]):
+        # scalar bounds stay broadcast views (no copy per slot); array bounds are copied
+        lo = np.broadcast_to(lo_in, shape) if lo_in.ndim == 0 else np.broadcast_to(lo_in, shape).copy()
+        hi = np.broadcast_to(hi_in, shape) if hi_in.ndim == 0 else np.broadcast_to(hi_in, shape).copy()
+        n = int(np.count_nonzero(m))
+        if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else np.any(lo[m] > hi[m]):
             raise ModelingError(f"variable {name!r}: lower bound above upper bound")
-        cols = np.full(shape, -1, np.int64)
-        n = int(m.sum())
-        cols[m] = np.arange(self.num_cols, self.num_cols + n)
+        if n == m.size:
+            cols = np.arange(self.num_cols, self.num_cols + n, dtype=np.int64).reshape(shape)
+        else:
+            cols = np.full(shape, -1, np.int64)
+            cols[m] = np.arange(self.num_cols, self.num_cols + n)
         self.num_cols += n
         var = Variable(self, name, dims, cols, lo, hi, integer)
         self.variables[name] = var

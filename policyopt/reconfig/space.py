@@ -347,8 +347,7 @@ class MultiResourceSpace(AllocationSpace):
         names: list[str] = []
         limits: list[float] = []
         rows, cols, vals = [], [], []
-        jj, cc = np.nonzero(self.single_mask)
-        flat = jj * len(self.configs) + cc
+        flat, jj, cc = self.slot_index(self.single_mask)
         cfg_type = self.config_type[cc]
         r = 0
         for t, name in enumerate(self.worker_types.labels.tolist()):
