@@ -16,7 +16,9 @@
   once, then re-solve after in-place updates (row bounds, column bounds, costs) for iterative
   policies (bisection, Newton, lexicographic sequences), with the phase timings accumulated.
   ``algorithm="auto"`` is decided per solve by the backend (one rule:
-  :func:`policyopt.solver_api.auto_algorithm`).
+  :func:`policyopt.solver_api.auto_algorithm`); :meth:`LoadedLP.use_warm_primal` switches the
+  re-solves to primal simplex without bound perturbation (:func:`perturb`) when every update keeps
+  the last solution feasible.
 
 Only the public modeling API is used here.
 """
@@ -33,6 +35,14 @@ from policyopt.modeling import IndexSet, LinExpr, Model, Triplets, Variable
 from policyopt.policy import Policy
 from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import Feature, LoadedModel
+
+#: warm primal simplex without bound perturbation stops after this many iterations (plus this many
+#: per row and column): a guard against stalling on a degenerate vertex; the LP is then re-solved
+#: with the perturbation on
+_UNPERTURBED_MIN_ITERATIONS = 1000
+_UNPERTURBED_ITERATIONS_PER_DIM = 10
+
+
 
 
 
@@ -239,6 +249,8 @@ class LoadedLP:
         timings.solve += t2 - t1
         self.solves = 0
         self.has_duals = self.solver.supports(Feature.DUALS)
+        self.warm_primal = False
+        self.stall_retries = 0  # unperturbed re-solves that hit their cap and were re-solved perturbed
 
     @property
     def solver_name(self) -> str:
@@ -253,10 +265,29 @@ class LoadedLP:
         c = var.cols.ravel()
         return c[c >= 0]
 
+    def use_warm_primal(self) -> None:
+        """Re-solve by primal simplex without bound perturbation from now on (HiGHS; other backends
+        unchanged), for sequences whose every update keeps the last solution feasible (costs changed,
+        bounds relaxed or set at what it delivers): the warm basis then needs a few primal pivots,
+        where the dual simplex or a perturbed primal one takes many (shortest-job-first with space
+        sharing, 256 jobs: 50,252 against 4,997 simplex iterations over its 200 LPs). A re-solve
+        that reaches the iteration cap of :func:`perturb` is re-solved perturbed."""
+        self.loaded.set_algorithm("simplex")
+        h = getattr(self.loaded, "h", None)
+        if h is not None and hasattr(h, "setOptionValue"):
+            h.setOptionValue("simplex_strategy", 4)
+            perturb(self.loaded, False)
+            self.warm_primal = True
+
     def solve(self) -> SolveResult:
         t0 = time.perf_counter()
         # re-solves after in-place updates: an infeasible/unknown answer is checked cold (resolve)
         res = self.loaded.resolve() if self.solves else self.loaded.solve()
+        if self.warm_primal and unperturbed_stalled(self.loaded):
+            self.stall_retries += 1
+            perturb(self.loaded, True)
+            res = self.loaded.resolve()
+            perturb(self.loaded, False)
         self.timings.solve += time.perf_counter() - t0
         self.solves += 1
         return res
@@ -284,3 +315,26 @@ class LoadedLP:
         k = A_rows.shape[0]
         return self.loaded.add_rows(A_rows, np.broadcast_to(np.asarray(lower, float), (k,)),
                                     np.broadcast_to(np.asarray(upper, float), (k,)))
+
+
+def perturb(loaded: LoadedModel, on: bool) -> None:
+    """HiGHS's primal bound perturbation on (its default) or off; off, each solve is capped at
+    :data:`_UNPERTURBED_MIN_ITERATIONS` + :data:`_UNPERTURBED_ITERATIONS_PER_DIM` iterations per row
+    and column. Other backends: nothing."""
+    h = getattr(loaded, "h", None)
+    if h is None or not hasattr(h, "setOptionValue"):
+        return
+    sf = loaded.sf
+    limit = _UNPERTURBED_MIN_ITERATIONS + _UNPERTURBED_ITERATIONS_PER_DIM * (sf.num_rows + sf.num_cols)
+    h.setOptionValue("primal_simplex_bound_perturbation_multiplier", 1.0 if on else 0.0)
+    h.setOptionValue("simplex_iteration_limit", 2**31 - 1 if on else limit)
+
+
+def unperturbed_stalled(loaded: LoadedModel) -> bool:
+    """Whether the last HiGHS solve stopped at the iteration cap of :func:`perturb`."""
+    h = getattr(loaded, "h", None)
+    if h is None or not hasattr(h, "getModelStatus"):
+        return False
+    import highspy
+
+    return bool(h.getModelStatus() == highspy.HighsModelStatus.kIterationLimit)

@@ -13,6 +13,8 @@ from policyopt.modeling import IndexSet, LinExpr, Triplets, Variable
 from policyopt.result import Status, Timings
 from policyopt.solver_api import LoadedModel
 
+from ._common import perturb as _perturb
+
 FAIRNESS = "fairness"
 FIFO = "fifo"
 _DUAL_TOL = 1e-9     # relative dual threshold for a bottleneck certificate
@@ -185,20 +187,13 @@ def _cap_type(space: AllocationSpace) -> np.ndarray:
     return types
 
 
-#: warm primal simplex without bound perturbation stops after this many iterations (plus this many
-#: per row and column): a guard against stalling on a degenerate vertex; the LP is then re-solved
-#: with the perturbation on
-_UNPERTURBED_MIN_ITERATIONS = 1000
-_UNPERTURBED_ITERATIONS_PER_DIM = 10
-
-
 def _use_algorithm(loaded: LoadedModel, algorithm: str) -> None:
     """Switch the LP algorithm of a loaded model for its next solves. HiGHS: the ``solver`` option,
     and for simplex the primal variant (strategy 4): between levels the previous basis stays primal
     feasible, so primal simplex needs a handful of pivots where dual simplex needs hundreds. Its
-    bound perturbation is off (:func:`_perturb`): from a feasible warm basis it costs a clean-up
+    bound perturbation is off (:func:`._common.perturb`): from a feasible warm basis it costs a clean-up
     solve after every level (hierarchical, three fifo entities, 2,048 jobs: 4.9 s against 2.0 s CPU
-    without it, same levels to 1e-8); :func:`_unperturbed_stalled` tells when to put it back."""
+    without it, same levels to 1e-8); :func:`._common.unperturbed_stalled` tells when to put it back."""
     loaded.options = loaded.options.with_(algorithm=algorithm)
     h = getattr(loaded, "h", None)
     if h is not None and hasattr(h, "setOptionValue"):
@@ -206,26 +201,3 @@ def _use_algorithm(loaded: LoadedModel, algorithm: str) -> None:
         if algorithm == "simplex":
             h.setOptionValue("simplex_strategy", 4)
             _perturb(loaded, False)
-
-
-def _perturb(loaded: LoadedModel, on: bool) -> None:
-    """HiGHS's primal bound perturbation on (its default) or off; off, each solve is capped at
-    :data:`_UNPERTURBED_MIN_ITERATIONS` + :data:`_UNPERTURBED_ITERATIONS_PER_DIM` iterations per row
-    and column. Other backends: nothing."""
-    h = getattr(loaded, "h", None)
-    if h is None or not hasattr(h, "setOptionValue"):
-        return
-    sf = loaded.sf
-    limit = _UNPERTURBED_MIN_ITERATIONS + _UNPERTURBED_ITERATIONS_PER_DIM * (sf.num_rows + sf.num_cols)
-    h.setOptionValue("primal_simplex_bound_perturbation_multiplier", 1.0 if on else 0.0)
-    h.setOptionValue("simplex_iteration_limit", 2**31 - 1 if on else limit)
-
-
-def _unperturbed_stalled(loaded: LoadedModel) -> bool:
-    """Whether the last HiGHS solve stopped at the iteration cap of :func:`_perturb`."""
-    h = getattr(loaded, "h", None)
-    if h is None or not hasattr(h, "getModelStatus"):
-        return False
-    import highspy
-
-    return bool(h.getModelStatus() == highspy.HighsModelStatus.kIterationLimit)

@@ -17,6 +17,7 @@ from policyopt.errors import InputError
 from policyopt.result import Status, Timings
 from policyopt.solver_api import SolverOptions
 
+from ._common import perturb, unperturbed_stalled
 from ._wf_certificates import _LevelSteps
 from ._wf_common import (
     _ACTIVE,
@@ -33,9 +34,7 @@ from ._wf_common import (
     _cap_type,
     _floor_at,
     _max_slot_throughput,
-    _perturb,
     _plain_space,
-    _unperturbed_stalled,
     _use_algorithm,
     normalized_throughput,
 )
@@ -451,11 +450,11 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
 
     def _guarded(self, solve: Any) -> Any:
         """``solve()``; if the unperturbed warm primal simplex hit its iteration cap (a stall on a
-        degenerate vertex, :func:`._wf_common._perturb`), once more with the perturbation on."""
+        degenerate vertex, :func:`._common.perturb`), once more with the perturbation on."""
         res = solve()
-        if _unperturbed_stalled(self.loaded):
+        if unperturbed_stalled(self.loaded):
             self.stall_retries += 1
-            _perturb(self.loaded, True)
+            perturb(self.loaded, True)
             res = solve()
-            _perturb(self.loaded, False)
+            perturb(self.loaded, False)
         return res

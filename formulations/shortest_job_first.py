@@ -134,7 +134,7 @@ class ShortestJobFirst(Policy):
         base_rows = base_rows_only(space)  # else: rows the greedy and the shortcuts do not see
         if space.num_pairs == 0 and self.config["method"] == "auto" and base_rows:
             Xc[:n], done = greedy_prefix(space, order, fastest)
-        stats = {"levels_greedy": done, "levels_saturated": 0, "levels_by_lp": 0, "lp_solves": 0}
+        stats = {"levels_greedy": done, "levels_saturated": 0, "levels_by_lp": 0, "lp_solves": 0, "stall_retries": 0}
         status, solver_name, msg = Status.OPTIMAL, "greedy", ""
         if done < K:
             status, solver_name, msg = self._lp_sequence(space, order, fastest, Xc, done, timings, stats,
@@ -212,6 +212,8 @@ class ShortestJobFirst(Policy):
 
         def resolve() -> SolveResult:
             raw = lp.solve()
+            if not lp.warm_primal and self.config["algorithm"] == "auto":
+                lp.use_warm_primal()  # later LPs: new costs, relaxed or met bounds (few primal pivots)
             for slack in _RETRY_SLACK:
                 if raw.status is not Status.INFEASIBLE:
                     break
@@ -299,6 +301,7 @@ class ShortestJobFirst(Policy):
             fix(np.array([j]), np.array([max(v, 0.0)]))
             k += 1
         stats["lp_solves"] = lp.solves
+        stats["stall_retries"] = lp.stall_retries
         msg = "" if status is Status.OPTIMAL else \
             f"{status.value}: stopped after {k} of {K} levels; returning the allocation so far"
         return status, lp.solver_name, msg

@@ -98,3 +98,32 @@ def test_iteration_caps_return_a_feasible_allocation_with_status() -> None:
     tie = Problem.from_dict({"cluster": {"worker_types": {"v100": {"count": 1}, "k80": {"count": 1}}}, "jobs": jobs})
     r = policyopt.solve(tie, "shortest_job_first", max_lp_solves=0)  # A ties: an LP is needed at once
     assert r.status.value == "time_limit" and not r.space.check(r.X)
+
+
+@pytest.mark.parametrize("guard", [False, True])
+def test_sjf_warm_primal_resolves_match_dual_simplex(gavel, monkeypatch: pytest.MonkeyPatch, guard: bool) -> None:  # type: ignore[no-untyped-def]
+    """Shortest-job-first with space sharing re-solves its LP sequence by primal simplex without
+    bound perturbation (``algorithm=auto``); ``algorithm=simplex`` keeps HiGHS's dual simplex. Same
+    levels in SJF order. ``guard``: every unperturbed re-solve capped at 0 iterations, so each one is
+    re-solved perturbed (the stall guard) — same levels again."""
+    from policyopt.formulations import _common
+    from policyopt.problem import Cluster
+    from policyopt.sim.traces import gavel_trace, parse_job_type
+
+    trace = gavel_trace(gavel, 48, static=True, multi_gpu=True, seed=2)
+    types = [gavel.type_index(*parse_job_type(j.job_type)) for j in trace]
+    p = gavel.problem(types, Cluster.from_counts({t: 12 for t in ("v100", "p100", "k80")}, gpus_per_server=4),
+                      steps=np.array([j.steps for j in trace]), colocated="types")
+    if guard:
+        monkeypatch.setattr(_common, "_UNPERTURBED_MIN_ITERATIONS", 0)
+        monkeypatch.setattr(_common, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
+    a = policyopt.solve(p, "shortest_job_first", space_sharing=True, pair_top_k=8)
+    b = policyopt.solve(p, "shortest_job_first", space_sharing=True, pair_top_k=8, algorithm="simplex")
+    assert a.ok and b.ok and a.extra["levels_by_lp"] > 5
+    assert (a.extra["stall_retries"] > 0) == guard and b.extra["stall_retries"] == 0
+    assert not a.space.check(a.X, tol=1e-7)
+    assert a.objective == pytest.approx(b.objective, rel=1e-6)
+    fastest = {j.id: max(j.throughputs.values()) for j in p.jobs}
+    for jid in a.extra["durations"]:
+        assert a.effective_throughputs[jid] / fastest[jid] == pytest.approx(
+            b.effective_throughputs[jid] / fastest[jid], abs=2e-5), jid
