@@ -201,3 +201,11 @@ def test_round_choice_prefers_fewer_moves_on_ties() -> None:
     assert choose_configuration(confs, {("a", "v100"): 0.5, ("b", "v100"): 0.5}, 1.0, {"b": "v100"}) == 1
     assert choose_configuration(confs, {("a", "v100"): 0.5, ("b", "v100"): 0.5}, 1.0, {"a": "v100"}) == 0
     assert choose_configuration([], {}, 1.0) == -1
+    # a job ahead on both types: moving it would cost a start; it stays (with or without the cost)
+    both = [[("a", "v100")], [("a", "k80")]]
+    owed = {("a", "v100"): 0.1, ("a", "k80"): 0.1}
+    assert choose_configuration(both, owed, 1.0, {"a": "v100"}, start_cost=0.5) == 0
+    # a start cost outweighs a slightly larger debt elsewhere
+    owed = {("a", "v100"): 0.5, ("a", "k80"): 0.6}
+    assert choose_configuration(both, owed, 1.0, {"a": "v100"}) == 1
+    assert choose_configuration(both, owed, 1.0, {"a": "v100"}, start_cost=0.3) == 0

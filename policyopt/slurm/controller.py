@@ -120,9 +120,12 @@ class Controller:
                 store.add_job(jid, mj.job_type, mj.gpus, mj.weight, mj.steps, by_id[jid].submit_time, number)
         known = store.known_jobs()
 
+        last = store.get("last_time")
         ran = self._account(now, known, by_id, node_types)
         if number > 0:
             store.set_ran(number - 1, ran)
+            if last is not None:
+                self._measure_start_cost(now - float(last), ran, by_id)
         self._finish(now, known, by_id)
         known = store.known_jobs()
         live = [jid for jid, row in known.items() if row["end_time"] is None and jid in managed]
@@ -138,6 +141,7 @@ class Controller:
             decided = self._choose(allocation, live, managed, by_id, node_types)
         actions = self._plan_actions(decided, managed, by_id, node_types)
         store.add_round(number, now, decided, allocation or {}, actions)
+        store.put("placed", actions["place"])
         if self.mech is not None:
             store.put("mechanism", self.mech.to_state())
         store.put("last_time", now)
@@ -199,6 +203,17 @@ class Controller:
                                    {c.jobs[0]: min(ran[c.jobs[0]]["seconds"] * scale, self.mech.round_length)
                                     for c in combos})
         return ran
+
+    def _measure_start_cost(self, interval: float, ran: Mapping[str, Any], by_id: Mapping[str, SlurmJob]) -> None:
+        """Seconds of a round a job placed at its start does not run (requeue, checkpoint, exit,
+        Slurm's scheduling pass, as Slurm's own start times show): an average over the jobs placed
+        last round that are still running, kept in the state (``start_cost``)."""
+        lost = [interval - ran[jid]["seconds"] for jid, gpu_type in self.store.get("placed") or []
+                if jid in ran and ran[jid]["gpu_type"] == gpu_type and by_id[jid].active]
+        if lost:
+            old = self.store.get("start_cost")
+            new = sum(lost) / len(lost)
+            self.store.put("start_cost", new if old is None else 0.5 * float(old) + 0.5 * new)
 
     def _finish(self, now: float, known: Mapping[str, Mapping[str, Any]], by_id: Mapping[str, SlurmJob]) -> None:
         """Mark managed jobs that ended (or that Slurm no longer lists) as finished."""
@@ -308,7 +323,8 @@ class Controller:
                 held = job_gpus_by_type(job, node_types)
                 if len(held) == 1:
                     running[jid] = next(iter(held))
-        k = choose_configuration(configs, owed, mech.round_length, running)
+        k = choose_configuration(configs, owed, mech.round_length, running,
+                                 start_cost=float(self.store.get("start_cost") or 0.0))
         return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
