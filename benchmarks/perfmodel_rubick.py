@@ -27,6 +27,9 @@ Three fits are compared:
   so the samples cannot split the time between backward and offload, nor tell a constant
   overhead of the offload path from one of every plan.
 
+``--phases`` fits every variant also to the measured phase times of the samples without
+offload (the artifact's ``Tcc`` and ``Topt``, as Rubick's own fit does).
+
 ``staged, T_fwd given`` repeats the staged prediction with the forward time Rubick's own script
 fed its model for each plan (the ``fwd_time_plan`` column), as Rubick's validation does; where
 that input is more than 10× off our derived forward time (llama7b's ZeRO-Offload script states 3
@@ -138,9 +141,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", type=Path, default=None, help="write the log-log plot here")
     ap.add_argument("--starts", type=int, default=8)
     ap.add_argument("--pool", default=HARDWARE_POOL, help="parameters shared in the pooled fit")
+    ap.add_argument("--phases", action="store_true",
+                    help="fit also to the samples' measured Tcc / Topt (cc_time, opt_time)")
     args = ap.parse_args(argv)
     data = load_rubick(args.data)
-    samples, configs = samples_table(data), configs_table(data)
+    samples, configs = samples_table(data, phases=args.phases), configs_table(data)
     print(f"{len(samples)} samples, {len(configs)} validation points")
 
     fits, rows, refused = {}, [], {}

@@ -9,6 +9,8 @@ import pytest
 from policyopt.errors import InputError
 from policyopt.perfmodel import (CONFIG_COLUMNS, OnlineRefitter, PerfParams, fit_all, fit_model,
                                  predict_iter_time)
+from policyopt.perfmodel.fit import NO_OFFLOAD_FIXED
+from policyopt.perfmodel.model import compute_terms, phase_times
 from policyopt.perfmodel.synthetic import (NOMINAL_PARAMS, SHAPES, feasible_pool,
                                            run_experiment, simulate_runs)
 
@@ -71,6 +73,35 @@ def test_fit_recovers_noise_free_truth() -> None:
     pred = predict_iter_time(pool, fit.params)
     true = predict_iter_time(pool, NOMINAL_PARAMS)
     assert np.max(np.abs(pred / true - 1)) < 0.01
+
+
+def test_measured_phases_pin_the_terms_apart() -> None:
+    """cc_time / opt_time join the fit: with them the split between backward, optimizer and
+    constant comes back from noise-free runs that only sum the three (k_opt·P and k_const are
+    the same constant on plain-DP runs, so iteration times alone cannot split them)."""
+    pool = feasible_pool(SHAPES["gpt-350m"])
+    plain = pool[(pool["zero"] == "none") & (pool["tp"] == 1) & (pool["pp"] == 1)
+                 & (pool["ga_steps"] == 1) & (pool["gc"] == 0)]
+    rows = plain.drop_duplicates("dp").iloc[:5]
+    assert len(rows) == 5 and rows["dp"].nunique() == 5
+    truth = PerfParams(**{**NOMINAL_PARAMS.to_dict(), "k_opt": 3e-10, "k_const": 0.05})
+    rng = np.random.default_rng(0)
+    runs = simulate_runs(rows, truth, rng, noise=0.0)
+    cc, oo = phase_times(compute_terms(runs), truth.as_array())
+    phased = runs.assign(cc_time=cc, opt_time=oo)
+    fixed = dict(NO_OFFLOAD_FIXED)
+    fit = fit_model(phased, fixed=fixed, n_starts=4, seed=0)
+    assert fit.params.k_opt == pytest.approx(3e-10, rel=1e-3)
+    assert fit.params.k_const == pytest.approx(0.05, rel=1e-3)
+    assert fit.params.k_bwd == pytest.approx(truth.k_bwd, rel=1e-3)
+    assert fit.rmsle < 1e-6  # the reported RMSLE is that of the iteration times
+    bad = phased.astype({"opt_time": object})
+    bad.loc[2, "opt_time"] = "-1"
+    with pytest.raises(InputError, match=r"samples\[2\]\.opt_time"):
+        fit_model(bad, fixed=fixed)
+    blank = phased.astype({"cc_time": object})
+    blank.loc[1, "cc_time"] = ""  # blank: not measured, the row still counts with its T_iter
+    assert fit_model(blank, fixed=fixed, n_starts=2).n_samples == 5
 
 
 def test_too_few_samples_raise() -> None:

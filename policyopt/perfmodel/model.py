@@ -52,8 +52,8 @@ from policyopt.errors import InputError, UnknownNameError
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
-__all__ = ["Terms", "compute_terms", "overlap", "iter_time_from_terms", "param_matrix",
-           "predict_iter_time", "breakdown"]
+__all__ = ["Terms", "compute_terms", "optional_seconds", "phase_times", "overlap",
+           "iter_time_from_terms", "param_matrix", "predict_iter_time", "breakdown"]
 
 
 @dataclass(frozen=True)
@@ -100,16 +100,8 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     shard = d * t * p
 
     t_fwd = col["fwd_time_1gpu"] / (a * d * t) * (m + p - 1) / (m * p)
-    if "fwd_time_plan" in table.columns:
-        raw = table["fwd_time_plan"]
-        given = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
-        blank = raw.isna().to_numpy() | (raw.astype(str).str.strip().isin(["", "nan"])).to_numpy()
-        bad = ~blank & ~(np.isfinite(given) & (given > 0))
-        if bad.any():
-            i = int(np.flatnonzero(bad)[0])
-            raise InputError(f"configs[{i}].fwd_time_plan", raw.iloc[i],
-                             "must be a finite number > 0 (seconds) or blank")
-        t_fwd = np.where(blank, t_fwd, given)
+    given = optional_seconds(table, "fwd_time_plan")
+    t_fwd = np.where(np.isnan(given), t_fwd, given)
     t_dp = 2.0 * P * (d - 1) / shard * beta / bw_dp
     t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw_tp
     t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw_pp, 0.0)
@@ -119,6 +111,43 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     t_off = np.where(offload, P * beta / (shard * col["bw_pcie"]), 0.0)
     return Terms(t_fwd=t_fwd, ga=a, gc=col["gc"], t_dp=t_dp, t_tp=t_tp, t_pp=t_pp,
                  opt_units=opt_units, off_units=off_units, t_off=t_off, offload=offload)
+
+
+def optional_seconds(table: pd.DataFrame, column: str, name: str = "configs") -> np.ndarray:
+    """The optional time column ``column`` (s) as floats, NaN where blank or absent.
+
+    A cell that is neither blank nor a finite number > 0 is an InputError naming the cell.
+    """
+    if column not in table.columns:
+        return np.full(len(table), np.nan)
+    raw = table[column]
+    given = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    blank = raw.isna().to_numpy() | (raw.astype(str).str.strip().isin(["", "nan"])).to_numpy()
+    bad = ~blank & ~(np.isfinite(given) & (given > 0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}[{i}].{column}", raw.iloc[i],
+                         "must be a finite number > 0 (seconds) or blank")
+    return np.where(blank, np.nan, given)
+
+
+def phase_times(terms: Terms, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(T_cc − a·T_fwd, T_oo) of every row: the phases a profiler can time besides the forward.
+
+    ``T_cc − a·T_fwd`` is the backward passes with the communication they do not hide
+    (``cc_time`` of a sample), ``T_oo`` the optimizer step with its swap traffic (``opt_time``);
+    T_iter = a·T_fwd + (T_cc − a·T_fwd) + T_oo + k_const.
+    """
+    k = np.asarray(k, dtype=float)
+    k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, _ = np.moveaxis(k, -1, 0)
+    t_bwd = (k_bwd + terms.gc) * terms.t_fwd
+    cc = ((terms.ga - 1.0) * t_bwd + overlap(t_bwd, terms.t_dp, k_sync) + terms.t_tp
+          + terms.t_pp)
+    t_opt = k_opt * terms.opt_units + k_opt_off * terms.off_units
+    oo = np.where(terms.offload,
+                  overlap(terms.t_dp, terms.t_off, k_off) + overlap(t_opt, terms.t_off, k_swap),
+                  t_opt)
+    return cc, oo
 
 
 def overlap(x: np.ndarray, y: np.ndarray, k: np.ndarray | float) -> np.ndarray:
@@ -136,15 +165,8 @@ def overlap(x: np.ndarray, y: np.ndarray, k: np.ndarray | float) -> np.ndarray:
 def iter_time_from_terms(terms: Terms, k: np.ndarray) -> np.ndarray:
     """T_iter for every row; ``k`` has shape (7,) (one set) or (n, 7) (one set per row)."""
     k = np.asarray(k, dtype=float)
-    k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, k_const = np.moveaxis(k, -1, 0)
-    t_bwd = (k_bwd + terms.gc) * terms.t_fwd
-    t_cc = (terms.ga * terms.t_fwd + (terms.ga - 1.0) * t_bwd
-            + overlap(t_bwd, terms.t_dp, k_sync) + terms.t_tp + terms.t_pp)
-    t_opt = k_opt * terms.opt_units + k_opt_off * terms.off_units
-    t_oo = np.where(terms.offload,
-                    overlap(terms.t_dp, terms.t_off, k_off) + overlap(t_opt, terms.t_off, k_swap),
-                    t_opt)
-    return t_cc + t_oo + k_const
+    cc, oo = phase_times(terms, k)
+    return terms.ga * terms.t_fwd + cc + oo + k[..., -1]
 
 
 def param_matrix(models: pd.Series, params: PerfParams | Mapping[str, PerfParams],

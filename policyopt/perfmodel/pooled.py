@@ -6,7 +6,9 @@ parameters held at given values, the fit solves one bounded least-squares proble
 
     min  sqrt( (1/Σ|S_m|) Σ_m Σ_{i∈S_m} (log T_iter(row_i; k_pooled, k_m, k_fixed) − log y_i)² )
 
-over one value per pooled parameter and one value per model for each remaining free parameter
+(plus the measured phase times of the samples that have them, as in
+:func:`~policyopt.perfmodel.fit.fit_model`) over one value per pooled parameter and one value
+per model for each remaining free parameter
 (bounds as in :func:`~policyopt.perfmodel.fit.parameter_bounds`, taken over all samples for the
 pooled ones and over the model's samples for its own). A model with 3 samples can then be fitted
 when the parameters its samples do not determine are pooled or fixed.
@@ -30,8 +32,9 @@ from scipy.optimize import least_squares
 
 from policyopt.errors import InputError, UnknownNameError
 
-from .fit import _NEEDS, _check_fixed, _starts, depends, parameter_bounds
-from .model import compute_terms, iter_time_from_terms
+from .fit import (_NEEDS, _check_fixed, _starts, depends, log_residuals, log_targets,
+                  parameter_bounds)
+from .model import compute_terms
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
@@ -156,12 +159,13 @@ def fit_pooled(samples: pd.DataFrame, pooled: Iterable[str], *,
         k[:, o_idx] = x[len(s_idx):].reshape(len(models), len(o_idx))
         return k
 
-    log_obs = np.log(observed)
+    targets = log_targets(clean, table)
+    mask = np.isfinite(targets)
+    only_iter = np.zeros_like(mask)
+    only_iter[:, 0] = True
 
     def residuals(z: np.ndarray) -> np.ndarray:
-        pred = iter_time_from_terms(terms, matrix(z)[codes])
-        return np.nan_to_num(np.log(np.maximum(pred, 1e-300)) - log_obs,
-                             nan=1e3, posinf=1e3, neginf=-1e3)
+        return log_residuals(terms, matrix(z)[codes], targets, mask)
 
     rng = np.random.default_rng(seed)
     # Starts: per model the single-model start recipe, pooled values from the all-sample one.
@@ -178,9 +182,10 @@ def fit_pooled(samples: pd.DataFrame, pooled: Iterable[str], *,
             best_z, best_cost = np.clip(sol.x, 0.0, 1.0), cost
     assert best_z is not None
     k = matrix(best_z)
-    res = residuals(best_z)
+    res = log_residuals(terms, k[codes], targets, only_iter)  # iteration times, row order
     return PooledFit(
         params={m: PerfParams.from_array(k[i]) for i, m in enumerate(models)},
         rmsle={m: float(np.sqrt(np.mean(res[codes == i] ** 2))) for i, m in enumerate(models)},
         n_samples={m: int((codes == i).sum()) for i, m in enumerate(models)},
-        pooled=shared, fixed=held, total_rmsle=best_cost, seconds=time.perf_counter() - began)
+        pooled=shared, fixed=held, total_rmsle=float(np.sqrt(np.mean(res ** 2))),
+        seconds=time.perf_counter() - began)

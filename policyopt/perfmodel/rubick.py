@@ -271,8 +271,14 @@ def _spec_columns(data: RubickData, model: str) -> dict[str, Any]:
             "bytes_per_param": 2.0}
 
 
-def samples_table(data: RubickData) -> pd.DataFrame:
-    """SAMPLES columns for every profiling sample (iter_time in s). All are DP plans."""
+def samples_table(data: RubickData, *, phases: bool = False) -> pd.DataFrame:
+    """SAMPLES columns for every profiling sample (iter_time in s). All are DP plans.
+
+    ``phases=True`` adds the artifact's measured phase times of the samples without offload as
+    ``cc_time`` (its ``Tcc``: backward and synchronization after the forward) and ``opt_time``
+    (``Topt``), in s. ZeRO-Offload rows keep them blank: the artifact splits those differently
+    (LLaMA's CPU optimizer step falls inside ``Tcc``, its ``Topt`` is 1 ms).
+    """
     raw = data.raw_samples
     strategy = raw["strategy"].astype(str).str.zfill(4)
     alpha_f = strategy.str[0].astype(int)
@@ -294,6 +300,10 @@ def samples_table(data: RubickData) -> pd.DataFrame:
     for k, v in A800_BANDWIDTH.items():
         rows[k] = v
     rows["iter_time"] = raw["iter_time"].to_numpy() / 1e3
+    if phases:
+        on_gpu = rows["zero"].to_numpy() != "offload"
+        rows["cc_time"] = np.where(on_gpu, raw["Tcc"].to_numpy() / 1e3, np.nan)
+        rows["opt_time"] = np.where(on_gpu, raw["Topt"].to_numpy() / 1e3, np.nan)
     return rows
 
 
