@@ -175,3 +175,82 @@ def test_every_posed_job_equals_a_validated_job(gavel, monkeypatch) -> None:
     monkeypatch.setattr(simmod, "Problem", checking)
     res = simmod.simulate(trace, "v100=8,p100=8,k80=8", table=gavel, policy="finish_time_fairness", seed=0)
     assert res.metrics["completed"] == 40 and len(posed) > 2 * len(set(posed))  # jobs posed repeatedly
+
+
+def _random_placement(rng: np.random.Generator, layout: ClusterLayout, n: int, prefix: str = "j",
+                      keep: Placement | None = None) -> Placement:
+    """Up to ``n`` jobs of 1–4 GPUs on random free GPUs of random types (with ``keep``, about half of its
+    jobs first keep their type and size), so some jobs are spread and some could be kept."""
+    free = {t: rng.permutation(layout.gpus_of(t)).tolist() for t in layout.worker_types}
+    specs: list[tuple[str, str, int]] = []
+    if keep is not None:
+        specs += [(j, keep.worker_type_of(j), len(g)) for j, g in keep.gpus.items() if rng.random() < 0.5]
+    specs += [(f"{prefix}{k}", str(rng.choice(layout.worker_types)), int(rng.choice([1, 1, 2, 4])))
+              for k in range(n)]
+    gpus: dict[str, list[int]] = {}
+    for j, t, g in specs:
+        if j not in gpus and len(free[t]) >= g:
+            gpus[j] = [free[t].pop() for _ in range(g)]
+    return Placement.build(layout, gpus)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_relabel_equals_building_the_renamed_placement(seed) -> None:
+    """``Placement.relabel`` (no re-validation) equals ``Placement.build`` of the renamed GPUs, spread included."""
+    rng = np.random.default_rng(seed)
+    layout = ClusterLayout.from_counts({"v100": 8, "k80": 12}, {"v100": 4, "k80": 4})
+    p = _random_placement(rng, layout, 12)
+    perm = np.arange(layout.num_gpus)
+    for t in layout.worker_types:
+        ids = layout.gpus_of(t)
+        perm[ids] = rng.permutation(ids)
+    fast = p.relabel(perm)
+    ref = Placement.build(layout, {j: [int(perm[g]) for g in gs] for j, gs in p.gpus.items()}, p.pairs)
+    assert dict(fast.gpus) == dict(ref.gpus) and fast.spread == ref.spread and fast.pairs == ref.pairs
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_job_exact_relabeling_equals_trying_every_baseline(seed) -> None:
+    """Skipping the baselines when the fast mapping keeps every candidate job changes nothing: the
+    mapping equals the one chosen after trying the simple rule, the identity and Tesserae's mapping."""
+    from policyopt.placement.job_exact import RelabelingModel, job_exact_relabeling, kept_weight
+    from policyopt.placement.job_exact import _kept_per_type
+    from policyopt.placement.migration import simple_rule_relabeling, tesserae_relabeling
+
+    rng = np.random.default_rng(seed)
+    layout = ClusterLayout.from_counts({"v100": 16, "k80": 12}, {"v100": 4, "k80": 4})
+    old = _random_placement(rng, layout, 10, "a")
+    new = _random_placement(rng, layout, 6, "b", keep=old)
+    m = RelabelingModel.build(old, new)
+    probe = rng.permutation(layout.num_gpus)
+    np.testing.assert_allclose(_kept_per_type(m, probe), kept_weight(old, new, probe, per_type=True))
+    base = [simple_rule_relabeling(old, new), np.arange(layout.num_gpus), tesserae_relabeling(old, new)]
+    np.testing.assert_array_equal(job_exact_relabeling(old, new), job_exact_relabeling(old, new, baselines=base))
+
+
+def test_mechanism_arrays_equal_the_dictionary_path(gavel) -> None:
+    """The allocation installed from the policy's ``X`` equals, number for number, the one built from
+    the result's dictionaries (:func:`mechanism_allocation` + validation), for LAS and its agnostic form,
+    with capacities that force the per-type scaling."""
+    from policyopt.mechanism.allocation import build_allocation_arrays
+    from policyopt.policy import get_policy
+    from policyopt.sim.scheduling import mechanism_allocation, mechanism_arrays
+
+    problem = gavel.problem(list(range(0, len(gavel.job_types), 3)), {"v100": 8, "p100": 8, "k80": 8})
+    scale = {j.id: j.scale_factor for j in problem.jobs}
+    assert max(scale.values()) > 1
+    for name in ("max_min_fairness", "max_min_fairness_agnostic"):
+        solved = get_policy(name).solve(problem)
+        X = solved.X * 1.3  # rows past 1 (solver tolerance, exaggerated): the per-job shrink
+        over = replace(solved, X=X, allocation=solved.space.allocation_dict(X))
+        for res, counts in ((solved, {"v100": 8, "p100": 8, "k80": 8}), (solved, {"v100": 4, "p100": 2, "k80": 8}),
+                            (over, {"v100": 8, "p100": 8, "k80": 8})):
+            arr = mechanism_arrays(res, tuple(counts), counts, scale)
+            alloc, coloc = mechanism_allocation(res, counts, scale)
+            ref = build_allocation_arrays(alloc, coloc, scale, counts)
+            assert arr is not None and arr.job_ids == ref.job_ids and arr.combos == ref.combos
+            np.testing.assert_array_equal(arr.x, ref.x)
+            np.testing.assert_array_equal(arr.scale, ref.scale)
+            np.testing.assert_array_equal(arr.members, ref.members)

@@ -172,7 +172,14 @@ class RoundMechanism:
         """Install a new allocation (a reset); carry deficits as the module docstring says."""
         if scale_factors is not None:
             self._scale_factors.update(scale_factors)
-        arrays = build_allocation_arrays(allocation, colocated, self._scale_factors, self._counts)
+        self.set_allocation_arrays(build_allocation_arrays(allocation, colocated, self._scale_factors, self._counts))
+
+    def set_allocation_arrays(self, arrays: AllocationArrays) -> None:
+        """:meth:`set_allocation` for an allocation already in array form (its ``worker_types`` must
+        be this mechanism's, in order; the constraints of :func:`build_allocation_arrays` must hold)."""
+        if arrays.worker_types != self.worker_types:
+            raise InputError("arrays.worker_types", arrays.worker_types, f"must be {self.worker_types}")
+        self._scale_factors.update(zip(arrays.job_ids, arrays.scale[:arrays.num_singles].tolist()))
         k, nc = arrays.x.shape
         deficit = np.zeros((k, nc))
         combo_index = {combo: i for i, combo in enumerate(arrays.combos)}

@@ -44,17 +44,30 @@ def check_capacity(layout: ClusterLayout, combinations: Sequence[Combination]) -
 
 
 def _result(layout: ClusterLayout, combs: Sequence[Combination], got: list[np.ndarray]) -> Placement:
+    """The placement of ``combs`` on the GPUs ``got`` (distinct free GPUs of each combination's type, as
+    the placers take them: valid by construction, so only the spread jobs are computed)."""
     gpus: dict[str, tuple[int, ...]] = {}
-    pairs: list[tuple[str, ...]] = []
-    for comb, g in zip(combs, got):
+    pairs: set[tuple[str, str]] = set()
+    spread: list[str] = []
+    lengths = np.fromiter((g.size for g in got), np.int64, len(got))
+    if lengths.size:
+        srv = layout.gpu_server[np.concatenate(got)]
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1]))
+        spread_mask = (np.minimum.reduceat(srv, starts) != np.maximum.reduceat(srv, starts)).tolist()
+    else:
+        spread_mask = []
+    for comb, g, sp in zip(combs, got, spread_mask):
         ids = tuple(sorted(g.tolist()))
         for j in comb.jobs:
             if j in gpus:
                 raise InputError("assignment.combinations", j, "a job appears in two combinations")
             gpus[j] = ids
+            if sp:
+                spread.append(j)
         if len(comb.jobs) == 2:
-            pairs.append(comb.jobs)
-    return Placement.build(layout, gpus, pairs)
+            a, b = sorted(comb.jobs)
+            pairs.add((a, b))
+    return Placement(layout, gpus, frozenset(pairs), frozenset(spread))
 
 
 def consolidate(

@@ -175,6 +175,32 @@ def kept_weight(previous: Placement, plan: Placement, new_to_old: np.ndarray,
     return np.bincount(job_type[kept], weights=w[kept], minlength=len(lay.worker_types))
 
 
+def _kept_per_type(m: RelabelingModel, new_to_old: np.ndarray) -> np.ndarray:
+    """:func:`kept_weight` per worker type, from a built model (its flat GPU arrays are sorted by job
+    then GPU, as :func:`kept_weight` sorts them)."""
+    nj = np.repeat(m.new_job, m.new_size)
+    mapped = np.asarray(new_to_old, np.int64)[m.new_gpu]
+    order = np.lexsort((mapped, nj))
+    same = mapped[order] == m.old_gpu
+    n = len(m.layout.worker_types)
+    if not same.size:
+        return np.zeros(n)
+    starts = np.flatnonzero(np.r_[True, nj[1:] != nj[:-1]])
+    kept = np.logical_and.reduceat(same, starts)
+    job_type = m.layout.gpu_type[m.old_gpu[starts]]
+    return np.bincount(job_type[kept], weights=m.weight[kept], minlength=n)
+
+
+def _candidate_weight_per_type(m: RelabelingModel) -> np.ndarray:
+    """Per worker type, the weight of every job that could be kept (the most any relabeling keeps)."""
+    n = len(m.layout.worker_types)
+    if not m.old_job.size:
+        return np.zeros(n)
+    _, first = np.unique(m.old_job, return_index=True)
+    return np.bincount(m.layout.gpu_type[m.old_gpu[m.old_start[first]]], weights=m.weight[m.old_job[first]],
+                       minlength=n)
+
+
 def moved_weight(previous: Placement, plan: Placement, costs: Mapping[str, float] | None = None) -> float:
     """``sum_j c_j`` over jobs of both rounds whose GPU set changes (``plan`` as labeled)."""
     both = [j for j in plan.gpus if j in previous.gpus]
@@ -337,16 +363,18 @@ def job_exact_relabeling(previous: Placement, plan: Placement, costs: Mapping[st
 
     m = RelabelingModel.build(previous, plan, costs)
     best = _fast_mapping(m)
+    kb = _kept_per_type(m, best)
+    if baselines is None and np.all(kb >= _candidate_weight_per_type(m) - 1e-9):
+        return best  # every candidate is kept: no baseline can be strictly better
     if baselines is None:
         baselines = [simple_rule_relabeling(previous, plan), np.arange(plan.layout.num_gpus)]
         # the fast method is a heuristic for spread jobs: Tesserae's mapping competes too, on clusters
         # small enough for its dense servers x servers cost matrix
         if m.spread_jobs().size and plan.layout.num_servers <= TESSERAE_MAX_SERVERS:
             baselines.append(tesserae_relabeling(previous, plan))
-    kb = np.asarray(kept_weight(previous, plan, best, costs, per_type=True))
     for base in baselines:
         base = np.asarray(base, np.int64)
-        k = np.asarray(kept_weight(previous, plan, base, costs, per_type=True))
+        k = _kept_per_type(m, base)
         better = np.flatnonzero(k > kb + 1e-9)
         if better.size:
             best = np.where(np.isin(plan.layout.gpu_type, better), base, best)

@@ -120,8 +120,24 @@ class Placement:
         if perm.shape != (lay.num_gpus,) or not np.array_equal(np.sort(perm), np.arange(lay.num_gpus)) \
                 or not np.array_equal(lay.gpu_type[perm], lay.gpu_type):
             raise InputError("new_to_old", perm, "must be a permutation of GPU ids that keeps each GPU's type")
-        gpus = {j: tuple(int(g) for g in perm[list(gs)]) for j, gs in self.gpus.items()}
-        return Placement.build(lay, gpus, self.pairs)
+        # a type-keeping permutation of a valid placement is valid (GPUs stay distinct, of one type,
+        # shared only by the same pairs); only the sorted GPU tuples and the spread jobs change
+        jobs = list(self.gpus)
+        lengths = np.fromiter((len(self.gpus[j]) for j in jobs), np.int64, len(jobs))
+        flat = perm[np.fromiter((g for j in jobs for g in self.gpus[j]), np.int64, int(lengths.sum()))]
+        owner = np.repeat(np.arange(len(jobs)), lengths)
+        order = np.lexsort((flat, owner))
+        flat = flat[order]
+        starts = np.concatenate(([0], np.cumsum(lengths)[:-1])) if lengths.size else lengths
+        if flat.size:
+            srv = lay.gpu_server[flat]
+            spread_mask = np.minimum.reduceat(srv, starts) != np.maximum.reduceat(srv, starts)
+        else:
+            spread_mask = np.zeros(0, bool)
+        ids = flat.tolist()
+        gpus = {j: tuple(ids[a:a + n]) for j, a, n in zip(jobs, starts.tolist(), lengths.tolist())}
+        spread = frozenset(j for j, s in zip(jobs, spread_mask.tolist()) if s)
+        return Placement(lay, gpus, self.pairs, spread)
 
 
 def migrated_jobs(previous: Placement | None, current: Placement) -> set[str]:

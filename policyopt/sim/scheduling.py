@@ -23,6 +23,7 @@ import numpy as np
 
 from ..errors import InputError, UnknownNameError
 from ..mechanism import RoundAssignment, RoundMechanism
+from ..mechanism.allocation import AllocationArrays
 from ..placement import PRIORITY_POLICIES, JobInfo, PriorityPolicy
 from ..policy import get_policy, list_policies
 from ..problem import Cluster, Problem, WorkerType, physical_type
@@ -30,7 +31,7 @@ from ..result import PolicyResult, Status, Timings
 
 __all__ = ["ResolvedPolicy", "resolve_policy", "SolvesProblems", "AllocationScheduler", "PriorityScheduler",
            "StaticEntitySplit", "PartitionedScheduler", "split_counts", "mechanism_allocation", "planned_fractions",
-           "ROUND_PREFIX", "STATIC_SPLIT_PREFIX"]
+           "mechanism_arrays", "ROUND_PREFIX", "STATIC_SPLIT_PREFIX"]
 
 ROUND_PREFIX = "round:"
 STATIC_SPLIT_PREFIX = "static_split:"
@@ -138,6 +139,54 @@ def mechanism_allocation(result: PolicyResult, counts: Mapping[str, int], scale:
     return out, coloc
 
 
+def mechanism_arrays(result: PolicyResult, worker_types: Sequence[str], counts: Mapping[str, int],
+                     scale: Mapping[str, int]) -> AllocationArrays | None:
+    """:func:`mechanism_allocation` straight from the policy's ``X`` array, as the mechanism's arrays
+    (rows: the result's jobs, columns: ``worker_types``), for results without colocated pairs; the
+    same floating-point operations in the same order, so the same numbers. ``None`` when the result
+    has no array form (then use :func:`mechanism_allocation`)."""
+    space, X = result.space, result.X
+    if space is None or X is None or result.colocated_allocation or getattr(space, "num_pairs", 1):
+        return None
+    jobs = [str(j) for j in space.jobs.labels.tolist()]
+    if list(result.allocation) != jobs:
+        return None
+    type_pos = {t: k for k, t in enumerate(worker_types)}
+    cols: list[int] = []
+    for c in space.configs.labels.tolist():
+        t = type_pos.get(physical_type(str(c)))
+        if t is None:
+            return None
+        cols.append(t)
+    n, nt = len(jobs), len(worker_types)
+    single = np.asarray(X, float)[:n]
+    keep = space.single_mask & (single > 1e-9)
+    F = np.zeros((n, nt))
+    for c, t in enumerate(cols):  # a type gets at most two columns (consolidated, unconsolidated): exact
+        F[:, t] += np.where(keep[:, c], single[:, c], 0.0)
+    # per-job total, shrunk past 1; near 1 summed as the dictionaries are (a job's types in its own order)
+    total = F.sum(axis=1)
+    for i in np.flatnonzero(total > 1.0 - 1e-9).tolist():
+        row: dict[str, float] = {}
+        for cfg, f in result.allocation[jobs[i]].items():
+            if f > 1e-9:
+                row[physical_type(cfg)] = row.get(physical_type(cfg), 0.0) + float(f)
+        total[i] = sum(row.values())
+    shrink = np.where(total > 1.0, 1.0 / np.where(total > 1.0, total, 1.0), 1.0)
+    sf = np.fromiter((int(scale[j]) for j in jobs), np.int64, n)
+    G = F * shrink[:, None]
+    col = np.ones(nt)
+    for t, wt in enumerate(worker_types):  # per-type capacity, summed in job order as the dicts are
+        terms = (G[:, t] * sf)[F[:, t] > 0]
+        u = float(np.cumsum(terms)[-1]) if terms.size else 0.0
+        if terms.size and u > counts.get(wt, 0):
+            col[t] = counts.get(wt, 0) / u
+    x = G * col[None, :]
+    members = np.full((n, 2), -1, np.int64)
+    members[:, 0] = np.arange(n)
+    return AllocationArrays(tuple(worker_types), tuple(jobs), tuple((j,) for j in jobs), members, sf, x)
+
+
 class AllocationScheduler:
     """An optimization policy realized by a :class:`RoundMechanism`.
 
@@ -171,9 +220,13 @@ class AllocationScheduler:
             self.counts = dict(counts)
             self.mechanism = RoundMechanism(self.counts, round_length=self.round_length,
                                             renewal_credit=self.renewal_credit)
-        alloc, coloc = mechanism_allocation(result, self.counts, scale)
-        self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc})
-        self._known = set(alloc)
+        arrays = mechanism_arrays(result, self.mechanism.worker_types, self.counts, scale)
+        if arrays is not None:
+            self.mechanism.set_allocation_arrays(arrays)
+        else:
+            alloc, coloc = mechanism_allocation(result, self.counts, scale)
+            self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc})
+        self._known = set(self.mechanism.arrays.job_ids)
         self._row = {j: i for i, j in enumerate(self.mechanism.arrays.job_ids)}
         self.installed = True
 
