@@ -154,15 +154,16 @@ def test_scale_published_small_form_runs_and_writes_as_it_goes(gavel_dir, tmp_pa
 
 def test_every_posed_job_equals_a_validated_job(gavel, monkeypatch) -> None:
     """After a job's first recompute the simulator builds its Problem entry unchecked: every entry
-    of every problem posed equals (fields and their types) the job built through the checked constructor."""
-    from policyopt.problem import Job
+    of every problem posed equals (fields and their types) the job built through the checked constructor,
+    and the columnar view handed to the problem equals the one the problem builds from its jobs."""
+    from policyopt.problem import Job, Problem
     from policyopt.sim import simulator as simmod
     from policyopt.sim.traces import gavel_trace
 
     trace = [replace(t, steps=t.steps / 8)
              for t in gavel_trace(gavel, 40, 5.6, seed=1, multi_gpu=True, slo_factors=(1.2, 2.0, 10.0))]
     posed = []
-    real_problem = simmod.Problem
+    real_problem = Problem
 
     def checking(cluster, members, *args, **kwargs):
         for m in members:
@@ -170,9 +171,16 @@ def test_every_posed_job_equals_a_validated_job(gavel, monkeypatch) -> None:
             assert ref == m and {k: type(v) for k, v in ref.__dict__.items()} == \
                 {k: type(v) for k, v in m.__dict__.items()}
             posed.append(m.id)
-        return real_problem(cluster, members, *args, **kwargs)
+        posed_problem = real_problem(cluster, members, *args, **kwargs)
+        built = real_problem(cluster, members, *args).arrays  # the columnar view the problem builds itself
+        handed = posed_problem.arrays
+        assert handed.configs == built.configs
+        for name in ("ids", "T", "scale", "weights", "steps", "time_since_start"):
+            a, b = getattr(handed, name), getattr(built, name)
+            assert a.dtype == b.dtype and np.array_equal(a, b), name
+        return posed_problem
 
-    monkeypatch.setattr(simmod, "Problem", checking)
+    monkeypatch.setattr("policyopt.sim.posing.Problem", checking)
     res = simmod.simulate(trace, "v100=8,p100=8,k80=8", table=gavel, policy="finish_time_fairness", seed=0)
     assert res.metrics["completed"] == 40 and len(posed) > 2 * len(set(posed))  # jobs posed repeatedly
 

@@ -146,7 +146,9 @@ def mechanism_arrays(result: PolicyResult, worker_types: Sequence[str], counts: 
     same floating-point operations in the same order, so the same numbers. ``None`` when the result
     has no array form (then use :func:`mechanism_allocation`)."""
     space, X = result.space, result.X
-    if space is None or X is None or result.colocated_allocation or getattr(space, "num_pairs", 1):
+    if space is None or X is None or result.colocated_allocation:
+        return None
+    if getattr(space, "num_pairs", None) != 0:  # pair rows: the dictionary path
         return None
     jobs = [str(j) for j in space.jobs.labels.tolist()]
     if list(result.allocation) != jobs:

@@ -50,13 +50,14 @@ import numpy as np
 from ..data.gavel import GavelThroughputs, load_gavel
 from ..cluster_counts import parse_cluster
 from ..errors import InputError, UnknownNameError
-from ..mechanism import Combination, IsolatedTimeTracker, RecomputeClock, RoundAssignment
+from ..mechanism import Combination, RecomputeClock, RoundAssignment
 from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo,
                          MatchingPacker, NoPacking, PairThroughputTable, Placement, keep_types, migrated_jobs,
                          migration_sources)
 from ..policy import get_policy
-from ..problem import Cluster, Entity, Job, Problem
+from ..problem import Entity
 from ..result import json_default
+from .posing import ProblemPoser
 from .metrics import (DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, realized_over_planned,
                       steady_state_window)
 from .scheduling import (AllocationScheduler, PartitionedScheduler, PriorityScheduler, StaticEntitySplit,
@@ -261,8 +262,6 @@ class Simulator:
         if not trace:
             raise InputError("trace", [], "the trace has no jobs")
         jobs = sorted(trace, key=lambda j: (j.arrival, _id_key(j.id)))
-        self._isolated = IsolatedTimeTracker()  # finish-time fairness: cumulative isolated time per job
-        self._job_fields: dict[int, dict[str, Any]] = {}  # per trace index: a validated Job's fields
         N = len(jobs)
         ids = [j.id for j in jobs]
         if len(set(ids)) != N:
@@ -332,13 +331,15 @@ class Simulator:
         sticky = alloc_mode and (cfg.migration == "matching" if cfg.keep_types is None else bool(cfg.keep_types))
         slack = 0.0
         last_type: dict[str, str] = {}
-        job_thr_dicts = self._throughput_dicts(np.unique(tj))
         coloc_types: tuple[Any, ...] = ()
         labels = None
         if alloc_mode and cfg.space_sharing:
             uniq = np.unique(tj)
             coloc_types = tab.problem(uniq.tolist(), self.counts, colocated="types").colocated_types
             labels = {int(t): tab.type_label(int(t)) for t in uniq}
+        poser = ProblemPoser(tab, types, self.gps, self.prices, ids, [j.entity for j in jobs], tj, sf, weight, slo,
+                             prio_flag, arrival, entities, coloc_types, labels, float(cfg.slo_margin_seconds))
+        self._isolated = poser.isolated
 
         # ---- dynamic state
         remaining = steps.copy()
@@ -426,9 +427,8 @@ class Simulator:
                 # 3. recompute
                 if alloc_mode and (clock.due(t + 1e-6 * L) or capacity_changed or not scheduler.installed):
                     if clock.pending or capacity_changed or not scheduler.installed:
-                        self._recompute(t, active, scheduler, policy, avail, jobs, ids, tj, sf, weight, slo,
-                                        prio_flag, arrival, remaining, job_thr_dicts, entities, coloc_types, labels,
-                                        timings, recompute_rows)
+                        self._recompute(poser, t, active, scheduler, avail, remaining, sf, ids, timings,
+                                        recompute_rows)
                         clock.mark_recomputed(t)
                 capacity_changed = False
                 # 4. round stages
@@ -622,20 +622,6 @@ class Simulator:
         return SimResult(cfg, dict(self.counts), job_df, rounds_df, rec_df, metrics, timings, runs_df)
 
     # ------------------------------------------------------------------ pieces of a round
-    def _throughput_dicts(self, types_present: np.ndarray) -> dict[int, dict[str, float]]:
-        """Per Gavel job type: ``{config: steps/s}`` on the cluster's types (+ unconsolidated for sf > 1)."""
-        tab = self.table
-        out = {}
-        for t in types_present.tolist():
-            s = tab.job_types[t][1]
-            d = {}
-            for c, name in enumerate(tab.configs):
-                base = name[: -len("_unconsolidated")] if name.endswith("_unconsolidated") else name
-                if base in self.counts and tab.alone[t, c] > 0 and (s > 1 or base == name):
-                    d[name] = float(tab.alone[t, c])
-            out[t] = d
-        return out
-
     def _pair_table(self, tj: np.ndarray, ids: Sequence[str]) -> PairThroughputTable:
         """Packing weights from the Gavel table: models are job-type labels."""
         tab = self.table
@@ -689,41 +675,17 @@ class Simulator:
                         None if np.isnan(slo[i]) else float(arrival[i] + slo[i]), prefs[i])
                 for i, r in zip(A.tolist(), rho.tolist())]
 
-    def _recompute(self, t: float, active: Sequence[int], scheduler: Any, policy: Any,
-                   avail: Mapping[str, int], jobs: Sequence[TraceJob], ids: Sequence[str], tj: np.ndarray,
-                   sf: np.ndarray, weight: np.ndarray, slo: np.ndarray, prio_flag: np.ndarray, arrival: np.ndarray,
-                   remaining: np.ndarray, thr_dicts: Mapping[int, Mapping[str, float]],
-                   entities: Mapping[str, Entity], coloc_types: Any, labels: Mapping[int, str] | None,
+    def _recompute(self, poser: ProblemPoser, t: float, active: Sequence[int], scheduler: Any,
+                   avail: Mapping[str, int], remaining: np.ndarray, sf: np.ndarray, ids: Sequence[str],
                    timings: dict[str, float], rows: list[tuple]) -> None:
         r0 = time.perf_counter()
-        margin = float(self.config.slo_margin_seconds)
-        cluster = Cluster.from_counts(avail, self.gps, self.prices)
-        members = []
-        for i in active:
-            thr = thr_dicts[int(tj[i])]
-            if not any(v > 0 and sf[i] <= avail[c.replace("_unconsolidated", "")] for c, v in thr.items()):
-                continue  # cannot run on what is available now (failures): waits for repairs
-            left = None
-            if np.isfinite(slo[i]) and arrival[i] + slo[i] - t > 0:  # a passed deadline can no longer be met
-                left = max(arrival[i] + slo[i] - t - margin, 1.0)
-            iso = float(self._isolated.value(ids[i], float(remaining[i])))
-            fields = self._job_fields.get(i)
-            if fields is None:  # first recompute of this job: validated as any Job
-                job = Job(ids[i], thr, int(sf[i]), float(weight[i]), float(remaining[i]), float(t - arrival[i]),
-                          jobs[i].entity, left, float(arrival[i]),
-                          bool(prio_flag[i]), labels[int(tj[i])] if labels is not None else None, isolated_time=iso)
-                self._job_fields[i] = dict(job.__dict__)
-            else:  # later: only the simulator's own state changes (positive remaining, elapsed >= 0, left >= 1 s)
-                job = Job._unchecked({**fields, "throughputs": dict(fields["throughputs"]),
-                                      "steps_remaining": float(remaining[i]), "time_since_start": float(t - arrival[i]),
-                                      "slo_seconds": None if left is None else float(left), "isolated_time": iso})
-            members.append(job)
-        if sum(avail.values()) == 0 or not members:
+        problem = poser.pose(t, active, avail, remaining)
+        if problem is None:
             return
-        problem = Problem(cluster, tuple(members), (), entities if entities else {}, tuple(coloc_types))
+        members = problem.jobs
         r1 = time.perf_counter()
         result = scheduler.recompute(problem, {ids[i]: int(sf[i]) for i in active}, avail)
-        self._isolated.observe({m.id: m.steps_remaining for m in members}, result)
+        poser.isolated.observe({m.id: m.steps_remaining for m in members}, result)
         r2 = time.perf_counter()
         timings["problem"] += r1 - r0
         # solve = the policy's own phases; install = the rest of the recompute (mechanism reset)
