@@ -49,6 +49,9 @@ def test_small_example_end_to_end(tmp_path: Path, capsys: pytest.CaptureFixture[
     types = {v["worker_type"] for r in report["rounds"] for v in r["jobs"].values()}
     assert types == {"cpu1", "cpu2"}
     renewed = [v["renewed"] for r in report["rounds"] for v in r["jobs"].values()]
+    # a job that completed (on its last step, maybe just after a deadline) holds no slot in a later round
+    for r in report["rounds"]:
+        assert all(r["start"] < report["jobs"][jid]["finish"] for jid in r["jobs"]), r
     assert summary["recomputes"] >= 2  # arrivals and completions
     fid = report["fidelity"]
     assert fid["available"], fid

@@ -38,6 +38,8 @@ def test_multi_example_runs_data_parallel_jobs_whole(tmp_path: Path, capsys: pyt
             assert len(v["workers"]) == scale[jid], (r["index"], jid, v)   # all K workers or none
             assert len({w.rsplit("-", 1)[0] for w in v["workers"]}) == 1   # of one worker type
         held = [w for v in r["jobs"].values() for w in v["workers"]]
+        # a job that completed (on its last step, maybe just after a deadline) holds no slot in a later round
+        assert all(r["start"] < report["jobs"][jid]["finish"] for jid in r["jobs"]), r
         assert len(held) == len(set(held))                                 # no slot holds two jobs
     ran_dp = [v for r in report["rounds"] for jid, v in r["jobs"].items() if scale[jid] == 2]
     assert ran_dp and all(v["nodes"] == ["local", "local"] and not v["spread"] for v in ran_dp)

@@ -2,9 +2,9 @@
 
     policyopt run (--jobs JOBS.json | --example small|multi) --cluster cpu1=1,cpu2=1 --policy NAME
                   --round-seconds S --state STATE.sqlite --output DIR
-                  [--throughputs TABLE.json | --profile] [--recompute-interval S] [--max-restarts K]
-                  [--checkpoint-interval S] [--renewal-wait S] [--backend local|ray] [--ray-address A]
-                  [--launcher fork|spawn] [--pin auto|on|off] [--policy-option KEY=VALUE ...]
+                  [--throughputs TABLE.json | --profile [alone|busy|schedule]] [--recompute-interval S]
+                  [--max-restarts K] [--checkpoint-interval S] [--renewal-wait S] [--backend local|ray]
+                  [--ray-address A] [--launcher fork|spawn] [--pin auto|on|off] [--policy-option KEY=VALUE ...]
                   [--space-sharing] [--online-throughputs] [--time-limit S] [--no-fidelity] [--no-live]
 
 Writes ``DIR/report.json`` (per job: ``steps_required``, ``steps_done``, ``jct``,
@@ -51,9 +51,12 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--run-dir", default=None, help="checkpoints, progress and logs (default: OUTPUT/run)")
     tp = p.add_mutually_exclusive_group()
     tp.add_argument("--throughputs", default=None, help="profiler throughputs.json for the policy")
-    tp.add_argument("--profile", action="store_true",
-                    help="measure the throughputs at startup (policyopt profile, cached in the state)")
-    p.add_argument("--profile-seconds", type=float, default=2.0, help="seconds per profiling run (--profile)")
+    tp.add_argument("--profile", nargs="?", const="alone", choices=["alone", "busy", "schedule"], default=None,
+                    help="measure the throughputs at startup, cached in the state: 'alone' (default; policyopt "
+                         "profile, one job at a time), 'busy' (on the run's slots, every slot training) or "
+                         "'schedule' (busy, then each round the simulator predicts, as predicted)")
+    p.add_argument("--profile-seconds", type=float, default=None,
+                   help="seconds per profiling run (--profile; default 2, and one round with 'busy')")
     p.add_argument("--recompute-interval", type=float, default=None,
                    help="minimum seconds between recomputes (default: one round)")
     p.add_argument("--max-restarts", type=int, default=3,
@@ -81,21 +84,40 @@ def add_subparser(subparsers: Any) -> None:
 
 
 def resolve_throughputs(args: argparse.Namespace, jobs: Sequence[Any], cluster: dict[str, int],
-                        run_dir: Path, log: Any) -> tuple[dict[str, Any], str]:
-    """The throughput table for a new run and where it came from (see ``docs/executor.md``)."""
+                        run_dir: Path, log: Any, backend: Any = None, slots: Any = None,
+                        config: Any = None) -> tuple[dict[str, Any], str]:
+    """The throughput table for a new run and where it came from (see ``docs/executor.md``);
+    ``--profile busy|schedule`` measures through ``backend`` on ``slots`` (the run's) with the
+    checkpoints of ``config`` (the run's :class:`~policyopt.executor.executor.ExecutorConfig`)."""
     from .spec import check_table, example_throughputs_path, load_throughput_table
 
     types = [t for t, n in cluster.items() if n > 0]
     if args.throughputs:
         table = load_throughput_table(args.throughputs)
         return table, f"file {args.throughputs}"
+    if args.profile in ("busy", "schedule"):
+        from .busyprofile import predicted_schedule, profile_busy
+
+        pairs = sorted({(j.job_type, j.scale_factor) for j in jobs})
+        seconds = args.profile_seconds or args.round_seconds
+        log(f"profiling {', '.join(f'{n}#{k}' for n, k in pairs)} on {args.cluster} with every slot busy"
+            + (", then the predicted rounds" if args.profile == "schedule" else "") + f" ({seconds} s per run)")
+        schedule = None
+        if args.profile == "schedule":
+            def schedule(table: dict[str, Any]) -> Any:
+                return predicted_schedule(jobs, config, table, cluster)
+        busy = profile_busy(cluster, pairs, run_dir / "profile", seconds_per_run=seconds, repeats=2, pin=args.pin,
+                            checkpoint_interval=config.checkpoint_every if config is not None else None,
+                            backend=backend, slots=slots, log=log, schedule=schedule)
+        how = "every slot busy" + (", then the predicted rounds" if args.profile == "schedule" else "")
+        return busy, f"profiled at startup, {how} ({run_dir / 'profile' / 'throughputs.json'})"
     if args.profile:
         from policyopt.jobs.profiler import profile
 
         job_types = sorted({j.job_type for j in jobs})
-        log(f"profiling {', '.join(job_types)} on {', '.join(types)} ({args.profile_seconds} s per run)")
+        log(f"profiling {', '.join(job_types)} on {', '.join(types)} ({args.profile_seconds or 2.0} s per run)")
         result = profile(run_dir / "profile", job_types=job_types, worker_types=types,
-                         seconds_per_run=args.profile_seconds, repeats=2, pairs=bool(args.space_sharing),
+                         seconds_per_run=args.profile_seconds or 2.0, repeats=2, pairs=bool(args.space_sharing),
                          plans=[f"dp{k}-ga1-gc0" for k in sorted({j.scale_factor for j in jobs} - {1})],
                          log=log)
         return result.table, f"profiled at startup ({run_dir / 'profile' / 'throughputs.json'})"
@@ -134,16 +156,14 @@ def run_command(args: argparse.Namespace) -> int:
     state = ExecutorState(args.state)
     table = None
     source = "given"
-    if state.is_new():
+    busy = state.is_new() and args.profile in ("busy", "schedule")  # through the run's own backend, below
+    if state.is_new() and not busy:
         table, source = resolve_throughputs(args, jobs, config.cluster, run_dir, say)
         say(f"throughputs: {source}")
-    else:
+    elif not state.is_new():
         say(f"resuming the run in {args.state} (round {state.get('round', 0)}, "
             f"t = {state.get('time', 0.0):.1f} s)")
-    display: Any = None
-    if not args.quiet:
-        display = LiveDisplay() if (not args.no_live and sys.stderr.isatty()) else LineDisplay()
-    backend = None
+    backend: Any = None
     slots = None
     if args.backend == "ray":
         import hashlib
@@ -159,6 +179,21 @@ def run_command(args: argparse.Namespace) -> int:
         base_dir = Path(saved["run_dir"]) if saved else run_dir.resolve()
         backend = RayBackend(slots, base_dir / "backend", address=args.ray_address, launcher=args.launcher,
                              resource_prefix=args.ray_resource_prefix, run_id=run_id)
+    if busy:
+        if backend is None:  # the run's own fork server, kept for the run
+            from .backends import LocalProcessBackend
+
+            backend = LocalProcessBackend(run_dir / "backend", config.launcher)
+        try:
+            table, source = resolve_throughputs(args, jobs, config.cluster, run_dir, say, backend=backend,
+                                                slots=slots, config=config)
+        except BaseException:
+            backend.close()
+            raise
+        say(f"throughputs: {source}")
+    display: Any = None
+    if not args.quiet:
+        display = LiveDisplay() if (not args.no_live and sys.stderr.isatty()) else LineDisplay()
     report = run_executor(state, jobs, config, table, run_dir, backend=backend, table_source=source, slots=slots,
                           display=display, log=say if args.no_live or not sys.stderr.isatty() else (lambda _m: None))
     if report["status"] == "finished" and not args.no_fidelity:

@@ -880,7 +880,10 @@ class Executor:
                     exited.append((j, code, rank))
                     continue
                 record = self._quietly(self.backend.progress, track.handle)
-                if record is not None and record.get("status") == "running":
+                # settled = waiting for a renewal; a terminal status (e.g. completed on the last step,
+                # just after the deadline) means it is exiting: wait for the exit, so that the job ends in
+                # this round and is not renewed into the next one
+                if record is not None and record.get("status") != "waiting":
                     pending.append(j)
             for j, code, rank in exited:
                 self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline, rank)

@@ -1,16 +1,25 @@
 """Fidelity: the executor's measured run against the simulator on the same trace.
 
-:func:`simulate_run` replays a run's jobs (same arrivals, steps, policy, cluster, round length,
-recompute interval, placer and migration minimizer) in :class:`policyopt.sim.Simulator` — the
-project's round simulator — with a throughput table built from the profiler's table
+:func:`simulate_run` replays a run's jobs (same arrivals, steps, policy, cluster, recompute
+interval, placer and migration minimizer) in :class:`policyopt.sim.Simulator` — the project's
+round simulator — with a throughput table built from the profiler's table
 (:func:`table_from_profile`: job type ``t`` on ``K`` workers becomes the simulator job type
 ``t#K`` with the table's ``K``-worker row, ``<type>_unconsolidated`` columns where a ``K > 1`` job
 may be spread, worker types keep their names, the profiler's ``colocated`` pairs fill the paired
 table), and the run's machines (``gpus_per_server`` per worker type: the slots of a type on one
-node). The simulator's
-preemption costs are the executor's measured means: ``restore_seconds`` = start-up of a worker
-process until it is ready to train (fork, model build, checkpoint load), ``checkpoint_seconds`` =
-the time a stopped worker needs to checkpoint and exit.
+node).
+
+The round model (``model="rounds"``, :func:`round_model`) gives the simulator the executor's own
+round costs, measured in the run. An executor round of lease ``L`` lasts ``D = plan + stop + L +
+settle`` seconds (its mean over the rounds that ran jobs), a job whose process continues trains
+``L`` of them, and a job whose process starts in the round trains ``L − o`` (``o``: the mean over
+the launches that trained the whole round, from the start of the round's launches to the worker's
+first step: fork, model build, checkpoint load, rendezvous). So the simulator runs rounds of ``D``
+seconds, every throughput scaled by ``L / D``, ``restore_seconds = o · D / L`` for every start
+(``checkpoint_seconds = 0``: a stop's checkpoint is inside the stop phase of ``D``), without a
+renewal credit and without sticky worker types, as the executor's mechanism. ``model="nominal"``
+is the plain model: rounds of ``L``, ``restore_seconds`` = the mean worker start-up,
+``checkpoint_seconds`` = the mean stop, the simulator's default credit and sticky types.
 
 :func:`compare` reports, per job, ``(JCT_measured − JCT_simulated) / JCT_simulated`` and the
 same for the makespan; ``mean_abs_jct_difference_pct`` is the mean of the absolute per-job
@@ -28,13 +37,17 @@ import numpy as np
 
 from policyopt.errors import InputError
 
-__all__ = ["table_from_profile", "simulate_run", "compare", "fidelity_section"]
+__all__ = ["table_from_profile", "round_model", "simulate_run", "compare", "fidelity_section", "MODELS"]
+
+#: round models of :func:`simulate_run` (module docstring)
+MODELS = ("rounds", "nominal")
 
 
 def table_from_profile(table: Mapping[str, Any], worker_types: Sequence[str],
-                       job_types: Sequence[str | tuple[str, int]] | None = None) -> Any:
+                       job_types: Sequence[str | tuple[str, int]] | None = None, scale: float = 1.0) -> Any:
     """A :class:`policyopt.data.gavel.GavelThroughputs` over the profiler table's job types;
-    ``job_types`` items are names (one worker) or ``(name, K)`` (the ``K``-worker row)."""
+    ``job_types`` items are names (one worker) or ``(name, K)`` (the ``K``-worker row); every
+    throughput is multiplied by ``scale``."""
     from policyopt.data.gavel import GavelThroughputs
 
     from .planning import job_throughputs
@@ -56,7 +69,7 @@ def table_from_profile(table: Mapping[str, Any], worker_types: Sequence[str],
             c = configs.index(t)
             paired[idx[a], idx[b], c] = [ta, tb]
             paired[idx[b], idx[a], c] = [tb, ta]
-    return GavelThroughputs(keys, configs, alone, paired)
+    return GavelThroughputs(keys, configs, alone * scale, paired * scale)
 
 
 def _measured_table(report: Mapping[str, Any], base: Mapping[str, Any]) -> dict[str, Any]:
@@ -81,37 +94,76 @@ def _measured_table(report: Mapping[str, Any], base: Mapping[str, Any]) -> dict[
     return out
 
 
+def round_model(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The run's measured round costs (module docstring): ``round_seconds`` ``D``,
+    ``rate_scale`` ``L / D``, ``launch_seconds`` ``o`` (``None`` when no launch trained a whole
+    round), ``restore_seconds`` ``o · D / L``, ``checkpoint_seconds`` 0, and the sample counts."""
+    L = float(report["config"]["round_seconds"])
+    finish = {jid: j.get("finish") for jid, j in report["jobs"].items()}
+    rounds = [r for r in report.get("rounds") or [] if r.get("jobs")]
+    D = float(np.mean([float(r["duration"]) for r in rounds])) if rounds else L
+    lost = [L - float(v["train_seconds"]) for r in rounds for jid, v in r["jobs"].items()
+            if not v.get("renewed") and v.get("train_seconds") is not None
+            and (finish.get(jid) is None or finish[jid] >= float(r["start"]) + float(r["duration"]))]
+    o = max(0.0, float(np.mean(lost))) if lost else None
+    return {"round_seconds": D, "rate_scale": L / D, "launch_seconds": o,
+            "restore_seconds": o * D / L if o is not None else None, "checkpoint_seconds": 0.0,
+            "rounds": len(rounds), "launches": len(lost)}
+
+
 def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measured_throughputs: bool = False,
-                 restore_seconds: float | None = None, checkpoint_seconds: float | None = None) -> dict[str, Any]:
-    """Simulate the run of ``report`` (see the module docstring); returns per-job JCTs and makespan."""
+                 model: str = "rounds", restore_seconds: float | None = None,
+                 checkpoint_seconds: float | None = None, record_runs: bool = False) -> dict[str, Any]:
+    """Simulate the run of ``report`` with the round model ``model`` (one of :data:`MODELS`, see
+    the module docstring); returns per-job JCTs and makespan, and the model's parameters; with
+    ``record_runs`` also ``runs``: ``(round start, job id, worker type)`` per job and round."""
     from policyopt.sim.simulator import SimConfig, Simulator
     from policyopt.sim.traces import TraceJob
 
+    if model not in MODELS:
+        raise InputError("model", model, f"must be one of {', '.join(MODELS)}")
     cfg = report["config"]
     cluster = {t: int(n) for t, n in cfg["cluster"].items() if int(n) > 0}
     source = _measured_table(report, table) if measured_throughputs else table
     job_types = sorted({(j["job_type"], int(j.get("scale_factor", 1))) for j in report["jobs"].values()})
-    gavel = table_from_profile(source, list(cluster), job_types)
     gps = {t: int(n) for t, n in (report.get("gpus_per_server") or {}).items() if t in cluster}
     summary = report["summary"]
-    restore = restore_seconds if restore_seconds is not None else (summary.get("mean_startup_seconds") or 0.0)
-    ckpt = checkpoint_seconds if checkpoint_seconds is not None else (summary.get("mean_stop_seconds") or 0.0)
+    rounds = round_model(report)
+    extra: dict[str, Any] = {}
+    if model == "rounds" and rounds["restore_seconds"] is not None:
+        length, scale = rounds["round_seconds"], rounds["rate_scale"]
+        restore, ckpt = float(rounds["restore_seconds"]), 0.0
+        extra = {"renewal_credit": 0.0, "keep_types": False}
+        used = "rounds"
+    else:  # nominal (or a run whose report has no launch that trained a whole round)
+        length, scale = float(cfg["round_seconds"]), 1.0
+        restore = float(summary.get("mean_startup_seconds") or 0.0)
+        ckpt = float(summary.get("mean_stop_seconds") or 0.0)
+        used = "nominal"
+    restore = float(restore_seconds) if restore_seconds is not None else restore
+    ckpt = float(checkpoint_seconds) if checkpoint_seconds is not None else ckpt
+    gavel = table_from_profile(source, list(cluster), job_types, scale=scale)
     trace = [TraceJob(jid, float(j["arrival"]), f"{j['job_type']}#{int(j.get('scale_factor', 1))}",
                       int(j.get("scale_factor", 1)), float(j["steps_required"]))
              for jid, j in report["jobs"].items()]
     sim_cfg = SimConfig(policy=cfg["policy"], policy_options=dict(cfg.get("policy_options") or {}),
                         space_sharing=bool(cfg.get("space_sharing")), migration=cfg.get("migration", "matching"),
-                        placer=cfg.get("placer", "consolidate"), round_seconds=float(cfg["round_seconds"]),
-                        recompute_interval=cfg.get("recompute_interval"), checkpoint_seconds=float(ckpt),
-                        restore_seconds=float(restore), gpus_per_server={t: gps.get(t, 1) for t in cluster},
-                        prices={t: 0.0 for t in cluster}, seed=0)
+                        placer=cfg.get("placer", "consolidate"), round_seconds=length,
+                        recompute_interval=cfg.get("recompute_interval"), checkpoint_seconds=ckpt,
+                        restore_seconds=restore, gpus_per_server={t: gps.get(t, 1) for t in cluster},
+                        prices={t: 0.0 for t in cluster}, seed=0, record_runs=record_runs, **extra)
     result = Simulator(cluster, sim_cfg, gavel).run(trace)
     jobs = result.jobs
     jct = {str(i): float(v) for i, v in zip(jobs["id"], jobs["jct"])}
     finish = [float(v) for v in jobs["finish"]]
     arrival = [float(v) for v in jobs["arrival"]]
     makespan = max(finish) - min(arrival) if all(math.isfinite(f) for f in finish) else None
-    return {"jct": jct, "makespan": makespan, "restore_seconds": float(restore), "checkpoint_seconds": float(ckpt),
+    out: dict[str, Any] = {}
+    if record_runs and result.runs is not None:
+        out["runs"] = [(float(t), str(j), str(w)) for t, j, w in
+                       zip(result.runs["round_start"], result.runs["job"], result.runs["worker_type"])]
+    return {**out, "jct": jct, "makespan": makespan, "model": used,
+            "round_seconds": length, "rate_scale": scale, "restore_seconds": restore, "checkpoint_seconds": ckpt,
             "measured_throughputs": measured_throughputs}
 
 
@@ -137,6 +189,7 @@ def compare(report: Mapping[str, Any], sim: Mapping[str, Any]) -> dict[str, Any]
                          "difference_pct": _pct(measured_ms, sim["makespan"])},
             "mean_jct": {"measured": mean_m, "simulated": mean_s, "difference_pct": _pct(mean_m, mean_s)},
             "mean_abs_jct_difference_pct": float(np.mean(diffs)) if diffs else None,
+            "model": sim["model"], "round_seconds": sim["round_seconds"], "rate_scale": sim["rate_scale"],
             "restore_seconds": sim["restore_seconds"], "checkpoint_seconds": sim["checkpoint_seconds"]}
 
 

@@ -12,7 +12,8 @@
                  "allocated_utilization", "migrations", "preemptions", "restarts", "steps_lost",
                  "rounds", "executor_starts", "mean_startup_seconds", "mean_stop_seconds"},
      "rounds": [{"index", "start", "duration", "slots",
-                 "jobs": {id: {"worker_type", "workers", "nodes", "spread", "steps"}}, ...}],
+                 "jobs": {id: {"worker_type", "workers", "nodes", "spread", "steps", "renewed",
+                               "train_seconds"}}, ...}],
      "slot_events": [{"time", "event": "lost"|"added", "slot", "worker_type", "node",
                       "jobs": {id: {"steps_done_at_loss", "steps_lost"}}}],
      "gpus_per_server": {type: slots of the type on one node, at the start},
@@ -113,7 +114,8 @@ def build_report(state: ExecutorState, status: str = "finished") -> dict[str, An
                     "phases": r.get("phases", {}),
                     "slots": r["slots"],
                     "jobs": {j: {"worker_type": v["worker_type"], "workers": v["workers"], "steps": v["steps"],
-                                 "renewed": v["renewed"], "nodes": v.get("nodes"), "spread": v.get("spread", False)}
+                                 "renewed": v["renewed"], "train_seconds": v.get("train_seconds"),
+                                 "nodes": v.get("nodes"), "spread": v.get("spread", False)}
                              for j, v in r["jobs"].items()}} for r in rounds],
         "throughputs_source": throughputs.get("source"),
     }
