@@ -37,10 +37,10 @@ CLUSTER, POLICY = "cpu1=2,cpu2=2", "max_min_fairness"
 
 
 def run_once(spec: str, work: Path, round_seconds: float) -> tuple[Path, float]:
-    """One executor run of the example with the table ``spec`` (a path, or ``busy``); its state
-    file and wall seconds (profiling included)."""
+    """One executor run of the example with the table ``spec`` (a path, ``busy`` or ``schedule``);
+    its state file and wall seconds (profiling included)."""
     state = work / "state.sqlite"
-    table = ["--profile", "busy"] if spec == "busy" else ["--throughputs", spec]
+    table = ["--profile", spec] if spec in ("busy", "schedule") else ["--throughputs", spec]
     cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--example", "multi", "--cluster", CLUSTER,
            "--policy", POLICY, "--round-seconds", str(round_seconds), *table,
            "--state", str(state), "--output", str(work / "out"), "--no-fidelity", "--quiet"]
@@ -68,7 +68,7 @@ def rows_for(state: Path, label: str) -> list[dict[str, Any]]:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--variants", nargs="+", metavar="NAME=PATH|busy",
+    ap.add_argument("--variants", nargs="+", metavar="NAME=PATH|busy|schedule",
                     default=[f"alone={example_throughputs_path('multi')}", "busy=busy"])
     ap.add_argument("--repeats", type=int, default=1)
     ap.add_argument("--round-seconds", type=float, default=3.0)
