@@ -208,6 +208,76 @@ def relabel_nodes(prev: Mapping[Any, Sequence[NodeSlice]], new: Mapping[Any, Seq
     return perms
 
 
+@dataclass
+class _State:
+    """What a run of :class:`ReconfigSimulator` carries from round to round: per-job data and
+    counters (simulator index = arrival order), the running placement, the clock and the tables."""
+
+    jobs: list[TraceJob]
+    ids: list[str]
+    arrival: np.ndarray
+    steps: np.ndarray
+    delta: np.ndarray  # checkpoint + restore seconds
+    req_gpus: np.ndarray
+    guaranteed: np.ndarray
+    ref: np.ndarray  # r_m: steps/s of the requested configuration
+    cap: np.ndarray  # GPUs, cores, host bytes of the cluster
+    node_gpus: list[np.ndarray]
+    clock: RecomputeClock
+    t: float
+    t0: float
+    horizon: float
+    window: tuple[int, int]
+    space_mode: str
+    t_wall: float
+    index: dict[str, int] = field(init=False)
+    held: dict[int, _Run] = field(default_factory=dict)  # what each running job runs
+    sla: list[tuple[int, float, bool, bool]] = field(default_factory=list)  # (job, required, admitted, met)
+    active: list[int] = field(default_factory=list)
+    nxt: int = 0  # the next job to arrive
+    rounds: int = 0
+    stalled: bool = False
+    timings: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in PHASES})
+    round_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    run_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    place_rows: list[tuple[Any, ...]] = field(default_factory=list)
+    decision_rows: list[tuple[Any, ...]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        n = len(self.jobs)
+        self.index = {jid: i for i, jid in enumerate(self.ids)}
+        self.done, self.run_s = np.zeros(n), np.zeros(n)  # steps done; T: seconds holding resources
+        self.n_rec, self.n_mig, self.n_res, self.n_pre, self.n_runs = (np.zeros(n, np.int64) for _ in range(5))
+        self.first, self.finish = np.full(n, np.nan), np.full(n, np.nan)
+        self.overhead, self.compute, self.attained, self.cost = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
+        self.ran_last = np.zeros(n, bool)
+        self.current: list[CurrentConfig | None] = [None] * n
+
+    def idle_round(self, start: float, length: float) -> None:
+        """A ``rounds`` row for a stretch with nothing running."""
+        self.round_rows.append((start, length, len(self.active), 0, False, *([0.0] * 5), *([0] * 6), 0.0))
+
+
+@dataclass(frozen=True)
+class _Executed:
+    """One round's execution, per running job ``R`` (aligned arrays)."""
+
+    R: np.ndarray
+    gpus: np.ndarray
+    cpus: np.ndarray
+    host: np.ndarray
+    rec: np.ndarray  # reconfigured
+    mig: np.ndarray  # migrated (charged)
+    res: np.ndarray  # resumed after a pause
+    pay: np.ndarray  # δ paid out of the round
+    need: np.ndarray  # compute seconds
+    occupied: np.ndarray  # seconds holding resources
+    progress: np.ndarray  # steps
+    fin: np.ndarray  # finished this round
+    T_before: np.ndarray
+    N_before: np.ndarray
+
+
 class ReconfigSimulator:
     """Simulate a transformers trace under ``config`` (module docstring). ``scheduler`` overrides the
     decision (default: :func:`~policyopt.reconfig.reconfig_round` with ``config.policy``)."""
@@ -262,200 +332,228 @@ class ReconfigSimulator:
     # ------------------------------------------------------------------ main loop
     def run(self, trace: Sequence[TraceJob]) -> SimResult:
         """Simulate ``trace``; per-job / per-round / per-decision DataFrames, metrics, and the
-        per-round ``runs`` and per-node ``placements`` tables."""
-        import pandas as pd
-
-        from ..reconfig.examples import GPUS_PER_NODE
-        from ..reconfig.trace import PRICE_PER_GPU_HOUR, JobState, trace_problem
-
-        cfg, node = self.config, self.node
+        per-round ``runs`` and per-node ``placements`` tables. One round: arrivals, a decision (or
+        the last one kept), execution, completions (the module docstring's steps)."""
         t_wall = time.perf_counter()
-        jobs = self._prepare(trace)
-        N = len(jobs)
-        ids = [j.id for j in jobs]
-        index = {jid: i for i, jid in enumerate(ids)}
-        L = float(cfg.round_seconds)
-        interval = L if cfg.recompute_interval is None else float(cfg.recompute_interval)
-        options = cfg.options
-        G = cfg.nodes * GPUS_PER_NODE
-        cap = np.array([G, cfg.nodes * node.cpus_per_node, cfg.nodes * node.host_mem_per_node], float)
-        node_gpus = [np.full(cfg.nodes, GPUS_PER_NODE, np.int64)]
-
-        arrival = np.array([j.arrival for j in jobs], float)
-        steps = np.array([j.steps for j in jobs], float)
-        delta = np.array([float(j.extra["checkpoint_seconds"]) for j in jobs])
-        req_gpus = np.array([int(j.extra["gpus"]) for j in jobs], np.int64)
-        guaranteed = np.array([bool(j.extra["guaranteed"]) for j in jobs])
-        p0 = trace_problem(jobs, 0.0, nodes=cfg.nodes, node=node, quota_fraction=cfg.quota_fraction, options=options)
-        ref = np.array([jb.throughputs[node.name] for jb in p0.jobs], float)  # r_m, steps/s of the request
-
-        done = np.zeros(N)
-        run_s = np.zeros(N)  # T of the rule: seconds holding resources
-        n_rec = np.zeros(N, np.int64)
-        n_mig = np.zeros(N, np.int64)
-        n_res = np.zeros(N, np.int64)
-        n_pre = np.zeros(N, np.int64)
-        n_runs = np.zeros(N, np.int64)
-        first = np.full(N, np.nan)
-        finish = np.full(N, np.nan)
-        overhead = np.zeros(N)
-        compute = np.zeros(N)
-        attained = np.zeros(N)
-        cost = np.zeros(N)
-        ran_last = np.zeros(N, bool)
-        current: list[CurrentConfig | None] = [None] * N
-        held: dict[int, _Run] = {}
-        sla: list[tuple[int, float, bool, bool]] = []  # (job, required, admitted, met) of the last decision
-        space_mode = cfg.reconfigure
-
-        timings = {p: 0.0 for p in PHASES}
-        round_rows: list[tuple] = []
-        run_rows: list[tuple] = []
-        place_rows: list[tuple] = []
-        decision_rows: list[tuple] = []
-        clock = RecomputeClock(interval)
-        active: list[int] = []
-        nxt = 0
-        t = float(arrival[0])
-        t0 = t
-        horizon = np.inf if cfg.max_seconds is None else t0 + float(cfg.max_seconds)
-        lo, hi = steady_state_window(N, cfg.window)
-        rounds = 0
-        stalled = False
-        bar = _progress(N, cfg.progress)
+        s = self._start(self._prepare(trace), t_wall)
+        bar = _progress(len(s.jobs), self.config.progress)
         try:
-            while True:
-                while nxt < N and arrival[nxt] <= t + 1e-9:
-                    active.append(nxt)
-                    clock.note("arrival", float(arrival[nxt]), ids[nxt])
-                    nxt += 1
-                if cfg.until == "window" and np.isfinite(finish[lo:hi]).all():
-                    break
-                if t >= horizon or (cfg.max_rounds is not None and rounds >= cfg.max_rounds):
-                    break
-                if not active:
-                    if nxt >= N:
-                        break
-                    round_rows.append((t, float(arrival[nxt]) - t, 0, 0, False, *([0.0] * 5), *([0] * 6), 0.0))
-                    t = float(arrival[nxt])
-                    continue
-                # ---- decision (or keep the last one)
-                decided = cfg.reschedule == "rounds" or not held or clock.due(t + 1e-6 * L)
-                if decided:
-                    r0 = time.perf_counter()
-                    states = {ids[i]: JobState(float(done[i]), float(run_s[i]), int(n_rec[i]), current[i])
-                              for i in active}
-                    problem = trace_problem([jobs[i] for i in active], t, nodes=cfg.nodes, node=node, states=states,
-                                            quota_fraction=cfg.quota_fraction, options=options)
-                    received = {ids[i]: float(run_s[i] / max(t - arrival[i], L)) for i in active}
-                    r1 = time.perf_counter()
-                    dec = self.scheduler(problem, received)
-                    r2 = time.perf_counter()
-                    new = self._runs(dec, index)
-                    keep = [k for k in new if k in held and ran_last[k] and not new[k].reconfigured]
-                    perms = relabel_nodes({k: held[k].slices for k in keep}, {k: r.slices for k, r in new.items()},
-                                          keep, node_gpus)
-                    new = {k: replace(r, slices=tuple((s[0], int(perms[s[0]][s[1]]), *s[2:]) for s in r.slices))
-                           for k, r in new.items()}
-                    migrated = {k for k in keep if new[k].where() != held[k].where()}
-                    r3 = time.perf_counter()
-                    clock.mark_recomputed(t)
-                    held = new
-                    sla = [(index[e["job"]], float(e["required"]), bool(e["admitted"]), bool(e["met"]))
-                           for e in dec.sla_report]
-                    space_mode = str(getattr(dec.space, "reconfigure", space_mode))
-                    solve_s = float(dec.result.timings.total)
-                    decision_rows.append((t, len(active), str(dec.result.status), r1 - r0, r2 - r1, solve_s,
-                                          dec.result.objective, len(held), r3 - r2))
-                    timings["problem"] += r1 - r0
-                    timings["decide"] += r2 - r1
-                    timings["relabel"] += r3 - r2
-                else:
-                    migrated = set()
-                # ---- execution
-                e0 = time.perf_counter()
-                R = np.array(sorted(held), np.int64)
-                thr = np.array([held[k].thr for k in R.tolist()], float)
-                gpus = np.array([held[k].gpus for k in R.tolist()], float)
-                cpus = np.array([held[k].cpus for k in R.tolist()], float)
-                host = np.array([held[k].host for k in R.tolist()], float)
-                rec = np.array([decided and held[k].reconfigured for k in R.tolist()], bool)
-                mig = np.isin(R, list(migrated)) & bool(cfg.charge_migrations)
-                res = (run_s[R] > 0) & ~ran_last[R]
-                pay = np.minimum(np.where(rec | mig | res, delta[R], 0.0), L)
-                usable = L - pay
-                left = steps[R] - done[R]
-                fin = (thr > 0) & (left <= thr * usable)
-                need = np.where(fin, left / np.where(thr > 0, thr, 1.0), usable)
-                occupied = np.where(fin, pay + need, L)
-                progress = np.where(fin, left, thr * usable)
-                T_before, N_before = run_s[R].copy(), n_rec[R].copy()
-                first[R] = np.where(np.isnan(first[R]), t, first[R])
-                done[R] = np.where(fin, steps[R], done[R] + progress)
-                finish[R[fin]] = t + pay[fin] + need[fin]
-                run_s[R] += occupied
-                n_rec[R] += rec
-                n_mig[R] += mig
-                n_res[R] += res
-                n_runs[R] += 1
-                overhead[R] += pay
-                compute[R] += need
-                attained[R] += gpus * occupied
-                cost[R] += gpus * occupied / 3600.0 * PRICE_PER_GPU_HOUR
-                A = np.array(active, np.int64)
-                stopped = A[ran_last[A] & ~np.isin(A, R)]
-                n_pre[stopped] += 1
-                ran_last[A] = np.isin(A, R)
-                for i in A.tolist():
-                    current[i] = held[i].current if i in held else None
-                viol = short = unadm = 0
-                for m, required, admitted, met in sla:
-                    if not np.isnan(finish[m]) and finish[m] <= t:
-                        continue  # finished in an earlier round
-                    below = m not in held or held[m].thr < required * (1 - 1e-6)
-                    viol += admitted and met and below
-                    short += admitted and not met and below
-                    unadm += not admitted
-                for q, k in enumerate(R.tolist()):
-                    r = held[k]
-                    run_rows.append((t, ids[k], decided, r.node_type, r.config, r.plan, r.gpus, r.cpus, r.host,
-                                     ";".join(str(s[1]) for s in r.slices), r.thr, float(ref[k]), bool(rec[q]),
-                                     bool(mig[q]), bool(res[q]), float(pay[q]), float(need[q]), float(progress[q]),
-                                     float(T_before[q]), int(N_before[q]), float(delta[k])))
-                    place_rows.extend((t, ids[k], r.node_type, s[1], s[2], s[3], s[4]) for s in r.slices)
-                round_rows.append((t, L, len(active), int(R.size), decided, float((gpus * occupied).sum()),
-                                   float((gpus * need).sum()), float((cpus * occupied).sum()),
-                                   float((host * occupied).sum()), float(np.sum(progress / (L * ref[R]))),
-                                   int(rec.sum()), int(mig.sum()), int(res.sum()), int(viol), int(short), int(unadm),
-                                   float(pay.sum())))
-                # ---- completions
-                gone = R[fin]
-                for k in gone.tolist():
-                    clock.note("completion", float(finish[k]), ids[k])
-                    del held[k]
-                if gone.size:
-                    active = [a for a in active if a not in set(gone.tolist())]
-                    bar.update(int(gone.size))
-                timings["execute"] += time.perf_counter() - e0
-                rounds += 1
-                t_next = t + L
-                if decided and R.size == 0:  # the policy runs nothing: only an arrival can change that
-                    if nxt >= N:
-                        stalled = True
-                        t = t_next
-                        break
-                    t_next = max(t_next, float(arrival[nxt]))
-                    held = {}
-                    if t_next > t + L:
-                        round_rows.append((t + L, t_next - t - L, len(active), 0, False, *([0.0] * 5), *([0] * 6),
-                                           0.0))
-                t = t_next
-                bar.set_postfix_str(f"t={(t - t0) / 3600:.1f}h active={len(active)}", refresh=False)
+            while self._round(s, bar):
+                bar.set_postfix_str(f"t={(s.t - s.t0) / 3600:.1f}h active={len(s.active)}", refresh=False)
         finally:
             bar.close()
-        return self._result(jobs, ref, req_gpus, guaranteed, delta, steps, arrival, done, first, finish, n_runs,
-                            compute, overhead, attained, n_rec, n_mig, n_pre, n_res, cost, round_rows, run_rows,
-                            place_rows, decision_rows, timings, t, t0, rounds, stalled, space_mode, cap, t_wall, pd)
+        return self._result(s)
+
+    def _start(self, jobs: list[TraceJob], t_wall: float) -> "_State":
+        """The state before the first round: per-job data, the cluster's capacity, the clock at the
+        first arrival, each job's reference throughput ``r_m`` (its request, steps/s)."""
+        from ..reconfig.examples import GPUS_PER_NODE
+        from ..reconfig.trace import trace_problem
+
+        cfg, node = self.config, self.node
+        G = cfg.nodes * GPUS_PER_NODE
+        p0 = trace_problem(jobs, 0.0, nodes=cfg.nodes, node=node, quota_fraction=cfg.quota_fraction,
+                           options=cfg.options)
+        arrival = np.array([j.arrival for j in jobs], float)
+        t0 = float(arrival[0])
+        return _State(
+            jobs=jobs, ids=[j.id for j in jobs], arrival=arrival, steps=np.array([j.steps for j in jobs], float),
+            delta=np.array([float(j.extra["checkpoint_seconds"]) for j in jobs]),
+            req_gpus=np.array([int(j.extra["gpus"]) for j in jobs], np.int64),
+            guaranteed=np.array([bool(j.extra["guaranteed"]) for j in jobs]),
+            ref=np.array([jb.throughputs[node.name] for jb in p0.jobs], float),
+            cap=np.array([G, cfg.nodes * node.cpus_per_node, cfg.nodes * node.host_mem_per_node], float),
+            node_gpus=[np.full(cfg.nodes, GPUS_PER_NODE, np.int64)],
+            clock=RecomputeClock(float(cfg.round_seconds) if cfg.recompute_interval is None
+                                 else float(cfg.recompute_interval)),
+            t=t0, t0=t0, horizon=np.inf if cfg.max_seconds is None else t0 + float(cfg.max_seconds),
+            window=steady_state_window(len(jobs), cfg.window), space_mode=cfg.reconfigure, t_wall=t_wall)
+
+    def _round(self, s: "_State", bar: Any) -> bool:
+        """One round at ``s.t`` (or a jump to the next arrival when nothing is active); ``False``
+        when the run is over."""
+        cfg = self.config
+        L = float(cfg.round_seconds)
+        self._admit_arrivals(s)
+        if self._over(s):
+            return False
+        if not s.active:
+            if s.nxt >= len(s.jobs):
+                return False
+            s.idle_round(s.t, float(s.arrival[s.nxt]) - s.t)
+            s.t = float(s.arrival[s.nxt])
+            return True
+        decided = cfg.reschedule == "rounds" or not s.held or s.clock.due(s.t + 1e-6 * L)
+        migrated = self._decide(s) if decided else set()
+        e0 = time.perf_counter()
+        rnd = self._execute(s, decided, migrated)
+        self._record(s, decided, rnd)
+        self._complete(s, rnd, bar)
+        s.timings["execute"] += time.perf_counter() - e0
+        s.rounds += 1
+        return self._advance(s, decided, rnd.R)
+
+    @staticmethod
+    def _admit_arrivals(s: "_State") -> None:
+        """Jobs with ``arrival ≤ t`` join the active set (each noted on the recompute clock)."""
+        while s.nxt < len(s.jobs) and s.arrival[s.nxt] <= s.t + 1e-9:
+            s.active.append(s.nxt)
+            s.clock.note("arrival", float(s.arrival[s.nxt]), s.ids[s.nxt])
+            s.nxt += 1
+
+    def _over(self, s: "_State") -> bool:
+        """The stopping rules: the steady-state window finished (``until="window"``), the horizon
+        (``max_seconds``) or ``max_rounds`` reached."""
+        cfg = self.config
+        lo, hi = s.window
+        if cfg.until == "window" and np.isfinite(s.finish[lo:hi]).all():
+            return True
+        return s.t >= s.horizon or (cfg.max_rounds is not None and s.rounds >= cfg.max_rounds)
+
+    def _decide(self, s: "_State") -> set[int]:
+        """A decision at ``s.t``: the active jobs' problem, the scheduler's placement, nodes relabeled
+        to keep continuing jobs where they were (step 3). Returns the jobs that kept their
+        configuration but moved (migrated)."""
+        from ..reconfig.trace import JobState, trace_problem
+
+        cfg = self.config
+        L = float(cfg.round_seconds)
+        t, active = s.t, s.active
+        r0 = time.perf_counter()
+        states = {s.ids[i]: JobState(float(s.done[i]), float(s.run_s[i]), int(s.n_rec[i]), s.current[i])
+                  for i in active}
+        problem = trace_problem([s.jobs[i] for i in active], t, nodes=cfg.nodes, node=self.node, states=states,
+                                quota_fraction=cfg.quota_fraction, options=cfg.options)
+        received = {s.ids[i]: float(s.run_s[i] / max(t - s.arrival[i], L)) for i in active}
+        r1 = time.perf_counter()
+        dec = self.scheduler(problem, received)
+        r2 = time.perf_counter()
+        new = self._runs(dec, s.index)
+        held = s.held
+        keep = [k for k in new if k in held and s.ran_last[k] and not new[k].reconfigured]
+        perms = relabel_nodes({k: held[k].slices for k in keep}, {k: r.slices for k, r in new.items()},
+                              keep, s.node_gpus)
+        new = {k: replace(r, slices=tuple((sl[0], int(perms[sl[0]][sl[1]]), *sl[2:]) for sl in r.slices))
+               for k, r in new.items()}
+        migrated = {k for k in keep if new[k].where() != held[k].where()}
+        r3 = time.perf_counter()
+        s.clock.mark_recomputed(t)
+        s.held = new
+        s.sla = [(s.index[e["job"]], float(e["required"]), bool(e["admitted"]), bool(e["met"]))
+                 for e in dec.sla_report]
+        s.space_mode = str(getattr(dec.space, "reconfigure", s.space_mode))
+        s.decision_rows.append((t, len(active), str(dec.result.status), r1 - r0, r2 - r1,
+                                float(dec.result.timings.total), dec.result.objective, len(new), r3 - r2))
+        s.timings["problem"] += r1 - r0
+        s.timings["decide"] += r2 - r1
+        s.timings["relabel"] += r3 - r2
+        return migrated
+
+    def _execute(self, s: "_State", decided: bool, migrated: set[int]) -> "_Executed":
+        """Step 4 for the running jobs ``R``: who pays ``δ`` (reconfigured, migrated, resumed), the
+        steps done in ``L − δ`` (or the exact finish), and every per-job counter advanced."""
+        from ..reconfig.trace import PRICE_PER_GPU_HOUR
+
+        cfg = self.config
+        L = float(cfg.round_seconds)
+        held, t = s.held, s.t
+        R = np.array(sorted(held), np.int64)
+        runs = [held[k] for k in R.tolist()]
+        thr = np.array([r.thr for r in runs], float)
+        gpus = np.array([r.gpus for r in runs], float)
+        rec = np.array([decided and r.reconfigured for r in runs], bool)
+        mig = np.isin(R, list(migrated)) & bool(cfg.charge_migrations)
+        res = (s.run_s[R] > 0) & ~s.ran_last[R]
+        pay = np.minimum(np.where(rec | mig | res, s.delta[R], 0.0), L)
+        usable = L - pay
+        left = s.steps[R] - s.done[R]
+        fin = (thr > 0) & (left <= thr * usable)
+        need = np.where(fin, left / np.where(thr > 0, thr, 1.0), usable)
+        occupied = np.where(fin, pay + need, L)
+        progress = np.where(fin, left, thr * usable)
+        out = _Executed(R, gpus, np.array([r.cpus for r in runs], float), np.array([r.host for r in runs], float),
+                        rec, mig, res, pay, need, occupied, progress, fin, s.run_s[R].copy(), s.n_rec[R].copy())
+        s.first[R] = np.where(np.isnan(s.first[R]), t, s.first[R])
+        s.done[R] = np.where(fin, s.steps[R], s.done[R] + progress)
+        s.finish[R[fin]] = t + pay[fin] + need[fin]
+        s.run_s[R] += occupied
+        s.n_rec[R] += rec
+        s.n_mig[R] += mig
+        s.n_res[R] += res
+        s.n_runs[R] += 1
+        s.overhead[R] += pay
+        s.compute[R] += need
+        s.attained[R] += gpus * occupied
+        s.cost[R] += gpus * occupied / 3600.0 * PRICE_PER_GPU_HOUR
+        A = np.array(s.active, np.int64)
+        stopped = A[s.ran_last[A] & ~np.isin(A, R)]
+        s.n_pre[stopped] += 1
+        s.ran_last[A] = np.isin(A, R)
+        for i in A.tolist():
+            s.current[i] = held[i].current if i in held else None
+        return out
+
+    @staticmethod
+    def _sla_counts(s: "_State") -> tuple[int, int, int]:
+        """This round's SLA accounting from the deciding round's report (module docstring):
+        violated, shortfall and unadmitted guaranteed jobs still running or waiting."""
+        viol = short = unadm = 0
+        for m, required, admitted, met in s.sla:
+            if not np.isnan(s.finish[m]) and s.finish[m] <= s.t:
+                continue  # finished in an earlier round
+            below = m not in s.held or s.held[m].thr < required * (1 - 1e-6)
+            viol += admitted and met and below
+            short += admitted and not met and below
+            unadm += not admitted
+        return viol, short, unadm
+
+    def _record(self, s: "_State", decided: bool, x: "_Executed") -> None:
+        """The round's rows: one per running job (``runs``), one per node slice (``placements``) and
+        the round's totals (``rounds``)."""
+        L = float(self.config.round_seconds)
+        viol, short, unadm = self._sla_counts(s)
+        t = s.t
+        for q, k in enumerate(x.R.tolist()):
+            r = s.held[k]
+            s.run_rows.append((t, s.ids[k], decided, r.node_type, r.config, r.plan, r.gpus, r.cpus, r.host,
+                               ";".join(str(sl[1]) for sl in r.slices), r.thr, float(s.ref[k]), bool(x.rec[q]),
+                               bool(x.mig[q]), bool(x.res[q]), float(x.pay[q]), float(x.need[q]),
+                               float(x.progress[q]), float(x.T_before[q]), int(x.N_before[q]), float(s.delta[k])))
+            s.place_rows.extend((t, s.ids[k], r.node_type, sl[1], sl[2], sl[3], sl[4]) for sl in r.slices)
+        s.round_rows.append((t, L, len(s.active), int(x.R.size), decided, float((x.gpus * x.occupied).sum()),
+                             float((x.gpus * x.need).sum()), float((x.cpus * x.occupied).sum()),
+                             float((x.host * x.occupied).sum()), float(np.sum(x.progress / (L * s.ref[x.R]))),
+                             int(x.rec.sum()), int(x.mig.sum()), int(x.res.sum()), int(viol), int(short), int(unadm),
+                             float(x.pay.sum())))
+
+    @staticmethod
+    def _complete(s: "_State", x: "_Executed", bar: Any) -> None:
+        """Jobs that finished this round leave (noted on the recompute clock)."""
+        gone = x.R[x.fin]
+        for k in gone.tolist():
+            s.clock.note("completion", float(s.finish[k]), s.ids[k])
+            del s.held[k]
+        if gone.size:
+            done = set(gone.tolist())
+            s.active = [a for a in s.active if a not in done]
+            bar.update(int(gone.size))
+
+    def _advance(self, s: "_State", decided: bool, R: np.ndarray) -> bool:
+        """The clock moves one round; when the policy ran nothing, to the next arrival (only an
+        arrival can change that), and with none left the run has stalled (``False``)."""
+        L = float(self.config.round_seconds)
+        t_next = s.t + L
+        if decided and R.size == 0:
+            if s.nxt >= len(s.jobs):
+                s.stalled = True
+                s.t = t_next
+                return False
+            t_next = max(t_next, float(s.arrival[s.nxt]))
+            s.held = {}
+            if t_next > s.t + L:
+                s.idle_round(s.t + L, t_next - s.t - L)
+        s.t = t_next
+        return True
 
     # ------------------------------------------------------------------ pieces
     @staticmethod
@@ -478,18 +576,17 @@ class ReconfigSimulator:
                                    float(d.throughput), bool(d.reconfigured), d.current(), slices)
         return out
 
-    def _result(self, jobs: Sequence[TraceJob], ref: np.ndarray, req_gpus: np.ndarray, guaranteed: np.ndarray,
-                delta: np.ndarray, steps: np.ndarray, arrival: np.ndarray, done: np.ndarray, first: np.ndarray,
-                finish: np.ndarray, n_runs: np.ndarray, compute: np.ndarray, overhead: np.ndarray,
-                attained: np.ndarray, n_rec: np.ndarray, n_mig: np.ndarray, n_pre: np.ndarray, n_res: np.ndarray,
-                cost: np.ndarray, round_rows: list[tuple], run_rows: list[tuple], place_rows: list[tuple],
-                decision_rows: list[tuple], timings: dict[str, float], t: float, t0: float, rounds: int, stalled: bool,
-                space_mode: str, cap: np.ndarray, t_wall: float, pd: Any) -> SimResult:
+    def _result(self, s: "_State") -> SimResult:
+        """The run's DataFrames (jobs, rounds, decisions, runs, placements) and metrics."""
+        import pandas as pd
+
         from ..reconfig.examples import GPUS_PER_NODE
 
         cfg = self.config
+        jobs, ref, req_gpus, guaranteed, delta, steps = s.jobs, s.ref, s.req_gpus, s.guaranteed, s.delta, s.steps
+        arrival, finish, cap, timings, n_rec, overhead = s.arrival, s.finish, s.cap, s.timings, s.n_rec, s.overhead
         N = len(jobs)
-        lo, hi = steady_state_window(N, cfg.window)
+        lo, hi = s.window
         jct = finish - arrival
         nbar = average_contention(arrival, finish)
         thr_iso = isolated_throughput(ref[:, None], req_gpus.astype(float), np.array([cap[0]]),
@@ -503,13 +600,14 @@ class ReconfigSimulator:
             "scale_factor": req_gpus, "model": [x["model"] for x in e], "entity": [j.entity for j in jobs],
             "guaranteed": guaranteed, "gpus": req_gpus, "cpus": [int(x["cpus"]) for x in e],
             "plan": [_plan_label(x["plan"]) for x in e], "reference_throughput": ref, "steps": steps,
-            "steps_done": done, "weight": [j.weight for j in jobs], "slo_seconds": np.full(N, np.nan),
-            "checkpoint_seconds": delta, "first_start": first, "finish": finish, "jct": jct, "rounds_run": n_runs,
-            "compute_seconds": compute, "overhead_seconds": overhead, "attained_gpu_seconds": attained,
-            "reconfigurations": n_rec, "migrations": n_mig, "preemptions": n_pre, "resumes": n_res, "cost": cost,
+            "steps_done": s.done, "weight": [j.weight for j in jobs], "slo_seconds": np.full(N, np.nan),
+            "checkpoint_seconds": delta, "first_start": s.first, "finish": finish, "jct": jct,
+            "rounds_run": s.n_runs, "compute_seconds": s.compute, "overhead_seconds": overhead,
+            "attained_gpu_seconds": s.attained, "reconfigurations": n_rec, "migrations": s.n_mig,
+            "preemptions": s.n_pre, "resumes": s.n_res, "cost": s.cost,
             "avg_contention": nbar, "isolated_jct": iso_jct, "rho": rho,
             "in_window": (np.arange(N) >= lo) & (np.arange(N) < hi)})
-        rounds_df = pd.DataFrame(round_rows, columns=[
+        rounds_df = pd.DataFrame(s.round_rows, columns=[
             "start", "length", "active_jobs", "running_jobs", "decided", "busy_gpu_seconds", "compute_gpu_seconds",
             "busy_cpu_seconds", "busy_host_byte_seconds", "norm_throughput", "reconfigurations", "migrations",
             "resumes", "sla_violations", "sla_shortfall", "guaranteed_unadmitted", "checkpoint_seconds"])
@@ -518,15 +616,16 @@ class ReconfigSimulator:
         rounds_df["utilization"] = rounds_df["busy_gpu_seconds"] / (cap[0] * length)
         rounds_df["cpu_utilization"] = rounds_df["busy_cpu_seconds"] / (cap[1] * length)
         rounds_df["host_mem_utilization"] = rounds_df["busy_host_byte_seconds"] / (cap[2] * length)
-        rec_df = pd.DataFrame(decision_rows, columns=["time", "jobs", "status", "problem_seconds", "recompute_seconds",
-                                                      "policy_seconds", "objective", "running", "relabel_seconds"])
-        runs_df = pd.DataFrame(run_rows, columns=[
+        rec_df = pd.DataFrame(s.decision_rows, columns=[
+            "time", "jobs", "status", "problem_seconds", "recompute_seconds", "policy_seconds", "objective", "running",
+            "relabel_seconds"])
+        runs_df = pd.DataFrame(s.run_rows, columns=[
             "round_start", "job", "decided", "node_type", "config", "plan", "gpus", "cpus", "host_bytes", "nodes",
             "throughput", "reference_throughput", "reconfigured", "migrated", "resumed", "overhead_seconds",
             "compute_seconds", "steps", "trained_seconds_before", "reconfigurations_before", "checkpoint_seconds"])
-        place_df = pd.DataFrame(place_rows, columns=["round_start", "job", "node_type", "node", "gpus", "cpus",
+        place_df = pd.DataFrame(s.place_rows, columns=["round_start", "job", "node_type", "node", "gpus", "cpus",
                                                      "host_bytes"])
-        wall = time.perf_counter() - t_wall
+        wall = time.perf_counter() - s.t_wall
         timings["total"] = wall
         timings["other"] = wall - sum(timings[p] for p in PHASES)
         span = float(length.sum())
@@ -544,16 +643,16 @@ class ReconfigSimulator:
             "cluster": {self.node.name: int(cap[0])}, "nodes": cfg.nodes,
             "node": {"gpus": GPUS_PER_NODE, "cpus": self.node.cpus_per_node,
                      "host_mem_bytes": self.node.host_mem_per_node},
-            "reconfigure": cfg.reconfigure, "space_mode": space_mode, "threshold": cfg.threshold,
+            "reconfigure": cfg.reconfigure, "space_mode": s.space_mode, "threshold": cfg.threshold,
             "round_seconds": cfg.round_seconds, "reschedule": cfg.reschedule,
             "recompute_interval": cfg.round_seconds if cfg.recompute_interval is None else cfg.recompute_interval,
             "checkpoint_seconds": cfg.checkpoint_seconds, "quota_fraction": cfg.quota_fraction,
-            "seed": int(cfg.seed), "stalled": stalled, "simulated_seconds": t - t0, "wall_seconds": wall,
-            "phase_seconds": dict(timings), "decisions": len(rec_df), "executed_rounds": rounds,
+            "seed": int(cfg.seed), "stalled": s.stalled, "simulated_seconds": s.t - s.t0, "wall_seconds": wall,
+            "phase_seconds": dict(timings), "decisions": len(rec_df), "executed_rounds": s.rounds,
             "num_guaranteed": int(guaranteed.sum()), "num_best_effort": int((~guaranteed).sum()),
             "guaranteed_avg_jct": g_avg, "guaranteed_p99_jct": g_p99,
             "best_effort_avg_jct": b_avg, "best_effort_p99_jct": b_p99,
-            "reconfigurations": int(n_rec.sum()), "resumes": int(n_res.sum()),
+            "reconfigurations": int(n_rec.sum()), "resumes": int(s.n_res.sum()),
             "checkpoint_seconds_lost": float(overhead.sum()),
             "sla_violations": int(rounds_df["sla_violations"].sum()),
             "sla_shortfall_rounds": int(rounds_df["sla_shortfall"].sum()),
