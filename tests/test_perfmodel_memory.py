@@ -1,6 +1,8 @@
 """Memory estimator: formulas, plan effects, OOM exclusion, and real torch tensor sizes."""
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from policyopt.errors import InputError
@@ -46,6 +48,29 @@ def test_tp_pp_gc_ga_effects() -> None:
     assert pp.activations == pytest.approx(base.activations * (4 * 8 * 2) / (64 * 8))
     with pytest.raises(InputError, match="plan.ga_steps"):
         estimate_memory(SPEC, Plan(dp=8, ga_steps=16))
+
+
+def test_attention_scores_by_head_count() -> None:
+    """Stored attention scores add (2β+1)·a·s²/t bytes per sample and layer (5·a·s² at β = 2)."""
+    heads = dataclasses.replace(SPEC, heads=16)
+    scores = 5 * 16 * 512 ** 2  # bytes per sample and layer
+    for plan, per_gpu in ((Plan(dp=4), 16 * 8 * scores),           # 16 samples, 8 layers
+                          (Plan(dp=1, tp=4), 64 * 8 * scores / 4),  # heads split over TP
+                          (Plan(dp=4, gc=True), 16 * scores)):      # only the recomputed layer
+        extra = estimate_memory(heads, plan).activations - estimate_memory(SPEC, plan).activations
+        assert extra == pytest.approx(per_gpu)
+    assert "heads" not in SPEC.to_row() and heads.to_row()["heads"] == 16
+    # the plan search sees the scores too: the best plan without them no longer fits one GPU
+    big = dataclasses.replace(SPEC, seq_len=4096, heads=32)
+    flash = best_plan(dataclasses.replace(big, heads=0), NOMINAL_PARAMS, 1, 8,
+                      cluster=REFERENCE_CLUSTER)
+    stored = best_plan(big, NOMINAL_PARAMS, 1, 8, cluster=REFERENCE_CLUSTER)
+    assert flash is not None and stored is not None
+    assert stored.gpu_bytes == pytest.approx(estimate_memory(big, stored.plan).gpu_bytes)
+    assert estimate_memory(big, flash.plan).gpu_bytes > 0.9 * REFERENCE_CLUSTER.gpu_mem_bytes
+    assert stored.plan != flash.plan
+    with pytest.raises(InputError, match="model.heads"):
+        dataclasses.replace(SPEC, heads=-1)
 
 
 def test_oom_plans_are_excluded() -> None:

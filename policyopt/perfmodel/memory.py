@@ -23,6 +23,13 @@ attention-score term, i.e. flash attention), sharded by t::
             (one checkpointed layer input per layer, replicated across TP ranks, plus one
             layer's full activations while it is recomputed)
 
+Attention scores, when stored (``heads`` a > 0; Korthikanti et al.: softmax output, dropout
+mask and dropout output, 5·a·s² bytes per sample and layer at 2-byte precision), add
+S = (2β + 1)·a·s² / t bytes per sample and layer, sharded by t with the heads::
+
+    no GC:  act += min(m,p)·u·L·S
+    GC:     act += u·S                       (only the recomputed layer holds its scores)
+
 ``gpu_bytes = weights + grads + optimizer + activations``. A plan fits when ``gpu_bytes`` and
 ``host_bytes`` are at most ``usable_fraction`` (default 0.9, headroom for workspaces and
 fragmentation) of the GPU's and the job's host memory.
@@ -86,14 +93,29 @@ def memory_table(table: pd.DataFrame, *, optimizer_bytes_per_param: float | None
     in_flight = np.minimum(m, p)
     token_hidden = beta * col["seq_len"] * col["hidden"]  # bytes of one (s × h) tensor
     full_layer = ACT_ELEMENTS_PER_TOKEN_HIDDEN * token_hidden / t
+    scores = (2.0 * beta + 1.0) * _heads(table) * col["seq_len"] ** 2 / t  # bytes / sample-layer
     act = np.where(col["gc"] > 0,
-                   in_flight * u * stage_layers * token_hidden + u * full_layer,
-                   in_flight * u * stage_layers * full_layer)
+                   in_flight * u * stage_layers * token_hidden + u * (full_layer + scores),
+                   in_flight * u * stage_layers * (full_layer + scores))
     return pd.DataFrame({
         "mem_weights": weights, "mem_grads": grads, "mem_optimizer": optimizer,
         "mem_activations": act, "gpu_bytes": weights + grads + optimizer + act,
         "host_bytes": host,
     }, index=table.index)
+
+
+def _heads(table: pd.DataFrame) -> np.ndarray:
+    """The optional ``heads`` column (0 where absent or blank); InputError on a bad cell."""
+    if "heads" not in table.columns:
+        return np.zeros(len(table))
+    raw = table["heads"]
+    heads = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    blank = raw.isna().to_numpy()
+    bad = ~blank & ~(np.isfinite(heads) & (heads >= 0) & (heads == np.round(heads)))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"configs[{i}].heads", raw.iloc[i], "must be an integer >= 0 or blank")
+    return np.where(blank, 0.0, heads)
 
 
 @dataclass(frozen=True)

@@ -70,6 +70,9 @@ class ModelSpec:
     ``params`` is the parameter count P, ``fwd_time_1gpu`` the measured seconds of one forward
     pass of the *global* batch on one GPU (the base every T_fwd scales from), and
     ``bytes_per_param`` the size of one communicated / offloaded element (2 for fp16/bf16).
+    ``heads`` is the attention head count a when the attention scores are stored for the
+    backward pass (their memory grows as a·s², see :mod:`.memory`); 0 (default) means they are
+    not stored (flash attention recomputes them).
     """
 
     name: str
@@ -80,17 +83,24 @@ class ModelSpec:
     global_batch: int
     fwd_time_1gpu: float
     bytes_per_param: float = 2.0
+    heads: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.name, str) or not self.name.strip():
             raise InputError("model.name", self.name, "must be a non-empty string")
         _set_floats(self, "model", ("params", "fwd_time_1gpu", "bytes_per_param"))
         _set_ints(self, "model", ("layers", "hidden", "seq_len", "global_batch"))
+        if isinstance(self.heads, bool) or not isinstance(self.heads, numbers.Integral) \
+                or self.heads < 0:
+            raise InputError("model.heads", self.heads, "must be an integer >= 0")
+        object.__setattr__(self, "heads", int(self.heads))
 
     def to_row(self) -> dict[str, Any]:
-        """The spec as CSV columns (``name`` becomes ``model``)."""
+        """The spec as CSV columns (``name`` becomes ``model``; ``heads`` only when > 0)."""
         row = asdict(self)
         row["model"] = row.pop("name")
+        if not row["heads"]:
+            del row["heads"]
         return row
 
 

@@ -116,7 +116,9 @@ def candidate_table(spec: ModelSpec, cluster: ClusterSpec, gpu_counts: Sequence[
     table["gpu_mem_bytes"] = cluster.gpu_mem_bytes
     table["host_mem_bytes"] = table["nodes"] * cluster.host_mem_per_node
     table["placeable"] = table["cpus"] <= table["nodes"] * cluster.cpus_per_node
-    return table[list(CONFIG_COLUMNS) + ["gpu_mem_bytes", "host_mem_bytes", "placeable"]]
+    optional = [c for c in ("heads",) if c in table.columns]  # memory-only spec columns
+    return table[list(CONFIG_COLUMNS) + optional + ["gpu_mem_bytes", "host_mem_bytes",
+                                                    "placeable"]]
 
 
 def evaluate_candidates(table: pd.DataFrame, params: PerfParams | Mapping[str, PerfParams],
