@@ -34,7 +34,9 @@ from policyopt.standard_form import StandardForm
 
 from . import blocks
 
-_ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp"}
+_ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp", "primal": "simplex"}
+#: HiGHS's simplex variants (``simplex_strategy``) for auto_algorithm's answers
+_STRATEGY = {"simplex": 1, "primal": 4}
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
 #: without presolve (on the aggregated max-min LP at 2,048 jobs: 2.2 ms against 10–15 ms with it)
 _TIGHT = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": "off"}
@@ -120,6 +122,7 @@ class HighsModel(LoadedModel):
         self._set("mip_rel_gap", float(options.mip_rel_gap))
         self._warm = False  # HiGHS holds a basis / solution from an earlier run
         self._try_structured = True  # until the fast path declines once
+        self._presolve = True  # set_presolve(False) holds presolve off (resolve's cold check)
         # the fast path's state, kept across re-solves after cost/bound updates: the block structure
         # of the matrix (valid while ``sf.A`` is the same object; ``add_rows`` replaces it), the last
         # aggregation and the loaded reduced LP (re-solved warm when the groups are unchanged)
@@ -232,6 +235,7 @@ class HighsModel(LoadedModel):
         self._warm = True
 
     def set_presolve(self, enabled: bool) -> None:
+        self._presolve = enabled
         self._set("presolve", "choose" if enabled else "off")
 
     def set_sense(self, sense: str) -> None:
@@ -253,12 +257,22 @@ class HighsModel(LoadedModel):
                     return fast
                 self._try_structured = False  # re-solves of this model go to HiGHS directly
                 self._structure = self._agg = self._small = None
-            self._set("solver", _ALGORITHMS[auto_algorithm(self.sf, warm=self._warm, structured=False,
-                                                           degenerate=self.options.degenerate)])
+            self._use_auto(auto_algorithm(self.sf, warm=self._warm, structured=False,
+                                          degenerate=self.options.degenerate))
         res = self._run_highs()
         if note:
             res.options["fast_path"] = note
         return res
+
+    def _use_auto(self, algorithm: str) -> None:
+        """HiGHS options for an answer of :func:`auto_algorithm`: the solver, and for simplex its
+        variant (primal: without presolve) — unless ``extra`` sets them."""
+        self._set("solver", _ALGORITHMS[algorithm])
+        if algorithm in _STRATEGY:
+            if "simplex_strategy" not in self.options.extra:
+                self._set("simplex_strategy", _STRATEGY[algorithm])
+            if "presolve" not in self.options.extra:
+                self._set("presolve", "off" if algorithm == "primal" or not self._presolve else "choose")
 
     def _solve_structured(self) -> tuple[SolveResult | None, str]:
         """The block-aggregation fast path (module ``blocks``): the certified result, or ``None``
@@ -284,9 +298,10 @@ class HighsModel(LoadedModel):
             small.set_algorithm("simplex")
             raw = small.resolve()
         else:
-            small = HighsModel(red, self.options.with_(
-                algorithm=auto_algorithm(red, structured=False, degenerate=self.options.degenerate),
-                extra={**self.options.extra, **_TIGHT}))
+            alg = auto_algorithm(red, structured=False, degenerate=self.options.degenerate)
+            variant = {"simplex_strategy": _STRATEGY[alg]} if alg in _STRATEGY else {}
+            small = HighsModel(red, self.options.with_(algorithm="simplex" if alg == "primal" else alg,
+                                                       extra={**variant, **self.options.extra, **_TIGHT}))
             raw = small.solve()
         self._agg, self._small = agg, small
         if raw.status is not Status.OPTIMAL or raw.x is None or raw.row_duals is None:

@@ -122,3 +122,34 @@ def test_auto_cold_ipm_then_warm_simplex(monkeypatch: pytest.MonkeyPatch) -> Non
     res = policyopt.solve(p, "finish_time_fairness")
     assert calls[0] == "ipm" and len(calls) >= 2 and set(calls[1:]) == {"simplex"}, calls
     assert res.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``algorithm="auto"`` below the interior-point threshold: a cold max-min epigraph LP
+    (finish-time fairness, a ``degenerate`` policy) by primal simplex without presolve, its warm
+    re-solves by dual simplex; makespan's cold LP by dual simplex with presolve. Same optima as
+    ``algorithm=simplex``."""
+    from policyopt.solvers.highs import HighsModel
+
+    calls: list[tuple[str, int, str]] = []
+    run = HighsModel._run_highs
+
+    def value(h: object, name: str) -> object:
+        v = h.getOptionValue(name)  # type: ignore[attr-defined]
+        return v[1] if isinstance(v, tuple) else v  # (status, value) in newer highspy
+
+    def recording_run(self: HighsModel):  # type: ignore[no-untyped-def]
+        calls.append((value(self.h, "solver"), value(self.h, "simplex_strategy"), value(self.h, "presolve")))
+        return run(self)
+
+    p = random_problem(0, n_max=5)  # two Newton LPs
+    ref = {name: policyopt.solve(p, name, algorithm="simplex") for name in ("finish_time_fairness", "makespan")}
+    monkeypatch.setattr(HighsModel, "_run_highs", recording_run)
+    res = policyopt.solve(p, "finish_time_fairness")
+    assert calls[0] == ("simplex", 4, "off") and len(calls) >= 2, calls
+    assert {c[:2] for c in calls[1:]} == {("simplex", 1)}, calls
+    assert res.objective == pytest.approx(ref["finish_time_fairness"].objective, rel=1e-7)
+    calls.clear()
+    res = policyopt.solve(p, "makespan")
+    assert calls == [("simplex", 1, "choose")], calls
+    assert res.objective == pytest.approx(ref["makespan"].objective, rel=1e-7)
