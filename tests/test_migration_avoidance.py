@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from policyopt import InputError
 from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
 from policyopt.placement import MIGRATION_SOURCES, keep_types
-from policyopt.sim.simulator import SimConfig, simulate
+from policyopt.sim.simulator import SimConfig, default_renewal_credit, simulate
 from policyopt.sim.traces import shockwave_trace
 
 CAP = {"a": 2, "b": 2}
@@ -84,9 +84,9 @@ def test_keep_types_keeps_who_runs_and_capacity(seed: int, n: int) -> None:
 
 
 # ----------------------------------------------------------------------------- renewal credit
-def _switches(credit: float, rounds: int = 24) -> tuple[int, np.ndarray]:
+def _switches(credit: float, rounds: int = 24, xa: float = 0.5) -> tuple[int, np.ndarray]:
     m = RoundMechanism({"a": 1, "b": 1}, renewal_credit=credit)
-    m.set_allocation({"j": {"a": 0.5, "b": 0.5}, "k": {"a": 0.5, "b": 0.5}}, (), {"j": 1, "k": 1})
+    m.set_allocation({"j": {"a": xa, "b": 1 - xa}, "k": {"a": 1 - xa, "b": xa}}, (), {"j": 1, "k": 1})
     types = []
     for _ in range(rounds):
         sel = m.schedule_round()
@@ -102,6 +102,20 @@ def test_renewal_credit_switches_less_and_realizes_the_fractions() -> None:
     assert np.allclose(f0[:2], 0.5) and np.allclose(f1[:2], 0.5, atol=1.0 / 24)
     with pytest.raises(InputError, match="renewal_credit"):
         RoundMechanism({"a": 1}, renewal_credit=-1.0)
+
+
+def test_default_renewal_credit_is_half_a_round_with_matching() -> None:
+    assert default_renewal_credit(SimConfig()) == 180.0  # 360 s rounds
+    assert default_renewal_credit(SimConfig(round_seconds=30.0)) == 20.0  # at least checkpoint + restore
+    assert default_renewal_credit(SimConfig(round_seconds=30.0, checkpoint_seconds=5.0, restore_seconds=5.0)) == 15.0
+    for rule in ("simple", "tesserae", "none"):
+        assert default_renewal_credit(SimConfig(migration=rule)) == 0.0
+    # j: 60 % on a, 40 % on b (k the converse): half a round of credit switches about half as often
+    # as a credit of what the switch costs, at the same realized fractions (within one round of 24)
+    cheap, f0 = _switches(20.0, xa=0.6)
+    half, f1 = _switches(180.0, xa=0.6)
+    assert half <= cheap * 0.6 and np.allclose(f1[:2], [[0.6, 0.4], [0.4, 0.6]], atol=1.0 / 24)
+    assert np.allclose(f0[:2], f1[:2], atol=1.0 / 24)
 
 
 def test_renewal_credit_survives_state_round_trip() -> None:

@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from policyopt.errors import InputError
 from policyopt.mechanism import Combination, RoundAssignment
 from policyopt.placement import JobInfo, MatchingPacker, PairThroughputTable, PlanChoice, match_pairs
 
@@ -113,3 +114,28 @@ def test_gavel_table_matches_raw_data() -> None:
     ta, tb = raw["v100"][a][b]
     assert na[0, 0] == pytest.approx(ta / raw["v100"][a]["null"])
     assert nb[0, 0] == pytest.approx(tb / raw["v100"][b]["null"])
+
+
+def test_keep_bonus_renews_last_rounds_pair_only_among_valid_edges() -> None:
+    # p (m1) placed; q (m2: 0.8 + 0.5 = 1.3) and s (m1: 0.6 + 0.6 = 1.2) pending; r (m3) does not fit with p
+    jobs = {j: JobInfo(j, 1) for j in "pqrs"}
+    sel = RoundAssignment((Combination(("p",), "v100", 1),), pending=("q", "s", "r"))
+    packer = MatchingPacker(small_table(), keep_bonus=0.5)
+    packer.last_partner = {"p": "s", "s": "p"}
+    assert [c.jobs for c in packer.pack(sel, jobs).combinations] == [("p", "s")]  # 1.2 + 0.5 > 1.3
+    assert packer.last_partner == {"p": "s", "s": "p"}
+    plain = MatchingPacker(small_table())
+    plain.last_partner = {"p": "s", "s": "p"}
+    assert [c.jobs for c in plain.pack(sel, jobs).combinations] == [("p", "q")]  # no bonus: throughput decides
+    small = MatchingPacker(small_table(), keep_bonus=0.05)
+    small.last_partner = {"p": "s", "s": "p"}
+    assert [c.jobs for c in small.pack(sel, jobs).combinations] == [("p", "q")]  # 1.25 < 1.3
+    # the bonus never creates an edge: r does not fit next to p
+    packer.last_partner = {"p": "r", "r": "p"}
+    assert [c.jobs for c in packer.pack(sel, jobs).combinations] == [("p", "q")]
+    # the host may be last round's guest (placed and pending swap roles)
+    packer.last_partner = {"s": "p", "p": "s"}
+    swapped = RoundAssignment((Combination(("s",), "v100", 1),), pending=("q", "p"))
+    assert [c.jobs for c in packer.pack(swapped, jobs).combinations] == [("s", "p")]
+    with pytest.raises(InputError, match="keep_bonus"):
+        MatchingPacker(small_table(), keep_bonus=-1.0)

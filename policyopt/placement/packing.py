@@ -11,6 +11,15 @@ maximum-weight matching of that graph, computed per GPU count ``g`` by
 is no edge; since every edge weighs more than 1 > 0, a maximum full assignment minus its
 zero-weight (non-edge) pairs is a maximum-weight matching.
 
+*Pair renewal* (``keep_bonus = b >= 0``, default 0): the packer remembers the pairs of the
+assignment it returned last round (its own and the selection's); an edge ``(p, q)`` whose two jobs
+were such a pair weighs ``n_p + n_q + b``. A job packed onto another job's GPUs moves with it, so
+a new partner is a checkpoint-restore for the guest (and, for a guest that ran elsewhere, a move);
+``b`` is the normalized throughput the packer gives up to avoid it -- e.g. ``2 × (checkpoint +
+restore seconds) / round seconds`` prices the two jobs' restarts in the matching's unit (one job's
+throughput for one round). The edge set is unchanged (a renewed pair must still fit and beat
+running ``p`` alone), so ``b`` only breaks the matching's choice among valid pairs.
+
 Optionally a *best-plan* callback ``best_plan(placed, pending, worker_type)`` returns the
 normalized throughputs of the best parallelization plan for that pairing (and the plan), or
 ``None`` when the pair cannot be co-located; it replaces the table weights on every candidate
@@ -26,7 +35,7 @@ from typing import Any, Callable, Mapping, Protocol, Sequence
 import numpy as np
 from scipy.optimize import linear_sum_assignment
 
-from policyopt.errors import UnknownNameError
+from policyopt.errors import InputError, UnknownNameError
 from policyopt.mechanism.rounds import Combination, RoundAssignment
 from policyopt.placement.stages import PACKERS, JobInfo, Packer
 
@@ -141,14 +150,18 @@ class PairThroughputTable:
         return norm[..., 0], norm[..., 1]
 
 
-def match_pairs(w_first: np.ndarray, w_second: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Maximum-weight matching on edges where both weights are > 0 and their sum is > 1.
+def match_pairs(w_first: np.ndarray, w_second: np.ndarray,
+                bonus: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Maximum-weight matching on edges where both weights are > 0 and their sum is > 1; an edge
+    weighs ``w_first + w_second (+ bonus)`` (``bonus >= 0`` changes weights, not the edge set).
 
     Returns matched ``(rows, cols)``; rows/cols without any edge are dropped before the
     Hungarian call to keep it small.
     """
     total = w_first + w_second
     edge = (w_first > 0) & (w_second > 0) & (total > 1.0)
+    if bonus is not None:
+        total = total + bonus
     rows = np.flatnonzero(edge.any(axis=1))
     cols = np.flatnonzero(edge.any(axis=0))
     if rows.size == 0:
@@ -163,10 +176,15 @@ def match_pairs(w_first: np.ndarray, w_second: np.ndarray) -> tuple[np.ndarray, 
 class MatchingPacker(Packer):
     """Tesserae packing by maximum-weight bipartite matching (module docstring)."""
 
-    def __init__(self, throughputs: PairThroughputs, best_plan: BestPlanFn | None = None) -> None:
+    def __init__(self, throughputs: PairThroughputs, best_plan: BestPlanFn | None = None,
+                 keep_bonus: float = 0.0) -> None:
+        if not np.isfinite(keep_bonus) or keep_bonus < 0:
+            raise InputError("keep_bonus", keep_bonus, "must be a finite number >= 0")
         self.throughputs = throughputs
         self.best_plan = best_plan
+        self.keep_bonus = float(keep_bonus)
         self.last_plans: dict[tuple[str, str], Any] = {}
+        self.last_partner: dict[str, str] = {}
 
     def pack(self, assignment: RoundAssignment, jobs: Mapping[str, JobInfo]) -> RoundAssignment:
         self.last_plans = {}
@@ -203,7 +221,11 @@ class MatchingPacker(Packer):
                         plans[(r, c_)] = choice.plan
             n_first[~allowed] = 0.0
             n_second[~allowed] = 0.0
-            rr, cc = match_pairs(n_first, n_second)
+            bonus = None
+            if self.keep_bonus > 0 and self.last_partner:
+                before = np.array([self.last_partner.get(c.jobs[0]) for _, c in rows_all], dtype=object)
+                bonus = self.keep_bonus * (before[:, None] == np.array(cand, dtype=object)[None, :])
+            rr, cc = match_pairs(n_first, n_second, bonus)
             for r, c_ in zip(rr.tolist(), cc.tolist()):
                 i, comb = rows_all[r]
                 q = cand[c_]
@@ -211,6 +233,7 @@ class MatchingPacker(Packer):
                 taken.add(q)
                 if (r, c_) in plans:
                     self.last_plans[(comb.jobs[0], q)] = plans[(r, c_)]
+        self.last_partner = {c.jobs[k]: c.jobs[1 - k] for c in new_combos if len(c.jobs) == 2 for k in (0, 1)}
         return RoundAssignment(tuple(new_combos), tuple(j for j in assignment.pending if j not in taken))
 
 

@@ -349,8 +349,8 @@ def add_subparser(subparsers: Any) -> None:
                    help="keep a running job on last round's worker type when the round allows it (auto: on with "
                         "--migration matching)")
     p.add_argument("--renewal-credit", type=float, default=None, metavar="SECONDS",
-                   help="mechanism credit for the combination that ran last round (default: checkpoint + restore "
-                        "seconds with --migration matching, else 0)")
+                   help="mechanism credit for the combination that ran last round (default with --migration matching: "
+                        "half a round, at least checkpoint + restore seconds; else 0)")
     p.add_argument("--placer", default="consolidate", help="placement stage (consolidate|first_fit)")
     p.add_argument("--no-renew", action="store_true", help="placements from scratch every round (no lease renewal)")
     p.add_argument("--cluster", help="GPUs per type, e.g. v100=36,p100=36,k80=36 (required except with "

@@ -23,10 +23,12 @@ round at time ``t``:
    (``matching`` / ``tesserae`` / ``simple`` / ``none``). Failed GPUs are held by placeholder jobs so
    nothing is placed on them. With ``migration="matching"`` (unless ``keep_types`` /
    ``renewal_credit`` say otherwise) the mechanism gives the combination that ran last round a
-   credit of ``checkpoint_seconds + restore_seconds``, what a switch costs
-   (``RoundMechanism(renewal_credit=...)``), and :func:`~policyopt.placement.keep_types` moves a
-   running job back to last round's type when that type has room (or a swap partner), gives it
-   time and is not slower for it.
+   credit of half a round, at least ``checkpoint_seconds + restore_seconds`` (what a switch costs;
+   :func:`default_renewal_credit`, ``RoundMechanism(renewal_credit=...)``);
+   :func:`~policyopt.placement.keep_types` moves a running job back to last round's type when that
+   type has room (or a swap partner), gives it time and is not slower for it; and the packer renews
+   last round's pairs (``MatchingPacker(keep_bonus=2 (checkpoint + restore) / L)``: the two restarts
+   a kept pair avoids, in the packer's unit).
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
@@ -64,7 +66,8 @@ from .scheduling import (AllocationScheduler, PartitionedScheduler, PrioritySche
                          resolve_policy)
 from .traces import TraceJob, parse_job_type
 
-__all__ = ["SimConfig", "SimResult", "Simulator", "simulate", "GAVEL_PRICES", "parse_cluster", "PHASES"]
+__all__ = ["SimConfig", "SimResult", "Simulator", "simulate", "GAVEL_PRICES", "parse_cluster", "PHASES",
+           "default_renewal_credit"]
 
 #: $/GPU-hour used by Gavel's cost experiments (GCP on-demand prices).
 GAVEL_PRICES: dict[str, float] = {"v100": 2.48, "p100": 1.46, "k80": 0.45}
@@ -86,7 +89,7 @@ class SimConfig:
     placer: str = "consolidate"
     renew_leases: bool = True
     keep_types: bool | None = None  # None: on with migration="matching" (placement.sticky.keep_types)
-    renewal_credit: float | None = None  # seconds; None: checkpoint + restore with migration="matching", else 0
+    renewal_credit: float | None = None  # seconds; None: default_renewal_credit (0 unless migration="matching")
     round_seconds: float = 360.0
     recompute_interval: float | None = None  # None: one round
     checkpoint_seconds: float = 10.0
@@ -207,6 +210,20 @@ def _gpus_per_server(counts: Mapping[str, int], spec: int | Mapping[str, int] | 
     return out
 
 
+
+def default_renewal_credit(cfg: SimConfig) -> float:
+    """The mechanism's renewal credit ``H`` (seconds) when ``cfg.renewal_credit`` is ``None``.
+
+    With ``migration="matching"``: ``H = max(L / 2, checkpoint + restore)`` for rounds of ``L``
+    seconds. A combination that keeps its type then switches only once it is about half a round
+    ahead of its share there -- within the rounding the mechanism makes anyway (it hands out whole
+    rounds, so a fraction is met only to within about half a round) -- and never for a gain
+    smaller than what the switch costs. Other rules: ``0`` (Gavel's mechanism).
+    """
+    if cfg.migration != "matching":
+        return 0.0
+    return max(0.5 * cfg.round_seconds, cfg.checkpoint_seconds + cfg.restore_seconds)
+
 class Simulator:
     """Simulate ``trace`` on ``cluster`` (worker type → GPU count) under ``config``."""
 
@@ -316,16 +333,18 @@ class Simulator:
         policy = self._policy_object()
         alloc_mode = self.resolved.kind in ("allocation", "static_split")
         need_rho = self.resolved.kind == "priority" and self.resolved.name == "ftf"
-        # default credit: what a switch costs (checkpoint + restore), with the job-exact pipeline only
-        credit = ((cfg.checkpoint_seconds + cfg.restore_seconds) if cfg.migration == "matching" else 0.0) \
-            if cfg.renewal_credit is None else cfg.renewal_credit
+        credit = default_renewal_credit(cfg) if cfg.renewal_credit is None else cfg.renewal_credit
         if self.resolved.kind == "static_split":
             scheduler: Any = PartitionedScheduler(policy, L, credit)
         elif alloc_mode:
             scheduler = AllocationScheduler(policy, self.counts, L, credit)
         else:
             scheduler = PriorityScheduler(policy)
-        packer = MatchingPacker(self._pair_table(tj, ids)) if cfg.packing else NoPacking()
+        # pair renewal in the packer: the two restarts a kept pair avoids, in the matching's unit (one job's
+        # throughput for one round), with the job-exact pipeline only
+        keep_bonus = 2.0 * (cfg.checkpoint_seconds + cfg.restore_seconds) / L if cfg.migration == "matching" else 0.0
+        packer = MatchingPacker(self._pair_table(tj, ids), keep_bonus=min(keep_bonus, 2.0)) if cfg.packing \
+            else NoPacking()
         placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)
         migration = MIGRATION_MINIMIZERS.create(cfg.migration)
         sticky = alloc_mode and (cfg.migration == "matching" if cfg.keep_types is None else bool(cfg.keep_types))
