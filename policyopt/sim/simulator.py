@@ -26,9 +26,9 @@ round at time ``t``:
    credit of half a round, at least ``checkpoint_seconds + restore_seconds`` (what a switch costs;
    :func:`default_renewal_credit`, ``RoundMechanism(renewal_credit=...)``);
    :func:`~policyopt.placement.keep_types` moves a running job back to last round's type when that
-   type has room (or a swap partner), gives it time and is not slower for it; and the packer renews
-   last round's pairs (``MatchingPacker(keep_bonus=2 (checkpoint + restore) / L)``: the two restarts
-   a kept pair avoids, in the packer's unit).
+   type has room (or a swap partner), gives it time and is not slower for it; with it the packer
+   renews last round's pairs (``MatchingPacker(keep_bonus=2 (checkpoint + restore) / L)``: the two
+   restarts a kept pair avoids, in the packer's unit). Priority policies get neither.
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
@@ -340,14 +340,13 @@ class Simulator:
             scheduler = AllocationScheduler(policy, self.counts, L, credit)
         else:
             scheduler = PriorityScheduler(policy)
-        # pair renewal in the packer: the two restarts a kept pair avoids, in the matching's unit (one job's
-        # throughput for one round), with the job-exact pipeline only
-        keep_bonus = 2.0 * (cfg.checkpoint_seconds + cfg.restore_seconds) / L if cfg.migration == "matching" else 0.0
-        packer = MatchingPacker(self._pair_table(tj, ids), keep_bonus=min(keep_bonus, 2.0)) if cfg.packing \
-            else NoPacking()
         placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)
         migration = MIGRATION_MINIMIZERS.create(cfg.migration)
         sticky = alloc_mode and (cfg.migration == "matching" if cfg.keep_types is None else bool(cfg.keep_types))
+        # pair renewal in the packer (with keep_types): the two restarts a kept pair avoids, in the matching's
+        # unit (one job's throughput for one round)
+        keep_bonus = min(2.0 * (cfg.checkpoint_seconds + cfg.restore_seconds) / L, 2.0) if sticky else 0.0
+        packer = MatchingPacker(self._pair_table(tj, ids), keep_bonus=keep_bonus) if cfg.packing else NoPacking()
         slack = 0.0
         last_type: dict[str, str] = {}
         coloc_types: tuple[Any, ...] = ()
