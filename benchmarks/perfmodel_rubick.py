@@ -20,8 +20,9 @@ Three fits are compared:
   the cluster rather than the model) over all seven models.
 * ``staged``: the pooled fit over the models whose samples include a plan without offload
   (stage 1); then each *offload-only* model (LLaMA: three ZeRO-Offload runs) is fitted alone
-  (``perf-model fit --fix``) with the stage-1 values of the pooled GPU-side parameters
-  (k_opt, k_sync, k_off) held, and k_bwd, k_const held at :data:`OFFLOAD_ONLY_HELD`; only its
+  with the stage-1 values of the pooled GPU-side parameters (k_opt, k_sync, k_off) held, and
+  k_bwd, k_const held at ``OFFLOAD_ONLY_HELD`` (``perf-model fit --pool ... --staged``,
+  :func:`policyopt.perfmodel.pooled.fit_staged`); only its
   CPU-side offload parameters (k_opt_off, k_swap) are fitted to its samples. Reason: in
   offload-only runs the CPU optimizer and the host transfers scale like the compute (all ∝ 1/d),
   so the samples cannot split the time between backward and offload, nor tell a constant
@@ -48,7 +49,7 @@ from policyopt.errors import InputError
 from policyopt.perfmodel.fit import MIN_OFFLOAD, NO_OFFLOAD_FIXED, fit_model
 from policyopt.perfmodel.model import breakdown, predict_iter_time
 from policyopt.perfmodel.params import PARAM_NAMES, PerfParams
-from policyopt.perfmodel.pooled import fit_pooled, parse_names
+from policyopt.perfmodel.pooled import fit_pooled, fit_staged, parse_names
 from policyopt.perfmodel.rubick import configs_table, load_rubick, samples_table
 from policyopt.perfmodel.synthetic import NOMINAL_PARAMS
 
@@ -58,13 +59,6 @@ FEW_SAMPLE_DEFAULTS: tuple[tuple[str, float], ...] = (
     ("k_swap", 1.0), ("k_off", 1.0), ("k_sync", 1.0), ("k_const", 0.0))
 #: Shared across the models of one cluster in the pooled fit.
 HARDWARE_POOL = "k_opt,k_opt_off,k_off,k_swap,k_sync"
-#: Held for offload-only models in the staged fit: backward ≈ 2 forward passes (its FLOPs: the
-#: gradients of activations and of weights), no constant beyond the modelled terms.
-OFFLOAD_ONLY_HELD: dict[str, float] = {"k_bwd": 2.0, "k_const": 0.0}
-#: Pooled GPU-side parameters an offload-only model takes over from stage 1.
-GPU_SIDE = ("k_opt", "k_sync", "k_off")
-
-
 def fixed_for(rows: pd.DataFrame) -> dict[str, float]:
     """The parameters a model's samples ``rows`` cannot determine, at documented defaults."""
     fixed: dict[str, float] = {}
@@ -87,20 +81,13 @@ def linear_baseline(samples: pd.DataFrame, configs: pd.DataFrame) -> np.ndarray:
 
 def staged_fit(samples: pd.DataFrame, pool: tuple[str, ...], n_starts: int
                ) -> tuple[dict[str, PerfParams], dict[str, str]]:
-    """The ``staged`` fit (module docstring): parameters per model and what each held."""
-    offload_only = samples.groupby("model", sort=False)["zero"].agg(
-        lambda z: bool((z == "offload").all()))
-    first = samples[~samples["model"].map(offload_only)]
-    stage1 = fit_pooled(first, pool, n_starts=n_starts)
-    params = dict(stage1.params)
-    how = {m: f"pooled {', '.join(pool)} over {len(stage1.params)} models" for m in params}
-    hardware = next(iter(stage1.params.values()))
-    for model in offload_only.index[offload_only.to_numpy()]:
-        held = {n: getattr(hardware, n) for n in GPU_SIDE if n in pool} | OFFLOAD_ONLY_HELD
-        fit = fit_model(samples[samples["model"] == model], n_starts=n_starts, fixed=held)
-        params[str(model)] = fit.params
-        how[str(model)] = "held " + ", ".join(f"{k}={v:.3g}" for k, v in held.items())
-    return params, how
+    """The ``staged`` fit (:func:`fit_staged`): parameters per model and what each held."""
+    staged = fit_staged(samples, pool, n_starts=n_starts)
+    how = {m: (f"held {', '.join(f'{k}={v:.3g}' for k, v in staged.held[m].items())}"
+               if m in staged.held else
+               f"pooled {', '.join(pool)} over {len(staged.stage1.params)} models")
+           for m in staged.params}
+    return staged.params, how
 
 
 def rubick_forward(configs: pd.DataFrame) -> pd.Series:

@@ -82,3 +82,49 @@ def test_cli_fits_three_sample_models_only_when_pooled(data, tmp_path: Path, cap
     doc = json.loads((tmp_path / "c.json").read_text())
     assert doc["models"]["llama30b"]["fit"]["n_samples"] == 3
     assert len({m["params"]["k_opt"] for m in doc["models"].values()}) == 1
+
+
+def test_staged_fit_keeps_offload_only_models_off_the_offload_terms(data, tmp_path: Path,
+                                                                    capsys) -> None:
+    """`--staged`: LLaMA (3 ZeRO-Offload samples) takes the pooled GPU-side values and k_bwd = 2,
+    k_const = 0, and its TP/PP validation points (never fitted) come out far closer than with
+    the plain pooled fit, which puts its offload time into k_bwd and k_const."""
+    import argparse
+    import json
+
+    from policyopt.perfmodel import SAMPLE_COLUMNS, predict_iter_time
+    from policyopt.perfmodel.cli import add_subparser
+    from policyopt.perfmodel.params import load_params
+    from policyopt.perfmodel.pooled import fit_pooled, fit_staged
+
+    def run(argv: list[str]) -> int:
+        parser = argparse.ArgumentParser(prog="policyopt")
+        add_subparser(parser.add_subparsers(dest="command", required=True))
+        args = parser.parse_args(argv)
+        return args.func(args)
+
+    pool = ("k_opt", "k_opt_off", "k_off", "k_swap", "k_sync")
+    samples = samples_table(data)[list(SAMPLE_COLUMNS)]
+    samples.to_csv(tmp_path / "samples.csv", index=False)
+    base = ["perf-model", "fit", "--samples", str(tmp_path / "samples.csv"), "--starts", "2",
+            "--output", str(tmp_path / "p.json")]
+    with pytest.raises(InputError, match="staged.*needs --pool"):
+        run(base + ["--staged"])
+    assert run(base + ["--staged", "--pool", ",".join(pool)]) == 0
+    out = capsys.readouterr().out
+    assert "llama7b: 3 samples" in out and "offload-only, held" in out and "k_bwd=2" in out
+    doc = json.loads((tmp_path / "p.json").read_text())
+    llama = doc["models"]["llama7b"]
+    assert llama["fit"]["mode"] == "staged-offload-only"
+    assert llama["fit"]["held"]["k_bwd"] == 2.0 and llama["params"]["k_const"] == 0.0
+    assert doc["models"]["gpt2"]["fit"]["mode"] == "staged-pooled"
+    assert llama["params"]["k_opt"] == doc["models"]["gpt2"]["params"]["k_opt"]
+
+    configs = configs_table(data)
+    tp = configs[configs["model"].str.startswith("llama") & (configs["tp"] > 1)]
+    staged = np.abs(predict_iter_time(tp, load_params(tmp_path / "p.json")) / tp["actual"] - 1)
+    pooled = fit_pooled(samples, pool, n_starts=2)
+    plain = np.abs(predict_iter_time(tp, pooled.params) / tp["actual"] - 1)
+    assert plain.mean() > 2.0 and staged.mean() < 0.4, (plain.mean(), staged.mean())
+    with pytest.raises(InputError, match="every model has only ZeRO-Offload samples"):
+        fit_staged(samples[samples["zero"] == "offload"], pool, n_starts=1)

@@ -1,7 +1,7 @@
 """``policyopt perf-model fit|predict`` sub-commands.
 
     policyopt perf-model fit --samples SAMPLES.csv --output PARAMS.json [--starts 8] [--seed 0]
-                             [--pool k_opt,k_sync,...] [--fix k_off=1,...]
+                             [--pool k_opt,k_sync,...] [--fix k_off=1,...] [--staged]
     policyopt perf-model predict --params PARAMS.json --configs CONFIGS.csv --output PRED.csv
 
 Bad input raises :class:`~policyopt.errors.InputError`; the top-level CLI prints it on one line.
@@ -14,8 +14,10 @@ import logging
 import sys
 from typing import Sequence
 
+from policyopt.errors import InputError
+
 from .fit import fit_all
-from .pooled import fit_pooled, parse_assignments, parse_names
+from .pooled import fit_pooled, fit_staged, parse_assignments, parse_names
 from .io import read_configs, read_samples, write_predictions
 from .model import compute_terms, iter_time_from_terms, param_matrix
 from .params import load_params, save_params
@@ -31,6 +33,20 @@ def cmd_fit(args: argparse.Namespace) -> int:
     fixed = parse_assignments(args.fix, "fix")
     pool = parse_names(args.pool, "pool")
     held = ", ".join(f"{k}={v:g}" for k, v in fixed.items()) or "none"
+    if args.staged:
+        if not pool:
+            raise InputError("staged", True, "needs --pool (the parameters of the pooled stage)")
+        staged = fit_staged(samples, pool, fixed=fixed, n_starts=args.starts, seed=args.seed)
+        save_params(args.output, staged.params, {m: staged.info(m) for m in staged.params})
+        print(f"staged fit: pooled {', '.join(staged.pooled)} over "
+              f"{len(staged.stage1.params)} models; fixed {held}")
+        for name in staged.params:
+            what = ("offload-only, held " + ", ".join(f"{k}={v:.4g}" for k, v in
+                                                       staged.held[name].items())
+                    if name in staged.held else "pooled stage")
+            print(f"{name}: {staged.n_samples[name]} samples, RMSLE {staged.rmsle[name]:.4f} "
+                  f"({what})")
+        return 0
     if pool:
         pooled = fit_pooled(samples, pool, fixed=fixed, n_starts=args.starts, seed=args.seed)
         save_params(args.output, pooled.params, {m: pooled.info(m) for m in pooled.params})
@@ -76,6 +92,10 @@ def add_subparser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParse
                           "(pooled fit; e.g. k_opt,k_opt_off,k_off,k_swap,k_sync)")
     fit.add_argument("--fix", default=None, metavar="NAME=VALUE,...",
                      help="parameters held at given values instead of fitted (all models)")
+    fit.add_argument("--staged", action="store_true",
+                     help="with --pool: pool the models that have a sample without offload, "
+                          "then fit each offload-only model with the pooled GPU-side values "
+                          "and k_bwd=2, k_const=0 held")
     fit.set_defaults(func=cmd_fit)
     pred = sub.add_parser("predict", help="predict iteration times for CONFIGS.csv")
     pred.add_argument("--params", required=True, help="PARAMS.json from `fit`")

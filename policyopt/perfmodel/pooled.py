@@ -32,13 +32,14 @@ from scipy.optimize import least_squares
 
 from policyopt.errors import InputError, UnknownNameError
 
-from .fit import (_NEEDS, _check_fixed, _starts, depends, log_residuals, log_targets,
-                  parameter_bounds)
+from .fit import (_NEEDS, _check_fixed, _starts, depends, fit_model, log_residuals,
+                  log_targets, parameter_bounds)
 from .model import compute_terms
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
-__all__ = ["PooledFit", "fit_pooled", "parse_assignments", "parse_names", "depends"]
+__all__ = ["PooledFit", "fit_pooled", "StagedFit", "fit_staged", "OFFLOAD_ONLY_HELD", "GPU_SIDE",
+           "parse_assignments", "parse_names", "depends"]
 
 @dataclass(frozen=True)
 class PooledFit:
@@ -189,3 +190,72 @@ def fit_pooled(samples: pd.DataFrame, pooled: Iterable[str], *,
         n_samples={m: int((codes == i).sum()) for i, m in enumerate(models)},
         pooled=shared, fixed=held, total_rmsle=float(np.sqrt(np.mean(res ** 2))),
         seconds=time.perf_counter() - began)
+
+
+#: Held for offload-only models in :func:`fit_staged`: backward ≈ two forward passes (its FLOPs:
+#: gradients of the activations and of the weights), no constant beyond the modelled terms.
+OFFLOAD_ONLY_HELD: dict[str, float] = {"k_bwd": 2.0, "k_const": 0.0}
+#: Pooled parameters that an offload-only model takes over from the pooled stage (GPU side).
+GPU_SIDE: tuple[str, ...] = ("k_opt", "k_sync", "k_off")
+
+
+@dataclass(frozen=True)
+class StagedFit:
+    """Result of :func:`fit_staged`: the pooled stage plus the offload-only models."""
+
+    params: dict[str, PerfParams]
+    rmsle: dict[str, float]
+    n_samples: dict[str, int]
+    pooled: tuple[str, ...]
+    fixed: dict[str, float]
+    held: dict[str, dict[str, float]]  # offload-only model -> the values it was given
+    stage1: PooledFit
+
+    def info(self, model: str) -> dict[str, Any]:
+        """JSON-ready diagnostics of one model (stored under ``fit`` in PARAMS.json)."""
+        if model not in self.held:
+            return dict(self.stage1.info(model), mode="staged-pooled")
+        return {"mode": "staged-offload-only", "rmsle": self.rmsle[model],
+                "n_samples": self.n_samples[model], "held": dict(self.held[model]),
+                "pooled_models": sorted(self.stage1.params)}
+
+
+def fit_staged(samples: pd.DataFrame, pooled: Iterable[str], *,
+               fixed: dict[str, float] | None = None, n_starts: int = 8, seed: int = 0,
+               table: str = "samples") -> StagedFit:
+    r"""Pooled fit in two stages, for files where some models have only ZeRO-Offload samples.
+
+    Offload-only samples cannot split a model's time between backward and offload: the CPU
+    optimizer, the host copies and the compute all scale as 1/d, so a pooled fit is free to put
+    the offload time into ``k_bwd`` and ``k_const``, which that model's plans without offload then
+    pay. Stage 1 is :func:`fit_pooled` over the models with at least one sample without offload.
+    Stage 2 fits each offload-only model alone (:func:`~policyopt.perfmodel.fit.fit_model`) with
+    the stage-1 values of the pooled :data:`GPU_SIDE` parameters held and ``k_bwd``, ``k_const``
+    held at :data:`OFFLOAD_ONLY_HELD` (unless ``fixed`` names them); its remaining parameters
+    (the CPU side: ``k_opt_off``, ``k_swap``, and any not pooled) are fitted to its samples.
+    ``held`` of the result says, per offload-only model, every value it was given.
+    """
+    held_all = _check_fixed(fixed)
+    shared = tuple(dict.fromkeys(parse_names(list(pooled), "pool")))
+    clean = validate_table(samples, table, require_iter_time=True)
+    offload_only = clean.groupby("model", sort=False)["zero"].agg(
+        lambda z: bool((z == "offload").all()))
+    first = clean[~clean["model"].map(offload_only).to_numpy(dtype=bool)]
+    if first.empty:
+        raise InputError(f"{table}.zero", "offload", "every model has only ZeRO-Offload samples: "
+                         "no model informs the GPU-side parameters of the pooled stage")
+    stage1 = fit_pooled(first, shared, fixed=held_all, n_starts=n_starts, seed=seed, table=table)
+    hardware = next(iter(stage1.params.values()))
+    params, rmsle, counts = dict(stage1.params), dict(stage1.rmsle), dict(stage1.n_samples)
+    held: dict[str, dict[str, float]] = {}
+    for model in offload_only.index[offload_only.to_numpy(dtype=bool)]:
+        name = str(model)
+        given = {n: getattr(hardware, n) for n in GPU_SIDE if n in shared}
+        given.update(OFFLOAD_ONLY_HELD)
+        given.update(held_all)
+        fit = fit_model(clean, model=name, n_starts=n_starts, seed=seed, table=table,
+                        fixed=given)
+        params[name], rmsle[name], counts[name] = fit.params, fit.rmsle, fit.n_samples
+        held[name] = given
+    return StagedFit(params=params, rmsle=rmsle, n_samples=counts, pooled=shared,
+                     fixed=held_all, held=held, stage1=stage1)
