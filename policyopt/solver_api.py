@@ -95,16 +95,19 @@ IPM_MIN_COLS_DEGENERATE = 4000
 IPM_MIN_COLS = 20000
 
 
-def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True, degenerate: bool = False) -> str:
+def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True, degenerate: bool = False,
+                   feasible: bool = False) -> str:
     """The one rule behind ``algorithm="auto"`` for backends that offer several LP algorithms:
     ``"structured"`` (the block-aggregation fast path, ``policyopt.solvers.blocks``; only when
     ``structured`` — a backend asks again with ``structured=False`` when the fast path does not
     apply) for LPs of at least :data:`STRUCTURED_MIN_COLS` columns; else ``"ipm"`` for a cold LP of
     at least :data:`IPM_MIN_COLS` columns (:data:`IPM_MIN_COLS_DEGENERATE` for a ``degenerate``
     max-min epigraph LP); below that ``"primal"`` (primal simplex, no presolve) for a cold
-    ``degenerate`` LP and ``"simplex"`` (dual simplex) otherwise and for every warm re-solve; ``"auto"``
-    (the backend's own choice) for MILPs. Backends without the primal/dual choice read ``"primal"``
-    as ``"simplex"``."""
+    ``degenerate`` LP and ``"simplex"`` (dual simplex) otherwise; a warm re-solve of a ``degenerate``
+    LP by ``"primal"`` when the last solution is still ``feasible`` after the updates (costs
+    changed, bounds it meets: max-min fairness's second stage), every other warm re-solve by
+    ``"simplex"``; ``"auto"`` (the backend's own choice) for MILPs. Backends without the primal/dual
+    choice read ``"primal"`` as ``"simplex"``."""
     if sf.is_mip:
         return "auto"
     if structured and sf.num_cols >= STRUCTURED_MIN_COLS:
@@ -112,7 +115,7 @@ def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True
     ipm_from = IPM_MIN_COLS_DEGENERATE if degenerate else IPM_MIN_COLS
     if not warm and sf.num_cols >= ipm_from:
         return "ipm"
-    return "primal" if degenerate and not warm else "simplex"
+    return "primal" if degenerate and (not warm or feasible) else "simplex"
 
 
 class LoadedModel(ABC):

@@ -37,6 +37,17 @@ from . import blocks
 _ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp", "primal": "simplex"}
 #: HiGHS's simplex variants (``simplex_strategy``) for auto_algorithm's answers
 _STRATEGY = {"simplex": 1, "primal": 4}
+#: the iteration cap of an unperturbed warm primal simplex (see HighsModel._cap)
+_UNPERTURBED_MIN_ITERATIONS = 1000
+_UNPERTURBED_ITERATIONS_PER_DIM = 10
+_FEAS_TOL = 1e-9
+
+
+def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
+    """``lo ≤ v ≤ hi`` to :data:`_FEAS_TOL` (relative above 1)."""
+    with np.errstate(invalid="ignore"):
+        tol = _FEAS_TOL * np.maximum(1.0, np.abs(v))
+        return bool(np.all((v >= lo - tol) & (v <= hi + tol)))
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
 #: without presolve (on the aggregated max-min LP at 2,048 jobs: 2.2 ms against 10–15 ms with it)
 _TIGHT = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": "off"}
@@ -123,6 +134,10 @@ class HighsModel(LoadedModel):
         self._warm = False  # HiGHS holds a basis / solution from an earlier run
         self._try_structured = True  # until the fast path declines once
         self._presolve = True  # set_presolve(False) holds presolve off (resolve's cold check)
+        # the last solution (x, scaled row activities) while every update since keeps it feasible:
+        # then a warm re-solve goes by unperturbed primal simplex (auto_algorithm's ``feasible``)
+        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._capped = False  # the primal simplex runs without perturbation under an iteration cap
         # the fast path's state, kept across re-solves after cost/bound updates: the block structure
         # of the matrix (valid while ``sf.A`` is the same object; ``add_rows`` replaces it), the last
         # aggregation and the loaded reduced LP (re-solved warm when the groups are unchanged)
@@ -173,6 +188,10 @@ class HighsModel(LoadedModel):
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         super().set_col_bounds(cols, lower, upper)
+        if self._last is not None:
+            x = self._last[0][cols]
+            if not (_within(x, self.sf.col_lower[cols], self.sf.col_upper[cols])):
+                self._last = None
         if not self._passed:
             return
         inf = self._hs.kHighsInf
@@ -187,6 +206,9 @@ class HighsModel(LoadedModel):
         lo = np.broadcast_to(np.asarray(lower, np.float64), rows.shape)
         hi = np.broadcast_to(np.asarray(upper, np.float64), rows.shape)
         super().set_row_bounds(rows, lo, hi)
+        if self._last is not None and not _within(self._last[1][rows], self.sf.row_lower[rows],
+                                                  self.sf.row_upper[rows]):
+            self._last = None
         if not self._passed:
             return
         inf = self._hs.kHighsInf
@@ -197,6 +219,10 @@ class HighsModel(LoadedModel):
 
     def add_rows(self, A_rows: Any, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         rows = super().add_rows(A_rows, lower, upper)
+        if self._last is not None and rows.size:
+            act = np.asarray(A_rows @ self._last[0], dtype=np.float64).ravel()  # row_scale 1
+            ok = _within(act, self.sf.row_lower[rows], self.sf.row_upper[rows])
+            self._last = (self._last[0], np.concatenate([self._last[1], act])) if ok else None
         if rows.size == 0 or not self._passed:
             return rows
         inf = self._hs.kHighsInf
@@ -212,6 +238,7 @@ class HighsModel(LoadedModel):
         self._set("solver", _ALGORITHMS[self.options.algorithm])
 
     def clear_warm_start(self) -> None:
+        self._last = None
         if self._passed:
             _check(self._h.clearSolver(), "clearSolver")
         self._warm = False
@@ -225,6 +252,7 @@ class HighsModel(LoadedModel):
         return np.array(b.col_status, np.int8), np.array(b.row_status, np.int8)
 
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
+        self._last = None  # another basis: its point is unknown here
         S = self._hs.HighsBasisStatus
         codes = [S.kLower, S.kBasic, S.kUpper, S.kZero, S.kNonbasic]
         b = self._hs.HighsBasis()
@@ -258,8 +286,12 @@ class HighsModel(LoadedModel):
                 self._try_structured = False  # re-solves of this model go to HiGHS directly
                 self._structure = self._agg = self._small = None
             self._use_auto(auto_algorithm(self.sf, warm=self._warm, structured=False,
-                                          degenerate=self.options.degenerate))
+                                          degenerate=self.options.degenerate,
+                                          feasible=self._warm and self._last is not None))
         res = self._run_highs()
+        if self._capped and self.h.getModelStatus() == self._hs.HighsModelStatus.kIterationLimit:
+            self._cap(False)  # stalled without perturbation (a degenerate vertex): once more with it
+            res = self._run_highs()
         if note:
             res.options["fast_path"] = note
         return res
@@ -273,6 +305,21 @@ class HighsModel(LoadedModel):
                 self._set("simplex_strategy", _STRATEGY[algorithm])
             if "presolve" not in self.options.extra:
                 self._set("presolve", "off" if algorithm == "primal" or not self._presolve else "choose")
+        self._cap(algorithm == "primal" and self._warm and self._last is not None)
+
+    def _cap(self, on: bool) -> None:
+        """A warm primal simplex from a feasible basis without HiGHS's bound perturbation (it would
+        cost a clean-up solve), capped at :data:`_UNPERTURBED_MIN_ITERATIONS` +
+        :data:`_UNPERTURBED_ITERATIONS_PER_DIM` iterations per row and column (a stall on a
+        degenerate vertex; then the solve is repeated with it); off: HiGHS's defaults. Options set in
+        ``extra`` are left alone."""
+        if on == self._capped or {"primal_simplex_bound_perturbation_multiplier",
+                                  "simplex_iteration_limit"} & set(self.options.extra):
+            return
+        limit = _UNPERTURBED_MIN_ITERATIONS + _UNPERTURBED_ITERATIONS_PER_DIM * (self.sf.num_rows + self.sf.num_cols)
+        self._set("primal_simplex_bound_perturbation_multiplier", 0.0 if on else 1.0)
+        self._set("simplex_iteration_limit", limit if on else 2**31 - 1)
+        self._capped = on
 
     def _solve_structured(self) -> tuple[SolveResult | None, str]:
         """The block-aggregation fast path (module ``blocks``): the certified result, or ``None``
@@ -355,6 +402,8 @@ class HighsModel(LoadedModel):
         if status is Status.OPTIMAL or (status in (Status.TIME_LIMIT, Status.STOPPED) and has_primal):
             if self.sf.num_cols:
                 res.x = np.asarray(sol.col_value, dtype=np.float64)
+                if status is Status.OPTIMAL and not self.sf.is_mip:
+                    self._last = (res.x, np.asarray(sol.row_value, dtype=np.float64))
             else:
                 res.x = np.zeros(0)
             res.objective = float(info.objective_function_value) if self.sf.num_cols else float(self.sf.offset)

@@ -127,7 +127,7 @@ def test_auto_cold_ipm_then_warm_simplex(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyPatch) -> None:
     """``algorithm="auto"`` below the interior-point threshold: a cold max-min epigraph LP
     (finish-time fairness, a ``degenerate`` policy) by primal simplex without presolve, its warm
-    re-solves by dual simplex; makespan's cold LP by dual simplex with presolve. Same optima as
+    re-solves by simplex; makespan's cold LP by dual simplex with presolve. Same optima as
     ``algorithm=simplex``."""
     from policyopt.solvers.highs import HighsModel
 
@@ -147,9 +147,59 @@ def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(HighsModel, "_run_highs", recording_run)
     res = policyopt.solve(p, "finish_time_fairness")
     assert calls[0] == ("simplex", 4, "off") and len(calls) >= 2, calls
-    assert {c[:2] for c in calls[1:]} == {("simplex", 1)}, calls
+    assert {c[0] for c in calls[1:]} == {"simplex"}, calls  # warm: primal or dual (next test)
     assert res.objective == pytest.approx(ref["finish_time_fairness"].objective, rel=1e-7)
     calls.clear()
     res = policyopt.solve(p, "makespan")
     assert calls == [("simplex", 1, "choose")], calls
     assert res.objective == pytest.approx(ref["makespan"].objective, rel=1e-7)
+
+
+@pytest.mark.parametrize("stall", [False, True])
+def test_auto_warm_primal_when_the_last_solution_stays_feasible(monkeypatch: pytest.MonkeyPatch, stall: bool) -> None:
+    """Max-min fairness's second stage (``t`` held at ``t*``, new costs: the first optimum stays
+    feasible) re-solves by primal simplex without bound perturbation; a bound the last solution
+    violates sends the next re-solve back to the dual simplex. ``stall``: the iteration cap at 0, so
+    the unperturbed solve stops at once and is repeated with the perturbation — same optimum."""
+    from policyopt.solvers import highs
+
+    if stall:
+        monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
+        monkeypatch.setattr(highs, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
+    calls: list[tuple[str, int, float]] = []
+    run = highs.HighsModel._run_highs
+
+    def value(h: object, name: str) -> object:
+        v = h.getOptionValue(name)  # type: ignore[attr-defined]
+        return v[1] if isinstance(v, tuple) else v
+
+    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
+        calls.append((value(self.h, "solver"), value(self.h, "simplex_strategy"),
+                      value(self.h, "primal_simplex_bound_perturbation_multiplier")))
+        return run(self)
+
+    p = random_problem(3, n_max=6)
+    ref = policyopt.solve(p, "max_min_fairness", algorithm="simplex")
+    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    res = policyopt.solve(p, "max_min_fairness")
+    assert res.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert res.extra["fill"]["normalized_throughput_after"] == pytest.approx(
+        ref.extra["fill"]["normalized_throughput_after"], rel=1e-7)
+    assert calls[0] == ("simplex", 4, 1.0) and calls[1] == ("simplex", 4, 0.0), calls
+    assert len(calls) == (3 if stall else 2) and (not stall or calls[2] == ("simplex", 4, 1.0)), calls
+    # a bound the last solution violates: the next re-solve is by dual simplex, perturbation back on
+    from policyopt import Model, SolverOptions, get_solver
+
+    pol = policyopt.get_policy("max_min_fairness")
+    space = pol.make_space(p)
+    model = Model("mmf")
+    X = space.add_allocation(model)
+    t = pol.build(model, space, X)
+    loaded = get_solver("highs").load(model.compile(), SolverOptions(degenerate=True))
+    first = loaded.solve()
+    tcol = t.cols.ravel()
+    calls.clear()
+    loaded.set_col_bounds(tcol, np.array([-np.inf]), np.array([first.x[tcol][0] / 2]))
+    half = loaded.solve()
+    assert calls == [("simplex", 1, 1.0)], calls
+    assert half.objective == pytest.approx(first.objective / 2, rel=1e-9)
