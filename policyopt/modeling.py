@@ -102,10 +102,25 @@ class Triplets:
         return np.bincount(self.rows, weights=self.vals * x[self.cols], minlength=self.shape[0])
 
 
-class LinExpr:
-    """A linear expression over dims (array of affine functions), stored as a triplet block."""
+Terms = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
 
-    __slots__ = ("dims", "rows", "cols", "coefs", "const")
+
+def _concat_terms(terms: Terms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One ``(rows, cols, coefs)`` triplet block from several (in order)."""
+    if len(terms) == 1:
+        return terms[0]
+    return (np.concatenate([t[0] for t in terms]), np.concatenate([t[1] for t in terms]),
+            np.concatenate([t[2] for t in terms]))
+
+
+class LinExpr:
+    """A linear expression over dims (array of affine functions), stored as triplet blocks.
+
+    A sum of expressions keeps its operands' blocks (``terms``) and joins them only when the
+    triplets are read (``rows``/``cols``/``coefs``) — a constraint block passes them on to
+    :meth:`Model.compile`, which stacks every block in one pass, so a sum is never copied twice."""
+
+    __slots__ = ("dims", "_terms", "const")
 
     #: numpy defers to our reflected operators (``ndarray * expr`` → ``expr.__rmul__``, ``ndarray <=
     #: expr`` → ``expr.__ge__``) instead of broadcasting over the expression as an opaque object
@@ -114,12 +129,43 @@ class LinExpr:
     def __init__(self, dims: tuple[IndexSet, ...], rows: ArrayLike, cols: ArrayLike, coefs: ArrayLike,
                  const: ArrayLike = 0.0) -> None:
         self.dims = tuple(dims)
-        self.rows = np.asarray(rows, dtype=np.int64)
-        self.cols = np.asarray(cols, dtype=np.int64)
-        self.coefs = np.asarray(coefs, dtype=np.float64)
+        self._terms: Terms = ((np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
+                               np.asarray(coefs, dtype=np.float64)),)
         c = np.asarray(const, dtype=np.float64)
         shape = _shape(self.dims)
         self.const = c if c.shape == shape else np.broadcast_to(c, shape).copy()
+
+    @classmethod
+    def _of_terms(cls, dims: tuple[IndexSet, ...], terms: Terms, const: np.ndarray) -> "LinExpr":
+        """An expression from triplet blocks already typed (``const`` already of the dims' shape)."""
+        e = object.__new__(cls)
+        e.dims, e._terms, e.const = dims, terms, const
+        return e
+
+    @property
+    def terms(self) -> Terms:
+        """The triplet blocks ``(rows, cols, coefs)`` whose concatenation is this expression."""
+        return self._terms
+
+    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if len(self._terms) > 1:
+            self._terms = (_concat_terms(self._terms),)
+        return self._terms[0]
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Element index (C order over ``dims``) of each triplet."""
+        return self._flat()[0]
+
+    @property
+    def cols(self) -> np.ndarray:
+        """Model column of each triplet."""
+        return self._flat()[1]
+
+    @property
+    def coefs(self) -> np.ndarray:
+        """Coefficient of each triplet (duplicates add up)."""
+        return self._flat()[2]
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -180,7 +226,7 @@ class LinExpr:
         raise ModelingError("division by an expression is not linear")
 
     def __neg__(self) -> "LinExpr":
-        return LinExpr(self.dims, self.rows, self.cols, -self.coefs, -self.const)
+        return LinExpr._of_terms(self.dims, tuple((r, c, -v) for r, c, v in self._terms), -self.const)
 
     def __add__(self, other: Any) -> "LinExpr":
         if isinstance(other, Variable):
@@ -191,10 +237,8 @@ class LinExpr:
             elif self.dims == () and other.dims != ():
                 return self.broadcast(other.dims) + other
             _check_dims(self.dims, other.dims)
-            return LinExpr(self.dims, np.concatenate([self.rows, other.rows]),
-                           np.concatenate([self.cols, other.cols]),
-                           np.concatenate([self.coefs, other.coefs]), self.const + other.const)
-        return LinExpr(self.dims, self.rows, self.cols, self.coefs, self.const + self._factor(other))
+            return LinExpr._of_terms(self.dims, self._terms + other._terms, self.const + other.const)
+        return LinExpr._of_terms(self.dims, self._terms, self.const + self._factor(other))
 
     __radd__ = __add__
 
@@ -398,11 +442,27 @@ class ConstraintBlock:
     dims: tuple[IndexSet, ...]
     start: int
     stop: int
-    rows: np.ndarray = field(repr=False)
-    cols: np.ndarray = field(repr=False)
-    coefs: np.ndarray = field(repr=False)
+    #: the expression's triplet blocks (:attr:`LinExpr.terms`), row indices relative to ``start``
+    terms: Terms = field(repr=False)
     lower: np.ndarray = field(repr=False)
     upper: np.ndarray = field(repr=False)
+
+    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if len(self.terms) > 1:
+            self.terms = (_concat_terms(self.terms),)
+        return self.terms[0]
+
+    @property
+    def rows(self) -> np.ndarray:
+        return self._flat()[0]
+
+    @property
+    def cols(self) -> np.ndarray:
+        return self._flat()[1]
+
+    @property
+    def coefs(self) -> np.ndarray:
+        return self._flat()[2]
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -475,7 +535,7 @@ class Model:
         lo = np.broadcast_to(np.asarray(constraint.lower, np.float64), shape) - e.const
         hi = np.broadcast_to(np.asarray(constraint.upper, np.float64), shape) - e.const
         n = e.size
-        block = ConstraintBlock(name, e.dims, self.num_rows, self.num_rows + n, e.rows, e.cols, e.coefs,
+        block = ConstraintBlock(name, e.dims, self.num_rows, self.num_rows + n, e.terms,
                                 np.ravel(lo).copy(), np.ravel(hi).copy())
         self.num_rows += n
         self.blocks[name] = block
@@ -541,9 +601,10 @@ class Model:
                 col_blocks[var.name] = (int(c.min()), int(c.max()) + 1)
         blocks = list(self.blocks.values())
         if blocks:
-            rows = np.concatenate([b.rows + b.start for b in blocks])
-            cols = np.concatenate([b.cols for b in blocks])
-            vals = np.concatenate([b.coefs for b in blocks])
+            terms = [(b.start, t) for b in blocks for t in b.terms]  # every block's triplets, stacked once
+            rows = np.concatenate([t[0] + start for start, t in terms])
+            cols = np.concatenate([t[1] for _, t in terms])
+            vals = np.concatenate([t[2] for _, t in terms])
             rlo = np.concatenate([b.lower for b in blocks])
             rhi = np.concatenate([b.upper for b in blocks])
         else:

@@ -144,3 +144,21 @@ def test_nonlinear_operations_raise(model_x):
         np.array([1.0, 2.0]) / x.expr()
     with pytest.raises(ModelingError, match="not linear"):
         1.0 / x
+
+
+def test_a_sum_keeps_its_blocks_until_read_and_compiles_the_same() -> None:
+    m = Model("sum")
+    idx = IndexSet("i", ["a", "b", "c"])
+    x = m.add_variables("x", (idx,), 0.0, 1.0)
+    y = m.add_variables("y", (idx,), 0.0, 1.0)
+    e = x + 2.0 * y + x
+    assert len(e.terms) == 3  # not concatenated by the sums
+    m.add_constraints(e <= 1.0, "row")
+    m.maximize(e)
+    A = m.compile(scale_rows=False).A.toarray()
+    np.testing.assert_array_equal(A, np.hstack([2.0 * np.eye(3), 2.0 * np.eye(3)]))
+    np.testing.assert_array_equal(e.rows, [0, 1, 2] * 3)  # reading joins the blocks, in order
+    np.testing.assert_array_equal(e.coefs, [1.0] * 3 + [2.0] * 3 + [1.0] * 3)
+    assert len(e.terms) == 1
+    np.testing.assert_array_equal(m.blocks["row"].cols, e.cols)
+    assert (-e).coefs.tolist() == (-e.coefs).tolist()
