@@ -49,13 +49,18 @@ def test_shifted_geomean_and_profile_by_hand() -> None:
 
 
 def test_run_suite_agrees_and_skips_unsupported(gavel) -> None:
-    cfg = SuiteConfig(families=["las", "space_sharing", "wf_milp"], sizes=[256], backends=["highs", "clarabel"],
-                      time_limit=2.0)
+    cfg = SuiteConfig(families=["las", "space_sharing", "wf_milp_last"], sizes=[256],
+                      backends=["highs", "clarabel"], time_limit=2.0)
     instances, runs = run_suite(cfg)
     assert len(instances) == 3
     lp = runs[~runs["mip"]]
     assert lp["solved"].all() and (lp["rel_diff"] <= 1e-6).all()
-    assert set(runs[runs["mip"]]["backend"]) == {"highs"}  # Clarabel is LP-only: not tried on the MILP
+    milp = runs[runs["mip"]]
+    assert set(milp["backend"]) == {"highs"}  # Clarabel is LP-only: not tried on the MILP
+    # the last bottleneck MILP is solved within the limit, so the MILP performance profile has a point
+    assert milp["solved"].all()
+    ratios, taus = performance_profile(milp)
+    assert np.isfinite(ratios.to_numpy()).all() and list(taus) == [1.0]
 
 
 def test_cli_writes_table_and_profile(gavel, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -68,7 +73,7 @@ def test_cli_writes_table_and_profile(gavel, tmp_path: Path, capsys: pytest.Capt
     assert set(summary["backend"]) == {"highs", "clarabel"} and (summary["lp_solved"] == "2/2").all()
     assert (out / "profile.png").stat().st_size > 0 and "| backend |" in (out / "summary.md").read_text()
     meta = json.loads((out / "suite.json").read_text())
-    assert meta["suite_version"] == "1" and meta["sizes"] == [256]
+    assert meta["suite_version"] == "2" and meta["sizes"] == [256]
     assert main(["bench", "suite", "--output", str(out), "--sizes", "300"]) == 2
     assert "--sizes" in capsys.readouterr().err
     assert main(["bench", "suite", "--output", str(out), "--policies", "nope"]) == 2
