@@ -114,6 +114,24 @@ def test_reconfig_round_flags_reconfigurations(problem) -> None:
     assert not any(d.reconfigured for d in pinned.jobs.values())
 
 
+def test_reconfig_round_drives_a_pop_wrapped_policy(problem) -> None:
+    """POP's merged result has no space of its own: the round reads its allocation over the full
+    problem's space, rounds it to one configuration per job and places it within node capacity."""
+    from policyopt.pop import pop
+
+    wrapped = pop(get_policy("max_sum_throughput", normalize=True), 2, parallel=False)
+    rnd = reconfig_round(problem, wrapped)
+    assert rnd.result.space is None and isinstance(rnd.space, MultiResourceSpace)
+    assert set(rnd.jobs) == {j.id for j in problem.jobs}
+    running = [d for d in rnd.jobs.values() if d.running]
+    assert running and all(d.plan is not None and d.gpus == d.plan.gpus for d in running)
+    g, c, h = per_node_use(rnd.space, rnd.assignment)
+    assert np.all(g <= GPUS_PER_NODE) and np.all(c <= A100_NODE.cpus_per_node + 1e-6)
+    assert np.all(h <= A100_NODE.host_mem_per_node * (1 + 1e-9))
+    assert rnd.sla_report is rnd.result.extra["sla_report"]  # the merged report, not rebuilt
+    assert rnd.total_normalized_throughput > 0
+
+
 def test_trace_is_seeded_and_requests_fit_memory() -> None:
     a = transformers_trace(30, rate_per_hour=10, seed=4)
     b = transformers_trace(30, rate_per_hour=10, seed=4)

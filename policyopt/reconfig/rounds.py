@@ -10,7 +10,11 @@ LP policies return time fractions; they are rounded to one configuration per job
 :func:`~policyopt.reconfig.placement.integralize` (guaranteed jobs first on an SLA-meeting
 configuration, then by priority ``Σ_c X[m,c] / max(received_m, ε)`` when ``received`` — the share of
 time each job has run so far — is given, else ``Σ_c X[m,c]``; leftover capacity is filled greedily).
-Integral policies (``rubick_greedy``, ``synergy_like``, ``sia_like``) are used as they are.
+Integral policies (``rubick_greedy``, ``synergy_like``, ``sia_like``) are used as they are. A result
+without a space of its own — a POP-wrapped policy (:func:`policyopt.pop.pop`) merges its groups'
+allocations by configuration label — is read over the full problem's space
+(:func:`~policyopt.reconfig.pop_support.allocation_array`) and rounded the same way; its SLA
+report is the merged one.
 """
 from __future__ import annotations
 
@@ -24,6 +28,7 @@ from policyopt.policy import Policy, get_policy
 from policyopt.result import PolicyResult
 
 from .placement import Assignment, Placement, integralize
+from .pop_support import allocation_array
 from .space import MultiResourceSpace
 from .spec import CurrentConfig, ReconfigProblem
 
@@ -107,15 +112,21 @@ def reconfig_round(problem: ReconfigProblem, policy: str | Policy = "max_sum_thr
     """
     pol = get_policy(policy, **options)
     result = pol.solve(problem)
-    space = result.space
-    assert isinstance(space, MultiResourceSpace)
+    space, X = result.space, result.X
+    if not isinstance(space, MultiResourceSpace):
+        # a result without a space of its own (POP merges its groups' allocations by label):
+        # read its allocation over the full problem's space
+        space = MultiResourceSpace(problem)
+        X = allocation_array(space, result.allocation)
     assign = getattr(result, "assignment", None)
     if assign is None:
         prio = None
         if received is not None:
-            share = np.where(space.single_mask, result.X[: len(space.jobs)], 0.0).sum(axis=1)
+            share = np.where(space.single_mask, X[: len(space.jobs)], 0.0).sum(axis=1)
             got = np.array([float(received.get(j, 0.0)) for j in space.jobs.labels.tolist()])
             prio = share / np.maximum(got, 1e-3)
-        assign = integralize(space, result.X, prio, fill=fill)
+        assign = integralize(space, X, prio, fill=fill)
     decisions = decide(space, assign)
-    return RoundDecision(decisions, result, space.sla_report, space, assign)
+    report = result.extra.get("sla_report", space.sla_report) if result.space is None \
+        else space.sla_report
+    return RoundDecision(decisions, result, report, space, assign)
