@@ -22,8 +22,8 @@ Three fits are compared:
   (stage 1); then each *offload-only* model (LLaMA: three ZeRO-Offload runs) is fitted alone
   with the stage-1 values of the pooled GPU-side parameters (k_opt, k_sync, k_off) held, and
   k_bwd, k_const held at ``OFFLOAD_ONLY_HELD`` (``perf-model fit --pool ... --staged``,
-  :func:`policyopt.perfmodel.pooled.fit_staged`); only its
-  CPU-side offload parameters (k_opt_off, k_swap) are fitted to its samples. Reason: in
+  :func:`policyopt.perfmodel.pooled.fit_staged`); only its CPU-side offload parameters
+  (k_opt_off, k_swap) are fitted to its samples. Reason: in
   offload-only runs the CPU optimizer and the host transfers scale like the compute (all ∝ 1/d),
   so the samples cannot split the time between backward and offload, nor tell a constant
   overhead of the offload path from one of every plan.
@@ -59,6 +59,8 @@ FEW_SAMPLE_DEFAULTS: tuple[tuple[str, float], ...] = (
     ("k_swap", 1.0), ("k_off", 1.0), ("k_sync", 1.0), ("k_const", 0.0))
 #: Shared across the models of one cluster in the pooled fit.
 HARDWARE_POOL = "k_opt,k_opt_off,k_off,k_swap,k_sync"
+
+
 def fixed_for(rows: pd.DataFrame) -> dict[str, float]:
     """The parameters a model's samples ``rows`` cannot determine, at documented defaults."""
     fixed: dict[str, float] = {}

@@ -25,10 +25,10 @@ model, and every fitted parameter must enter the predicted time of at least one 
 (:func:`depends`: ``k_sync`` needs a sample with dp > 1, ``k_opt`` one without offload,
 ``k_off`` an offload sample with dp > 1, ...); otherwise the fit refuses with an
 :class:`InputError` naming the model and the parameter instead of returning a value the samples
-do not determine. ``fixed={name: value}`` holds parameters at given values instead of fitting them; then one
-sample per *free* parameter suffices, and the offload requirement is dropped when all of
-:data:`OFFLOAD_PARAMS` are fixed (e.g. ``fixed=NO_OFFLOAD_FIXED`` for samples without offload
-runs, such as CPU-only measurements, where ZeRO-Offload does not exist).
+do not determine. ``fixed={name: value}`` holds parameters at given values instead of fitting
+them; then one sample per *free* parameter suffices, and the offload requirement is dropped when
+all of :data:`OFFLOAD_PARAMS` are fixed (e.g. ``fixed=NO_OFFLOAD_FIXED`` for samples without
+offload runs, such as CPU-only measurements, where ZeRO-Offload does not exist).
 :class:`OnlineRefitter` refits a model when the relative error of new observations exceeds a
 threshold.
 """

@@ -41,6 +41,7 @@ from .table import validate_table
 __all__ = ["PooledFit", "fit_pooled", "StagedFit", "fit_staged", "OFFLOAD_ONLY_HELD", "GPU_SIDE",
            "parse_assignments", "parse_names", "depends"]
 
+
 @dataclass(frozen=True)
 class PooledFit:
     """Result of :func:`fit_pooled`: one parameter set per model plus what was shared."""
