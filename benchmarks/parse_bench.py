@@ -9,7 +9,10 @@ types, every optional numeric field given):
 * ``after``: ``Problem.from_dict`` (column-wise validation, one pass per field);
 * ``from_arrays``: ``Problem.from_arrays`` from numpy columns (the embedders' fast path);
 * memory: resident bytes per parsed job (RSS after building the problem minus RSS before, the
-  document already parsed and then dropped), and the RSS left after the problem is released.
+  document already parsed and then dropped), and the RSS left after the problem is released;
+* ``--http N``: the same problem with ``N`` jobs posted to ``policyopt serve`` (a process of its
+  own) several times, with ``--allocator system`` (the default) and ``python`` side by side: the
+  server's resident memory per job at the peak and kept after each request.
 
     python benchmarks/parse_bench.py --jobs 50000 --repeats 3 --before-rev 0304486 --http 190000
 
@@ -107,41 +110,70 @@ def measure(n: int, repeats: int, before: Callable[[dict[str, Any]], Any] | None
             "from_arrays_s": t_arrays, "rss_per_job_B": per_job, "rss_left_per_job_B": left}
 
 
-def http_memory(n: int) -> dict[str, Any]:
-    """``POST /v1/solve`` (policy ``isolated``: no LP, so parsing dominates) of an ``n``-job problem
-    to a service in this process: resident memory added per job at the peak of the request and
-    left after it (the request body is built before the baseline is taken)."""
+def _server_rss(pid: int) -> int:
+    with open(f"/proc/{pid}/statm") as fh:
+        return int(fh.read().split()[1]) * 4096
+
+
+def http_memory(n: int, allocator: str, requests: int = 4) -> dict[str, Any]:
+    """``POST /v1/solve`` (policy ``isolated``: no LP, so parsing dominates) of an ``n``-job problem,
+    ``requests`` times, to ``policyopt serve --allocator ALLOCATOR`` in its own process (so the
+    client's memory is not counted): the server's resident memory per job at the peak of the
+    requests and kept after each one (read after a ``GET /v1/health`` that the server answers only
+    once it has handed the request's freed memory back), against its RSS after a small warm-up
+    request."""
+    import os
+    import socket
+    import threading
+
     import httpx
 
-    from policyopt.service import create_app
-    from policyopt.service.server import ServiceThread
-
     body = json.dumps({"policy": "isolated", "problem": document(n)}).encode()
-    with ServiceThread(create_app(Path(tempfile.mkdtemp()) / "s.sqlite", max_body_bytes=len(body) + 1)) as url, \
-            httpx.Client(base_url=url, timeout=600) as client:
-        client.get("/v1/health")
-        gc.collect()
-        base = rss_bytes()
-        peak = [base]
-        done = False
+    small = json.dumps({"policy": "isolated", "problem": document(50)}).encode()
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONMALLOC"}
+    state = Path(tempfile.mkdtemp()) / "s.sqlite"
+    proc = subprocess.Popen([sys.executable, "-m", "policyopt", "serve", "--port", str(port), "--state", str(state),
+                             "--max-body-bytes", str(len(body) + 1), "--allocator", allocator, "--log-level",
+                             "warning"], env=env)
+    headers = {"content-type": "application/json"}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{port}", timeout=600) as client:
+            for _ in range(600):
+                try:
+                    client.get("/v1/health")
+                    break
+                except httpx.TransportError:
+                    time.sleep(0.1)
+            client.post("/v1/solve", content=small, headers=headers)
+            client.get("/v1/health")
+            base = _server_rss(proc.pid)
+            peak = [base]
+            kept = []
+            for _ in range(requests):
+                done = threading.Event()
 
-        def sample() -> None:
-            while not done:
-                peak[0] = max(peak[0], rss_bytes())
-                time.sleep(0.005)
+                def sample(done: threading.Event = done) -> None:
+                    while not done.is_set():
+                        peak[0] = max(peak[0], _server_rss(proc.pid))
+                        time.sleep(0.005)
 
-        import threading
-
-        t = threading.Thread(target=sample)
-        t.start()
-        r = client.post("/v1/solve", content=body, headers={"content-type": "application/json"})
-        done = True
-        t.join()
-        assert r.status_code == 200, r.text[:300]
-        del r
-        gc.collect()
-        left = rss_bytes()
-    return {"jobs": n, "http_peak_per_job_B": (peak[0] - base) / n, "http_left_per_job_B": (left - base) / n}
+                t = threading.Thread(target=sample)
+                t.start()
+                r = client.post("/v1/solve", content=body, headers=headers)
+                done.set()
+                t.join()
+                assert r.status_code == 200, r.text[:300]
+                del r
+                client.get("/v1/health")  # answered after the server has released the request's memory
+                kept.append((_server_rss(proc.pid) - base) / n)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=60)
+    return {"jobs": n, "allocator": allocator, "http_peak_per_job_B": (peak[0] - base) / n,
+            "http_kept_per_job_B": kept}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,7 +182,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--repeats", type=int, default=3)
     ap.add_argument("--before-rev", default="0304486", help="git revision of the per-job validator")
     ap.add_argument("--http", type=int, default=0, metavar="N",
-                    help="also POST an N-job problem to an in-process service: peak and kept RSS per job")
+                    help="also POST an N-job problem to policyopt serve (its own process, both --allocator "
+                         "choices): peak and kept RSS per job")
+    ap.add_argument("--http-requests", type=int, default=4, help="large requests per server (default 4)")
     args = ap.parse_args(argv)
     before = old_parser(args.before_rev)
     rows = []
@@ -160,9 +194,11 @@ def main(argv: list[str] | None = None) -> int:
 
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
     if args.http:
-        h = http_memory(args.http)
-        print(f"HTTP /v1/solve of {h['jobs']} jobs: +{h['http_peak_per_job_B']:.0f} B/job at the peak, "
-              f"{h['http_left_per_job_B']:.0f} B/job kept after the request")
+        for allocator in ("system", "python"):
+            h = http_memory(args.http, allocator, args.http_requests)
+            kept = ", ".join(f"{k:.0f}" for k in h["http_kept_per_job_B"])
+            print(f"HTTP /v1/solve of {h['jobs']} jobs, serve --allocator {allocator}: "
+                  f"+{h['http_peak_per_job_B']:.0f} B/job at the peak; kept after each request: {kept} B/job")
     return 0
 
 

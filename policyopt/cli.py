@@ -315,9 +315,12 @@ def run_standalone(add: Any, argv: Sequence[str] | None = None, prog: str = "pol
 def main(argv: Sequence[str] | None = None) -> int:
     """``policyopt [-q|-v] [--plugin M] COMMAND ...``: only the chosen command's module is imported
     (``policyopt --help`` stays as fast as ``import policyopt``)."""
+    from_program = argv is None
     argv = list(sys.argv[1:] if argv is None else argv)
     first, _ = build_parser("").parse_known_args(argv)  # exits on --help, --version, no command
     args = build_parser(first.command).parse_args(argv)
+    # the command line of a program start (``serve`` may restart itself with it); None in-process
+    args.program_argv = argv if from_program else None
     _configure_logging(args.log_more - args.log_less)
     try:
         code = dispatch(args)

@@ -33,9 +33,11 @@ def serve(args: argparse.Namespace) -> int:
         raise InputError("--round-history", args.round_history, "must keep at least 1 round")
     if args.default_time_limit > args.max_time_limit:
         raise InputError("--default-time-limit", args.default_time_limit, "must not exceed --max-time-limit")
-    api_key = _api_key(args)
     if args.repair and args.new_state:
         raise InputError("--repair/--new-state", True, "give one of them")
+    if _needs_reexec(args):
+        _reexec_with_system_malloc(args.program_argv)
+    api_key = _api_key(args)
     if args.repair or args.new_state:
         from policyopt.state_file import repair, set_aside
 
@@ -52,6 +54,27 @@ def serve(args: argparse.Namespace) -> int:
                                    round_history=args.round_history))
     uvicorn.run(app, host=args.host, port=args.port, log_level=args.log_level)
     return 0
+
+
+def _needs_reexec(args: argparse.Namespace) -> bool:
+    """``--allocator system`` on Linux, started as a program (``policyopt serve``, ``python -m
+    policyopt serve``: ``args.program_argv`` is set), and ``PYTHONMALLOC`` not chosen by the user."""
+    return (args.allocator == "system" and sys.platform.startswith("linux") and "PYTHONMALLOC" not in os.environ
+            and getattr(args, "program_argv", None) is not None)
+
+
+def _reexec_with_system_malloc(argv: list[str]) -> None:
+    """Replace this process (same pid) by ``python -m policyopt ARGV`` with ``PYTHONMALLOC=malloc``.
+
+    Why: CPython's small-object allocator takes memory in 1 MiB arenas and gives an arena back only
+    when every object in it is gone; a request that parses a large problem leaves arenas pinned by
+    the few objects that outlive it (caches, log records, the next request's objects), so the
+    server's resident memory creeps up with large requests. With the C allocator every freed block
+    returns to glibc, and :func:`~policyopt.service.middleware.release_memory` (``malloc_trim``)
+    hands the pages back to the system after each large request."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.execve(sys.executable, [sys.executable, "-m", "policyopt", *argv], {**os.environ, "PYTHONMALLOC": "malloc"})
 
 
 def _api_key(args: argparse.Namespace) -> str | None:
@@ -103,6 +126,12 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
                    help="largest time_limit (s) a request may ask for (default 60)")
     p.add_argument("--round-history", dest="round_history", type=int, default=1000, metavar="N",
                    help="rounds of history kept per session (older ones are deleted; default 1000)")
+    p.add_argument("--allocator", choices=["system", "python"], default="system",
+                   help="memory allocator of the server process: system (default on Linux: the server "
+                        "restarts itself once with PYTHONMALLOC=malloc, so the memory a large request used "
+                        "goes back to the system after it) or python (CPython's own small-object allocator, "
+                        "faster for small objects but its memory stays resident); an explicit "
+                        "$PYTHONMALLOC is always kept")
     p.add_argument("--log-level", dest="log_level", default="info",
                    choices=["critical", "error", "warning", "info", "debug"])
     p.set_defaults(func=serve)
