@@ -83,9 +83,10 @@ def test_serve_gives_back_the_memory_of_large_requests(tmp_path: Path) -> None:
         proc.terminate()
         proc.wait(timeout=60)
     mib = [round(k / 2**20, 1) for k in kept]
-    # the large requests peak at ~3 KB per job (120 MB here); what stays is bounded and flat
-    assert max(kept) <= 16 * 2**20, mib
-    assert kept[-1] - kept[0] <= 4 * 2**20, mib
+    # the large requests peak at ~3 KB per job (120 MB here); what stays is a few MB (a second
+    # malloc heap, when a request thread first uses it) and does not grow with the requests
+    assert max(kept) <= 12 * 2**20, mib
+    assert kept[-1] - kept[0] <= 6 * 2**20, mib
 
 
 def test_serve_in_process_does_not_restart(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -71,10 +71,12 @@ def _reexec_with_system_malloc(argv: list[str]) -> None:
     the few objects that outlive it (caches, log records, the next request's objects), so the
     server's resident memory creeps up with large requests. With the C allocator every freed block
     returns to glibc, and :func:`~policyopt.service.middleware.release_memory` (``malloc_trim``)
-    hands the pages back to the system after each large request."""
+    hands the pages back to the system after each large request. ``MALLOC_ARENA_MAX=2`` (unless
+    set) keeps glibc from giving each request thread a heap of its own that keeps a few MB."""
     sys.stdout.flush()
     sys.stderr.flush()
-    os.execve(sys.executable, [sys.executable, "-m", "policyopt", *argv], {**os.environ, "PYTHONMALLOC": "malloc"})
+    env = {"MALLOC_ARENA_MAX": "2", **os.environ, "PYTHONMALLOC": "malloc"}  # few per-thread heaps to trim
+    os.execve(sys.executable, [sys.executable, "-m", "policyopt", *argv], env)
 
 
 def _api_key(args: argparse.Namespace) -> str | None:
