@@ -9,7 +9,9 @@ the run itself measured, under both round models of :mod:`policyopt.executor.fid
 (``nominal``: rounds of the lease length, start-up and stop costs; ``rounds``: the run's measured
 round duration and launch cost). One row per (run, simulated table, model): the measured and
 simulated makespan and their difference in percent of the simulated one, and the mean absolute
-per-job JCT difference. ``--states`` re-simulates finished runs (their state files) instead.
+per-job JCT difference; and the machine's 1-minute load average (other users' processes included)
+while the table was profiled (``--profile busy|schedule``) and during the run's rounds.
+``--states`` re-simulates finished runs (their state files) instead.
 
     nice python benchmarks/executor_fidelity.py --repeats 2 --csv fidelity.csv
 
@@ -55,6 +57,11 @@ def rows_for(state: Path, label: str) -> list[dict[str, Any]]:
     report = build_report(st)
     table = (st.get("throughputs") or {})["table"]
     st.close()
+    loads = [r["load_average"] for r in report["rounds"] if r.get("load_average") is not None]
+    profiled = (table.get("meta") or {}).get("load_average") or {}
+    at_profile = [v for v in profiled.values() if v is not None]
+    load = {"load_profile": sum(at_profile) / len(at_profile) if at_profile else None,
+            "load_run": sum(loads) / len(loads) if loads else None}
     out = []
     for name, measured in (("its table", False), ("measured in the run", True)):
         for model in MODELS:
@@ -62,7 +69,7 @@ def rows_for(state: Path, label: str) -> list[dict[str, Any]]:
             out.append({"run": label, "simulated with": name, "model": model,
                         "measured_s": c["makespan"]["measured"], "simulated_s": c["makespan"]["simulated"],
                         "makespan_diff_pct": c["makespan"]["difference_pct"],
-                        "mean_abs_jct_diff_pct": c["mean_abs_jct_difference_pct"]})
+                        "mean_abs_jct_diff_pct": c["mean_abs_jct_difference_pct"], **load})
     return out
 
 

@@ -215,6 +215,7 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
     weighted: dict[Target, list[tuple[float, int]]] = {}
     scheduled: list[tuple[int, list[tuple[Target, tuple[int, ...]]]]] = []
     t_start = time.time()
+    load = {"start": _load(), "end": None}
 
     def label(m: Sequence[tuple[Target, tuple[int, ...]]]) -> list[str]:
         return [f"{jt}#{k}@{','.join(slots[s].worker_id for s in ids)}" for (jt, k, _), ids in m]
@@ -223,6 +224,7 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
         meta = {"unit": "steps/s", "seconds_per_run": seconds_per_run, "repeats": repeats,
                 "checkpoint_interval": checkpoint_interval, "host": platform.node(),
                 "python": platform.python_version(), "cpu_count": os.cpu_count(), "created_at": t_start,
+                "load_average": dict(load),
                 "under_load": {"cluster": {t: int(cluster[t]) for t in types}, "pin": pin,
                                "backend": getattr(use, "name", type(use).__name__),
                                "measurements": [label(m) for m in plan],
@@ -260,9 +262,15 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
     finally:
         if own:
             use.close()
+    load["end"] = _load()
     table = build(rates, weighted)
     (out / "throughputs.json").write_text(json.dumps(table, indent=1))
     return table
+
+
+def _load() -> float | None:
+    """This machine's 1-minute load average (other users' processes included), if the OS has one."""
+    return os.getloadavg()[0] if hasattr(os, "getloadavg") else None
 
 
 def _table(rates: Mapping[Target, list[float]], weighted: Mapping[Target, list[tuple[float, int]]],

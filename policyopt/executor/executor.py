@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import signal
 import threading
 import time
@@ -956,7 +957,8 @@ class Executor:
                   "launched": acc.launched, "ended": sorted(acc.ended),
                   "allocated_fraction": len({g for gs in slot_sets.values() for g in gs}) / n_slots if n_slots else 0.0,
                   "busy_fraction": busy / (n_slots * duration) if n_slots and duration > 0 else 0.0,
-                  "busy_seconds": busy, "slots": n_slots, "timings": placed.timings, "phases": acc.phases}
+                  "busy_seconds": busy, "slots": n_slots, "timings": placed.timings, "phases": acc.phases,
+                  "load_average": os.getloadavg()[0] if hasattr(os, "getloadavg") else None}
         self.previous = {j: list(gs) for j, gs in slot_sets.items() if j in self.tracks}
         self.previous_pairs = [p for p in placed.pairs if p[0] in self.previous and p[1] in self.previous]
         self.time = now + duration
