@@ -73,7 +73,8 @@ CANDIDATE_BACKENDS = ("highs", "highs:ipm", "ortools:glop", "ortools:pdlp", "cla
 
 #: branch-and-bound nodes of the earlier bottleneck MILPs when ``wf_milp_last`` is generated: the first
 #: bottleneck MILP is not proven optimal within minutes even at 256 jobs (``wf_milp``), so its best
-#: point after this many nodes fixes the frozen set that the last MILP starts from
+#: point after this many nodes fixes the frozen set that the last MILP starts from (256 jobs only:
+#: at 2,048 those nodes alone take many minutes, past the default run's budget)
 WF_MILP_LAST_NODES = 50
 
 
@@ -139,7 +140,7 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     Family("wf_milp", "water_filling_milp", stage=1, max_size=16384,
            doc="the published water-filling's first bottleneck MILP (its second model)"),
     Family("wf_milp_last", "water_filling_milp", options={"mip_node_limit": WF_MILP_LAST_NODES}, stage=None,
-           max_size=2048, doc=f"the published water-filling's last bottleneck MILP (earlier MILPs stopped at "
+           max_size=256, doc=f"the published water-filling's last bottleneck MILP (earlier MILPs stopped at "
                               f"{WF_MILP_LAST_NODES} nodes, their best points deciding the frozen jobs)"),
 )}
 
