@@ -121,7 +121,7 @@ def add_subparser(sub: argparse._SubParsersAction) -> None:
                                               "(default 256 2048)")
     s.add_argument("--policies", nargs="+",
                    help="families (default all): las max_sum makespan ftf fifo cost_slo "
-                        "budget_makespan water_filling_step hierarchical space_sharing wf_milp")
+                        "budget_makespan water_filling_step hierarchical space_sharing wf_milp wf_milp_last")
     s.add_argument("--backends", nargs="+", help="backend specs (default: every installed one of highs highs:ipm "
                                                  "ortools:glop ortools:pdlp clarabel scip cuopt)")
     s.add_argument("--time-limit", type=float, default=30.0, help="seconds per solve (default 30)")
