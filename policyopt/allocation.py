@@ -580,6 +580,12 @@ class AllocationSpace:
         X[: len(self.jobs)] = X_single
         return X
 
+    def after_solve(self, policy: Any, result: Any) -> Any:
+        """A stage a space may add after any policy's solve over it (called once per
+        ``Policy.solve``, with the policy and its :class:`~policyopt.result.PolicyResult`); returns
+        the result to hand back. Here: ``result`` unchanged."""
+        return result
+
     def check(self, X: np.ndarray, tol: float = 1e-6) -> list[str]:
         """Violations of the allocation constraints by ``X`` (empty list = feasible)."""
         problems = []

@@ -17,6 +17,7 @@ satisfies every allocation constraint, else the isolated allocation ``X_iso`` (a
 from __future__ import annotations
 
 import importlib
+import threading
 import time
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
@@ -84,15 +85,32 @@ COMMON_OPTIONS: tuple[Option, ...] = (
 )
 
 
+#: per thread, the policies inside a ``solve`` call (so nested parent calls skip ``after_solve``)
+_SOLVING = threading.local()
+
+
 def _empty_problem_guard(solve: Callable[[Any, Problem], PolicyResult]) -> Callable[[Any, Problem], PolicyResult]:
-    """``solve`` that answers a problem with zero jobs by :meth:`Policy.empty_result`."""
+    """``solve`` that answers a problem with zero jobs by :meth:`Policy.empty_result`, and hands
+    a result over an allocation space to the space's :meth:`~AllocationSpace.after_solve` stage
+    (once: a subclass's ``solve`` calling its parent's runs it at the outermost call only)."""
     import functools
 
     @functools.wraps(solve)
     def guarded(self: Any, problem: Problem) -> PolicyResult:
         if isinstance(problem, Problem) and not problem.jobs:
             return self.empty_result(problem)
-        return solve(self, problem)
+        active = _SOLVING.__dict__.setdefault("ids", set())
+        outer = id(self) not in active
+        active.add(id(self))
+        try:
+            res = solve(self, problem)
+        finally:
+            if outer:
+                active.discard(id(self))
+        space = getattr(res, "space", None)
+        if outer and isinstance(space, AllocationSpace):
+            res = space.after_solve(self, res)
+        return res
 
     return guarded
 

@@ -29,7 +29,9 @@ Rows added by :meth:`MultiResourceSpace.add_allocation` (``X`` is the variable n
 * ``X_job_time``: ``Σ_c X[m,c] ≤ 1``;
 * ``X_capacity`` (per node type ``t``): ``Σ_{m,c on t} g_c·X[m,c] ≤ GPUs_t``;
 * ``X_resources``: per node type ``Σ c_c·X ≤ cores_t`` and ``Σ H[m,c]·X ≤ host_t`` (GiB), per tenant
-  quota ``Σ_{m∈tenant} (g_c | c_c | H[m,c])·X ≤ quota``;
+  quota ``Σ_{m∈tenant} (g_c | c_c | H[m,c])·X ≤ quota`` (with ``options.quota = "reserve"`` the
+  policy decides under these rows, then idle capacity flows past them: :mod:`.work_conservation`;
+  :meth:`~MultiResourceSpace.check` then does not hold them);
 * ``X_sla`` (admitted guaranteed jobs): ``Σ_{c∈S_m} X[m,c] ≥ 1 − u*_m``, ``S_m`` the configurations
   at least as fast as the reference ``r_m`` (requested resources, original plan) — the job runs all
   the time at ``≥ r_m``, so ``thr(m) ≥ (1 − u*_m)·r_m`` — with ``u*`` the least total shortfall
@@ -503,24 +505,40 @@ class MultiResourceSpace(AllocationSpace):
         self.sla_allocation = np.clip(X.value(raw.x), 0.0, 1.0)
 
     # ------------------------------------------------------------------ model building
-    def _add_rows(self, model: Model, name: str, sla: bool) -> Variable:
+    def _add_rows(self, model: Model, name: str, sla: bool, quotas: bool = True) -> Variable:
         X = model.add_variables(name, (self.rows, self.configs), 0.0, 1.0, mask=self.mask)
         model.add_constraints(LinExpr.from_matrix(self.membership_matrix(), X, (self.jobs,)) <= 1.0,
                               f"{name}_job_time")
         model.add_constraints(LinExpr.from_matrix(self.capacity_matrix(), X, (self.worker_types,))
                               <= self.counts, f"{name}_capacity")
-        if len(self.resources):
-            model.add_constraints(LinExpr.from_matrix(self.resource_matrix(), X, (self.resources,))
-                                  <= self.resource_limits, f"{name}_resources")
+        keep = np.array([quotas or not r.startswith("quota.") for r in self.resources.labels.tolist()], bool)
+        if keep.any():
+            M = self.resource_matrix()
+            pos = np.cumsum(keep) - 1
+            on = keep[M.rows]
+            rows = IndexSet("resources", self.resources.labels[keep])
+            sub = Triplets(pos[M.rows[on]], M.cols[on], M.vals[on], (int(keep.sum()), M.shape[1]))
+            model.add_constraints(LinExpr.from_matrix(sub, X, (rows,)) <= self.resource_limits[keep],
+                                  f"{name}_resources")
         if sla and self.sla_jobs.size:
             dim = IndexSet("sla_jobs", self.jobs.labels[self.sla_jobs])
             model.add_constraints(LinExpr.from_matrix(self.sla_matrix(), X, (dim,)) >= self.sla_target,
                                   f"{name}_sla")
         return X
 
-    def add_allocation(self, model: Model, name: str = "X") -> Variable:
-        """``X`` with job-time, GPU-capacity, CPU/host-memory/quota and SLA rows (module docstring)."""
-        return self._add_rows(model, name, sla=True)
+    def add_allocation(self, model: Model, name: str = "X", *, quotas: bool = True) -> Variable:
+        """``X`` with job-time, GPU-capacity, CPU/host-memory/quota and SLA rows (module docstring);
+        ``quotas=False`` leaves the tenant quota rows out."""
+        return self._add_rows(model, name, sla=True, quotas=quotas)
+
+    def after_solve(self, policy: Any, result: Any) -> Any:
+        """With ``options.quota = "reserve"``: capacity the policy's allocation leaves idle flows on
+        to the jobs the quotas held back (:func:`~.work_conservation.conserve_work`)."""
+        if self.spec.options.quota != "reserve":
+            return result
+        from .work_conservation import conserve_work
+
+        return conserve_work(self, policy, result)
 
     # ------------------------------------------------------------------ numeric helpers
     def equal_share_throughput(self, T: np.ndarray | None = None) -> np.ndarray:
@@ -583,6 +601,8 @@ class MultiResourceSpace(AllocationSpace):
         if len(self.resources):
             use = self.resource_matrix() @ X.ravel()
             over = use > self.resource_limits + tol * np.maximum(1.0, self.resource_limits)
+            if self.spec.options.quota == "reserve":  # a quota reserves: idle capacity may flow past it
+                over &= ~np.char.startswith(self.resources.labels.astype(str), "quota.")
             for i in np.flatnonzero(over):
                 problems.append(f"{self.resources.labels[i]} exceeded: {use[i]:.6g} > {self.resource_limits[i]:.6g}")
         if sla and self.sla_jobs.size:

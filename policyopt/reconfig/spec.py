@@ -35,7 +35,7 @@ from policyopt.perfmodel.params import PARAM_NAMES
 from policyopt.perfmodel.sensitivity import PlanSpace
 from policyopt.problem import Cluster, Colocation, Job, Problem
 
-__all__ = ["RECONFIGURE_MODES", "NodeType", "ModelEntry", "CurrentConfig", "ReconfigJob", "Quota",
+__all__ = ["RECONFIGURE_MODES", "QUOTA_MODES", "NodeType", "ModelEntry", "CurrentConfig", "ReconfigJob", "Quota",
            "ReconfigOptions", "ReconfigSpec", "ReconfigProblem", "load_problem", "problem_from_dict"]
 
 #: What an allocator may change. ``all``: plans and resources; ``plans``: plans only (resources
@@ -44,6 +44,8 @@ __all__ = ["RECONFIGURE_MODES", "NodeType", "ModelEntry", "CurrentConfig", "Reco
 #: data-parallel plans on any GPU count) and ``cpus_only`` (Synergy-like: original plan and GPUs,
 #: CPU cores vary) are the baselines' spaces.
 RECONFIGURE_MODES: tuple[str, ...] = ("all", "plans", "resources", "none", "dp_only", "cpus_only")
+#: what a tenant quota does (``options.quota``)
+QUOTA_MODES: tuple[str, ...] = ("cap", "reserve")
 GiB = float(2 ** 30)
 
 
@@ -206,6 +208,9 @@ class ReconfigOptions:
     than a running job's current one have their throughput scaled by ``max(0, 1 − δ/round_seconds)``
     (the checkpoint-restore time amortized over one round, visible in every objective).
     ``host_mem_per_gpu``: host bytes a job needs per GPU besides its plan's offloaded state.
+    ``quota``: ``cap`` — a tenant's quota bounds what its admitted guaranteed jobs use, always;
+    ``reserve`` — it bounds them while the policy decides, then capacity the allocation leaves idle
+    flows on to them (work conservation, :mod:`~policyopt.reconfig.work_conservation`).
     """
 
     reconfigure: str = "all"
@@ -216,11 +221,14 @@ class ReconfigOptions:
     round_seconds: float | None = None
     usable_fraction: float = 0.9
     max_tp: int = 8
+    quota: str = "cap"
 
     def __post_init__(self) -> None:
         f = "reconfig.options"
         if self.reconfigure not in RECONFIGURE_MODES:
             raise UnknownNameError(f"{f}.reconfigure", self.reconfigure, RECONFIGURE_MODES)
+        if self.quota not in QUOTA_MODES:
+            raise UnknownNameError(f"{f}.quota", self.quota, QUOTA_MODES)
         if not 0.0 <= _num(f"{f}.threshold", self.threshold, strict=False) <= 1.0:
             raise InputError(f"{f}.threshold", self.threshold, "must be in [0, 1]")
         for name in ("gpu_counts", "cpus_per_gpu"):

@@ -1,0 +1,119 @@
+"""Tenant quotas that reserve instead of cap (``reconfig.options.quota = "reserve"``): capacity the
+policy's allocation leaves idle flows on to the guaranteed jobs the quota held back (work
+conservation), and no job gets less than the policy gave it."""
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyopt import get_policy
+from policyopt.errors import UnknownNameError
+from policyopt.reconfig import CATALOGUE, ReconfigProblem
+from policyopt.reconfig.trace import trace_problem, transformers_trace
+
+POLICIES = [("max_min_fairness", {}), ("fluid_srpt", {}), ("max_sum_throughput", {"normalize": True}),
+            ("fluid_srpt_floor", {})]
+
+NODE = {"cpus_per_node": 96, "host_mem_per_node": 1.6e12, "gpu_mem_bytes": 85899345920, "bw_intra": 1.5e11,
+        "bw_inter": 1.25e10, "bw_pcie": 1.2e10}
+
+
+def two_nodes(quota: str, with_research: bool) -> ReconfigProblem:
+    """16 A100s (two nodes of 8); ``r``: a guaranteed RoBERTa job of tenant ``prod`` (quota: 4 GPUs,
+    its request); ``t``: a best-effort T5 job of tenant ``research``."""
+    d: dict[str, Any] = {
+        "cluster": {"worker_types": {"a100": {"count": 16, "gpus_per_server": 8}}},
+        "jobs": [{"id": "r", "steps_remaining": 1000, "entity": "prod"},
+                 {"id": "t", "steps_remaining": 500, "entity": "research"}],
+        "reconfig": {
+            "node_types": {"a100": NODE},
+            "models": {"roberta-355m": CATALOGUE["roberta-355m"].to_dict(), "t5-1.2b": CATALOGUE["t5-1.2b"].to_dict()},
+            "jobs": {"r": {"model": "roberta-355m", "node_type": "a100", "gpus": 4, "cpus": 32, "plan": {"dp": 4},
+                           "guaranteed": True},
+                     "t": {"model": "t5-1.2b", "node_type": "a100", "gpus": 2, "cpus": 16,
+                           "plan": {"dp": 2, "ga_steps": 2}}},
+            "quotas": {"prod": {"gpus": 4}},
+            "options": {"reconfigure": "all", "quota": quota},
+        },
+    }
+    if not with_research:
+        d["jobs"] = d["jobs"][:1]
+        del d["reconfig"]["jobs"]["t"]
+    return ReconfigProblem.from_dict(copy.deepcopy(d))
+
+
+def gpus_used(res: Any) -> dict[str, float]:
+    """GPUs per job: Σ g_c · X[m, c] from the configuration labels (``<type>|g<GPUs>|...``)."""
+    return {j: sum(int(label.split("|")[1][1:]) * x for label, x in row.items()) for j, row in res.allocation.items()}
+
+
+@pytest.mark.parametrize("name, options", POLICIES)
+def test_an_idle_cluster_flows_past_the_quota(name: str, options: dict[str, Any]) -> None:
+    """Alone on 16 GPUs, the prod job is held to its 4-GPU quota under ``cap`` (12 GPUs idle); under
+    ``reserve`` it takes the idle GPUs and runs faster, the policy's objective unchanged."""
+    cap = get_policy(name, **options).solve(two_nodes("cap", with_research=False))
+    res = get_policy(name, **options).solve(two_nodes("reserve", with_research=False))
+    assert cap.ok and res.ok
+    assert gpus_used(cap)["r"] == pytest.approx(4.0, abs=1e-6)
+    assert gpus_used(res)["r"] > 8.0 + 1e-6  # more than the quota, within the cluster's 16
+    assert gpus_used(res)["r"] <= 16.0 + 1e-6
+    assert res.effective_throughputs["r"] > 1.5 * cap.effective_throughputs["r"]
+    assert res.objective == pytest.approx(cap.objective, rel=1e-6)
+    wc = res.extra["work_conservation"]
+    assert wc["quota_use"]["quota.prod.gpus"] > 4.0 + 1e-6
+    assert wc["normalized_throughput_after"] > wc["normalized_throughput_before"]
+    assert res.space.check(res.X) == []  # every row but the quota (which reserves) holds
+    assert "work_conservation" not in cap.extra
+
+
+@pytest.mark.parametrize("name, options", POLICIES)
+def test_contention_leaves_the_policy_decision(name: str, options: dict[str, Any]) -> None:
+    """With a research job that uses every GPU the quota leaves, ``reserve`` gives the same
+    throughputs as ``cap``: nothing is idle, so nothing flows past the quota."""
+    cap = get_policy(name, **options).solve(two_nodes("cap", with_research=True))
+    res = get_policy(name, **options).solve(two_nodes("reserve", with_research=True))
+    for job, thr in cap.effective_throughputs.items():
+        assert res.effective_throughputs[job] == pytest.approx(thr, rel=1e-5), job
+    assert res.extra["work_conservation"]["quota_use"]["quota.prod.gpus"] <= 4.0 + 1e-5
+
+
+@settings(max_examples=6, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 10_000), st.sampled_from([0.125, 0.25, 0.5]), st.sampled_from(POLICIES))
+def test_reserve_never_gives_a_job_less(seed: int, quota: float, policy: tuple[str, dict[str, Any]]) -> None:
+    """Random transformer traces (guaranteed tenant ``prod``, quota a fraction of every resource):
+    under ``reserve`` every job runs at least as fast as under ``cap`` (the held stage-1
+    throughputs), GPUs, cores and host memory per node type hold, and the total normalized
+    throughput does not fall."""
+    base = trace_problem(transformers_trace(8, static=True, seed=seed, max_gpus=8), nodes=2, quota_fraction=quota)
+    reserve = base.with_reconfig(replace(base.reconfig, options=replace(base.reconfig.options, quota="reserve")))
+    name, options = policy
+    cap = get_policy(name, **options).solve(base)
+    res = get_policy(name, **options).solve(reserve)
+    assert cap.ok and res.ok
+    for job, thr in cap.effective_throughputs.items():
+        assert res.effective_throughputs[job] >= thr * (1 - 1e-6) - 1e-9, job
+    sp = res.space
+    assert sp.check(res.X) == []
+    use = sp.usage(res.X)
+    for t, count in zip(sp.worker_types.labels.tolist(), sp.counts.tolist()):
+        assert use[f"{t}.gpus"] <= count + 1e-6
+    ref = sp.equal_share_throughput()
+    before = np.sum(np.array([cap.effective_throughputs[j] for j in sp.jobs.labels]) / ref)
+    after = np.sum(np.array([res.effective_throughputs[j] for j in sp.jobs.labels]) / ref)
+    assert after >= before * (1 - 1e-6)
+
+
+def test_quota_mode_is_checked_and_serialized() -> None:
+    problem = two_nodes("reserve", with_research=True)
+    assert problem.to_dict()["reconfig"]["options"]["quota"] == "reserve"
+    d = problem.to_dict()
+    d["reconfig"]["options"]["quota"] = "lend"
+    with pytest.raises(UnknownNameError) as exc:
+        ReconfigProblem.from_dict(d)
+    assert exc.value.field == "reconfig.options.quota"
