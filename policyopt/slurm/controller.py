@@ -8,8 +8,11 @@ Every ``R`` seconds (a round) the controller
    seconds on ``t``, and the round mechanism records the same run (as a fraction of the interval);
 3. on arrivals, completions or a change in usable GPUs, solves the policy for the managed jobs
    still running or waiting (``X[job, t]``, GPU counts = usable GPUs minus those held by jobs it
-   does not manage) and installs ``X`` in the mechanism (a reset; deficits carried);
-4. asks the mechanism for this round's jobs (priority ``X·T / received``, all GPUs or none);
+   does not manage), replaces ``X`` by the nearest packable allocation ``Y``
+   (:mod:`policyopt.slurm.packing`: a mixture of rounds in which every job holds all its GPUs)
+   and installs ``Y`` in the mechanism (a reset; deficits carried);
+4. runs one of ``Y``'s round configurations, the one that keeps every job closest to ``Y·T``
+   (:mod:`policyopt.slurm.schedule`);
 5. enacts the round through Slurm: a running managed job that is not chosen, or chosen for
    another GPU type, is requeued held (``scontrol requeuehold``: SIGTERM, ``KillWait`` seconds to
    checkpoint, SIGKILL); a waiting job that is not chosen is held; a chosen waiting job gets the

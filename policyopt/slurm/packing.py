@@ -34,12 +34,14 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Sequence
 
+import highspy
 import numpy as np
 import scipy.sparse as sp
-from scipy.optimize import Bounds, LinearConstraint, linprog, milp
-from scipy.sparse import csr_matrix
+from scipy.optimize import linprog
+from scipy.sparse import csc_matrix, csr_matrix
 
 from policyopt.errors import InputError
+from policyopt.solvers.highs import silence_banner
 
 __all__ = ["PackableAllocation", "packable_allocation"]
 
@@ -63,8 +65,8 @@ class PackableAllocation:
 
 def _price(w: np.ndarray, allowed: np.ndarray, scale: np.ndarray, capacity: np.ndarray) -> tuple[float, list[int]]:
     """The round configuration of largest total value: ``max Σ w[j, t]·z[j, t]`` over binary
-    ``z`` with ``Σ_t z[j, t] ≤ 1`` and ``Σ_j g_j z[j, t] ≤ C_t`` (HiGHS MILP); its value and its
-    entries as flat indices ``j·C + t``."""
+    ``z`` with ``Σ_t z[j, t] ≤ 1`` and ``Σ_j g_j z[j, t] ≤ C_t`` (a HiGHS MILP); its value and
+    its entries as flat indices ``j·C + t``."""
     n, nc = w.shape
     use = np.flatnonzero((allowed & (w > 1e-12)).ravel())
     if use.size == 0:
@@ -73,13 +75,24 @@ def _price(w: np.ndarray, allowed: np.ndarray, scale: np.ndarray, capacity: np.n
     rows = np.concatenate([jobs, n + types])
     cols = np.concatenate([np.arange(use.size), np.arange(use.size)])
     vals = np.concatenate([np.ones(use.size), scale[jobs].astype(float)])
-    a = csr_matrix((vals, (rows, cols)), shape=(n + nc, use.size))
-    ub = np.concatenate([np.ones(n), capacity.astype(float)])
-    res = milp(-w.ravel()[use], constraints=LinearConstraint(a, -np.inf, ub), integrality=np.ones(use.size),
-               bounds=Bounds(0, 1), options={"presolve": False})
-    if res.status != 0 or res.x is None:
-        raise RuntimeError(f"packing: pricing MILP failed: {res.message}")
-    chosen = use[res.x > 0.5]
+    a = csc_matrix((vals, (rows, cols)), shape=(n + nc, use.size))
+    lp = highspy.HighsLp()
+    lp.num_col_, lp.num_row_ = int(use.size), n + nc
+    lp.col_cost_ = -w.ravel()[use]
+    lp.col_lower_, lp.col_upper_ = np.zeros(use.size), np.ones(use.size)
+    lp.row_lower_ = np.full(n + nc, -highspy.kHighsInf)
+    lp.row_upper_ = np.concatenate([np.ones(n), capacity.astype(float)])
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kColwise
+    lp.a_matrix_.start_, lp.a_matrix_.index_, lp.a_matrix_.value_ = a.indptr, a.indices, a.data
+    lp.integrality_ = [highspy.HighsVarType.kInteger] * int(use.size)
+    silence_banner()
+    h = highspy.Highs()
+    h.setOptionValue("output_flag", False)
+    h.passModel(lp)
+    h.run()
+    if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        raise RuntimeError(f"packing: pricing MILP ended {h.modelStatusToString(h.getModelStatus())}")
+    chosen = use[np.asarray(h.getSolution().col_value) > 0.5]
     return float(w.ravel()[chosen].sum()), chosen.tolist()
 
 
