@@ -326,8 +326,9 @@ class Controller:
                 held = job_gpus_by_type(job, node_types)
                 if len(held) == 1:
                     running[jid] = next(iter(held))
-        k = choose_configuration(configs, owed, mech.round_length, running,
-                                 start_cost=float(self.store.get("start_cost") or 0.0))
+        start_cost = float(self.store.get("start_cost") or 0.0)
+        k = choose_configuration(configs, owed, mech.round_length, running, start_cost=start_cost,
+                                 slack=start_cost / (2 * mech.round_length))
         return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],

@@ -9,11 +9,15 @@ installed, ``L`` the round, ``D`` carried deficit, ``r`` seconds received) and `
 configuration ``s`` runs ``e``, the deviation after the round is ``L·a_s[e] - owed[e]``; an
 entry that starts (its job is not running on that type now) adds the start cost ``δ`` to its
 ``|deviation|`` (the seconds a requeue, checkpoint, exit and Slurm's scheduling pass take, as the
-controller measures them). The configuration chosen minimizes the largest ``|deviation|``, then
-the sum of squares, then the number of running jobs it stops or moves.
-Only configurations with ``λ > 0`` are candidates, so in the long run the mixture is ``Y``, and
-no entry drifts from ``Y·T + D`` by more than about a round (measured, not a theorem:
-tests/test_slurm_packing.py).
+controller measures them). Among the configurations whose largest ``|deviation|`` is within
+``slack`` rounds of the smallest one, the one that stops or moves the fewest running jobs is
+chosen (then the smallest largest deviation, then the smallest sum of squares): each stop or
+move costs a checkpoint, an exit and a start, so the controller sets ``slack = δ / (2L)`` and
+trades a little accuracy for fewer restarts only when restarts are expensive.
+Only configurations with ``λ > 0`` are candidates, so in the long run the mixture is ``Y``; with
+no start cost no entry drifts from ``Y·T + D`` by more than about a round (measured, not a
+theorem: tests/test_slurm_packing.py). Time lost to starts cannot be made up by a job whose
+shares add up to 1, so restarts, not the choice, set the error then.
 """
 from __future__ import annotations
 
@@ -26,28 +30,29 @@ __all__ = ["choose_configuration"]
 
 def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
                          round_length: float, running: Mapping[str, str] | None = None, *,
-                         start_cost: float = 0.0) -> int:
+                         start_cost: float = 0.0, slack: float = 0.0) -> int:
     """Index of the configuration to run this round (module docstring); ``-1`` when there is none.
 
     ``configurations``: each a list of ``(job, type)``; ``owed``: seconds owed per entry (entries
-    absent are owed 0); ``running``: job -> type it runs on now (ties go to fewer stops/moves);
-    ``start_cost``: seconds of the round an entry that starts (is not running there now) loses.
+    absent are owed 0); ``running``: job -> type it runs on now; ``start_cost``: seconds of the
+    round an entry that starts (is not running there now) loses; ``slack``: rounds of largest
+    deviation worth giving up for fewer stops and moves.
     """
     if not configurations:
         return -1
+    now = running or {}
     entries = sorted(set(owed) | {e for c in configurations for e in c})
     index = {e: i for i, e in enumerate(entries)}
     base = -np.array([float(owed.get(e, 0.0)) for e in entries])
-    now = running or {}
     runs = np.zeros((len(configurations), len(entries)))
     starts = np.zeros_like(runs)
     for k, conf in enumerate(configurations):
         runs[k, [index[e] for e in conf]] = 1.0
         starts[k, [index[e] for e in conf if now.get(e[0]) != e[1]]] = 1.0
     cost = np.abs(base[None, :] + round_length * runs) + min(max(start_cost, 0.0), round_length) * starts
-    worst = cost.max(axis=1)
-    squares = (cost ** 2).sum(axis=1)
-    moved = np.array([sum(1 for j, t in now.items() if (j, t) not in set(conf)) for conf in configurations])
     scale = max(round_length, 1e-12)
-    order = np.lexsort((moved, np.round(squares / scale ** 2, 9), np.round(worst / scale, 9)))
-    return int(order[0])
+    worst = np.round(cost.max(axis=1) / scale, 9)
+    squares = np.round((cost ** 2).sum(axis=1) / scale ** 2, 9)
+    moved = np.array([sum(1 for j, t in now.items() if (j, t) not in set(conf)) for conf in configurations])
+    near = worst <= worst.min() + max(slack, 0.0)
+    return int(np.lexsort((squares, worst, moved, ~near))[0])
