@@ -136,7 +136,7 @@ class Controller:
         capacity = self._capacity(nodes, jobs, managed, node_types)
         allocation = store.get("allocation")
         if live and (allocation is None or sorted(allocation["jobs"]) != sorted(live)
-                     or allocation["capacity"] != capacity):
+                     or allocation["capacity"] != capacity or "configurations" not in allocation):
             allocation = self._solve(now, live, managed, known, capacity)
             store.put("allocation", allocation)
         decided: dict[str, dict[str, Any]] = {}
