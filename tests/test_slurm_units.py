@@ -249,3 +249,27 @@ def test_jobs_outside_the_partitions_are_dropped(monkeypatch: pytest.MonkeyPatch
     monkeypatch.setattr(subprocess, "run", fake_run)
     assert [j.job_id for j in Slurm().jobs(["gpu"])] == ["1", "3"]
     assert [j.job_id for j in Slurm().jobs(["other"])] == ["2", "3"]
+
+
+def test_controller_installs_a_packable_allocation(tmp_path: Path) -> None:
+    # two 1-GPU jobs and a 2-GPU job that all run fastest on the 2 V100s: the 2-GPU job needs the whole type
+    table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}, "resnet-bs32": {"v100": 12.0, "k80": 3.0}}
+    jobs = [_job("1", "policyopt:type=resnet-bs32"), _job("2", "policyopt:type=resnet-bs32"),
+            _job("3", "policyopt:type=lstm-bs10", gpus=2)]
+    cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0)
+    store = StateStore(tmp_path / "s.sqlite")
+    out = Controller(cfg, FakeSlurm(jobs), store, log=lambda _: None).run_round(now=100.0)  # type: ignore[arg-type]
+    alloc = store.get("allocation")
+    gpus = {"1": 1, "2": 1, "3": 2}
+    y = {j: dict.fromkeys(("k80", "v100"), 0.0) for j in gpus}
+    assert sum(share for _, share in alloc["configurations"]) == pytest.approx(1.0, abs=1e-6)
+    for conf, share in alloc["configurations"]:  # every configuration fits: 2 GPUs of each type
+        for t in ("k80", "v100"):
+            assert sum(gpus[j] for j, tt in conf if tt == t) <= 2
+        for j, t in conf:
+            y[j][t] += share
+    for j in gpus:
+        assert alloc["x"][j] == pytest.approx(y[j], abs=1e-5) and set(alloc["policy_x"][j]) == {"k80", "v100"}
+    assert [[j, d["gpu_type"]] for j, d in sorted(out["decided"].items())] in [
+        sorted(conf) for conf, _ in alloc["configurations"]]
+    store.close()
