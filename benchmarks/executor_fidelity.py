@@ -14,6 +14,7 @@ while the table was profiled (``--profile busy|schedule``) and during the run's 
 ``--states`` re-simulates finished runs (their state files) instead.
 
     nice python benchmarks/executor_fidelity.py --repeats 2 --csv fidelity.csv
+    nice python benchmarks/executor_fidelity.py --ray --round-seconds 5   # 3-node Ray test cluster
 
 Default variants: ``alone`` (the shipped ``multi_throughputs.json``, measured one job at a time)
 and ``busy`` (``--profile busy``).
@@ -38,13 +39,15 @@ from policyopt.executor.state import ExecutorState
 CLUSTER, POLICY = "cpu1=2,cpu2=2", "max_min_fairness"
 
 
-def run_once(spec: str, work: Path, round_seconds: float) -> tuple[Path, float]:
-    """One executor run of the example with the table ``spec`` (a path, ``busy`` or ``schedule``);
-    its state file and wall seconds (profiling included)."""
+def run_once(spec: str, work: Path, round_seconds: float, ray_address: str | None = None) -> tuple[Path, float]:
+    """One executor run of the example with the table ``spec`` (a path, ``busy`` or ``schedule``),
+    on the Ray cluster at ``ray_address`` if given; its state file and wall seconds (profiling
+    included)."""
     state = work / "state.sqlite"
     table = ["--profile", spec] if spec in ("busy", "schedule") else ["--throughputs", spec]
+    ray = ["--backend", "ray", "--ray-address", ray_address, "--ray-resource-prefix", "pw:"] if ray_address else []
     cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--example", "multi", "--cluster", CLUSTER,
-           "--policy", POLICY, "--round-seconds", str(round_seconds), *table,
+           "--policy", POLICY, "--round-seconds", str(round_seconds), *table, *ray,
            "--state", str(state), "--output", str(work / "out"), "--no-fidelity", "--quiet"]
     t0 = time.perf_counter()
     subprocess.run(cmd, check=True)
@@ -73,6 +76,21 @@ def rows_for(state: Path, label: str) -> list[dict[str, Any]]:
     return out
 
 
+def ray_cluster() -> Any:
+    """Ray's multi-node test cluster on this machine, as in ``tests/test_executor_ray_nodes.py``: the
+    head offers ``pw:cpu1`` and ``pw:cpu2``, node B ``pw:cpu1``, node C ``pw:cpu2``."""
+    from ray.cluster_utils import Cluster
+
+    mem = 80 * 2**20
+    cluster = Cluster(initialize_head=True, head_node_args={
+        "num_cpus": 1, "resources": {"pw:cpu1": 1, "pw:cpu2": 1}, "object_store_memory": mem,
+        "include_dashboard": False})
+    cluster.add_node(num_cpus=1, resources={"pw:cpu1": 1}, object_store_memory=mem)
+    cluster.add_node(num_cpus=1, resources={"pw:cpu2": 1}, object_store_memory=mem)
+    cluster.wait_for_nodes()
+    return cluster
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--variants", nargs="+", metavar="NAME=PATH|busy|schedule",
@@ -82,6 +100,7 @@ def main() -> None:
     ap.add_argument("--states", nargs="*", default=None, help="re-simulate these finished runs, run nothing")
     ap.add_argument("--keep", default=None, help="keep the runs' state files in this directory")
     ap.add_argument("--csv", default=None)
+    ap.add_argument("--ray", action="store_true", help="run on a 3-node Ray test cluster (--backend ray)")
     args = ap.parse_args()
     variants = dict(item.split("=", 1) for item in args.variants)
     rows: list[dict[str, Any]] = []
@@ -90,14 +109,19 @@ def main() -> None:
             rows += rows_for(Path(s), Path(s).stem)
     else:
         base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fidelity-"))
-        for r in range(args.repeats):
-            for name, spec in variants.items():
-                work = base / f"{name}-{r}"
-                work.mkdir(parents=True, exist_ok=True)
-                state, wall = run_once(spec, work, args.round_seconds)
-                new = rows_for(state, f"{name} #{r} ({wall:.0f} s wall)")
-                print(pd.DataFrame(new).to_string(index=False, float_format=lambda v: f"{v:.1f}"), flush=True)
-                rows += new
+        cluster = ray_cluster() if args.ray else None
+        try:
+            for r in range(args.repeats):
+                for name, spec in variants.items():
+                    work = base / f"{name}-{r}"
+                    work.mkdir(parents=True, exist_ok=True)
+                    state, wall = run_once(spec, work, args.round_seconds, cluster.address if cluster else None)
+                    new = rows_for(state, f"{name} #{r} ({wall:.0f} s wall)")
+                    print(pd.DataFrame(new).to_string(index=False, float_format=lambda v: f"{v:.1f}"), flush=True)
+                    rows += new
+        finally:
+            if cluster is not None:
+                cluster.shutdown()
     frame = pd.DataFrame(rows)
     print()
     print(frame.to_string(index=False, float_format=lambda v: f"{v:.1f}"))
