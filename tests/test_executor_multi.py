@@ -51,6 +51,8 @@ def test_multi_example_runs_data_parallel_jobs_whole(tmp_path: Path, capsys: pyt
     assert report["slot_events"] == [] and report["gpus_per_server"] == {"cpu1": 2, "cpu2": 2}
     fid = report["fidelity"]
     assert fid["available"], fid
+    assert fid["model"] == "rounds" and fid["rate_scale"] == pytest.approx(3.0 / fid["round_seconds"])
+    assert fid["nominal_model"]["makespan"]["measured"] == report["summary"]["makespan"]
     print(f"\nmulti example: wall {time.time() - t0:.1f} s, makespan {report['summary']['makespan']:.1f} s; "
           f"simulated {fid['makespan']['simulated']:.1f} s ({fid['makespan']['difference_pct']:+.1f} %), with "
           f"measured throughputs {fid['with_measured_throughputs']['makespan']['difference_pct']:+.1f} %",

@@ -194,9 +194,10 @@ def compare(report: Mapping[str, Any], sim: Mapping[str, Any]) -> dict[str, Any]
 
 
 def fidelity_section(report: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:
-    """``report["fidelity"]``: the comparison with the profiler's throughputs, and with the
-    throughputs measured during the run; ``{"available": False, "reason"}`` when the simulator
-    cannot run (not installed, or the run did not complete)."""
+    """``report["fidelity"]``: the comparison with the profiler's throughputs (``rounds`` model),
+    with the throughputs measured during the run, and the makespan and mean absolute JCT
+    difference of the ``nominal`` model (``nominal_model``); ``{"available": False, "reason"}``
+    when the simulator cannot run (not installed, or the run did not complete)."""
     if report["summary"].get("makespan") is None:
         return {"available": False, "reason": "the run did not complete every job"}
     try:
@@ -204,6 +205,8 @@ def fidelity_section(report: Mapping[str, Any], table: Mapping[str, Any]) -> dic
         out = compare(report, sim)
         sim_m = simulate_run(report, table, measured_throughputs=True)
         out["with_measured_throughputs"] = compare(report, sim_m)
+        nominal = compare(report, simulate_run(report, table, model="nominal"))
+        out["nominal_model"] = {k: nominal[k] for k in ("makespan", "mean_abs_jct_difference_pct")}
         out["simulator"] = "policyopt.sim.Simulator"
         return out
     except ImportError as exc:
