@@ -430,7 +430,8 @@ class AllocationSpace:
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
         r = _cat(rows)
-        return Triplets(r, _cat(cols), np.ones(r.size), (n, len(self.rows) * C))
+        ones = np.broadcast_to(np.float64(1.0), r.shape)  # a read-only view: no array of ones per slot
+        return Triplets(r, _cat(cols), ones, (n, len(self.rows) * C))
 
     def slot_workers(self, rows: np.ndarray, configs: np.ndarray) -> np.ndarray:
         """Workers of type(c) that slot (r, c) occupies: the row's scale factor (a pair occupies one

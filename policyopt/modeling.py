@@ -179,10 +179,10 @@ class LinExpr:
         if m.shape != (n, var.cols.size):
             raise ModelingError(f"matrix shape {m.shape} does not match ({n}, {var.cols.size}) for "
                                 f"dims {[d.name for d in dims]} x variable {var.name!r}")
-        cols = var.cols.ravel()[m.cols]
-        keep = (cols >= 0) & (m.vals != 0)
-        if keep.all():
+        cols, all_exist = var._columns_at(m.cols)
+        if all_exist and np.all(m.vals != 0):
             return cls(dims, m.rows, cols, m.vals, const)
+        keep = (cols >= 0) & (m.vals != 0)
         return cls(dims, m.rows[keep], cols[keep], m.vals[keep], const)
 
     @property
@@ -211,8 +211,9 @@ class LinExpr:
         if isinstance(other, (LinExpr, Variable)):
             raise ModelingError("the product of two expressions is not linear")
         f = self._factor(other)
-        flat = f.ravel()
-        return LinExpr(self.dims, self.rows, self.cols, self.coefs * flat[self.rows], self.const * f)
+        coefs = np.take(f.ravel(), self.rows)
+        np.multiply(coefs, self.coefs, out=coefs)  # one new array per product
+        return LinExpr(self.dims, self.rows, self.cols, coefs, self.const * f)
 
     __rmul__ = __mul__
 
@@ -362,6 +363,21 @@ class Variable:
         self.lower = lower
         self.upper = upper
         self.integer = integer
+        self._at: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
+
+    def _columns_at(self, positions: np.ndarray) -> tuple[np.ndarray, bool]:
+        """``(cols.ravel()[positions], whether every one exists)``. Kept per read-only ``positions``
+        array (an allocation space's slot indices, shared by its membership, capacity and throughput
+        matrices), so a build gathers each variable's columns once."""
+        hit = self._at.get(id(positions))
+        if hit is not None and hit[0] is positions:
+            return hit[1], hit[2]
+        cols = self.cols.ravel()[positions]
+        exist = bool(np.all(cols >= 0))
+        if not positions.flags.writeable:
+            cols.flags.writeable = False
+            self._at[id(positions)] = (positions, cols, exist)
+        return cols, exist
 
     @property
     def shape(self) -> tuple[int, ...]:
