@@ -47,6 +47,7 @@ class MakespanUnderBudget(Policy):
     """Minimum makespan with total cost M·Σcost ≤ budget: one exact LP via z = 1/M (or bisection on M)."""
 
     objective_sense = "min"
+    idle_capacity_helps = False  # more GPU time costs more: it could break the budget
     options = (
         Option("budget", float, None, "dollars available for the whole makespan (required)"),
         Option("method", str, "lp", "lp (exact, z = 1/M) or bisection (Gavel's, in-place re-solves)",

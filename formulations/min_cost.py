@@ -82,6 +82,7 @@ class _CostPolicy(Policy):
     """Shared machinery of ``min_cost`` and ``min_cost_slo``."""
 
     use_slos = False
+    idle_capacity_helps = False  # more GPU time costs more: not a gain for a cost objective
     options: ClassVar[tuple[Option, ...]] = (Option("exact_ratio", bool, False,
                       "optimize Σ thr / Σ cost exactly (Charnes–Cooper) instead of Gavel's per-slot linear form"),)
 

@@ -125,6 +125,9 @@ class Policy(ABC):
     pop_combine: ClassVar[str | None] = None  # how POP recombines sub-objectives: sum|min|max|None
     #: the policy's LPs are max-min epigraphs whose optimum ties many rows (a hint for algorithm=auto)
     degenerate_lp: ClassVar[bool] = False
+    #: the policy's objective and rows stay met when a job runs faster on capacity the allocation left
+    #: idle (a space's work-conserving stage may apply); False for cost objectives and budgets
+    idle_capacity_helps: ClassVar[bool] = True
 
     def __init_subclass__(cls, **kwargs: Any) -> None:
         super().__init_subclass__(**kwargs)

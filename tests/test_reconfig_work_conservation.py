@@ -117,3 +117,19 @@ def test_quota_mode_is_checked_and_serialized() -> None:
     with pytest.raises(UnknownNameError) as exc:
         ReconfigProblem.from_dict(d)
     assert exc.value.field == "reconfig.options.quota"
+
+
+@pytest.mark.parametrize("name, options", [("min_cost", {}), ("makespan_under_budget", {"budget": 1e6})])
+def test_cost_policies_keep_the_quota(name: str, options: dict[str, Any]) -> None:
+    """More GPU time costs more, so cost objectives and budgets are not work-conserved: the quota
+    caps as under ``cap`` (same allocation), and the result says nothing about work conservation."""
+    def priced(quota: str) -> ReconfigProblem:
+        d = two_nodes(quota, with_research=False).to_dict()
+        d["cluster"]["worker_types"]["a100"]["price_per_hour"] = 4.0
+        return ReconfigProblem.from_dict(d)
+
+    cap = get_policy(name, **options).solve(priced("cap"))
+    res = get_policy(name, **options).solve(priced("reserve"))
+    assert cap.ok and res.ok and "work_conservation" not in res.extra
+    assert gpus_used(res)["r"] == pytest.approx(gpus_used(cap)["r"], abs=1e-6)
+    assert gpus_used(res)["r"] <= 4.0 + 1e-6

@@ -17,7 +17,9 @@ idle could speed up gains. ``result.objective`` stays the policy's optimum under
 after, and each quota row's use after (it may exceed the quota, with capacity no other job used).
 
 Applied by :meth:`~.space.MultiResourceSpace.after_solve` to optimal results that are fractional
-allocations over the space (not to the integral baselines, which place jobs on nodes).
+allocations over the space — not to the integral baselines (which place jobs on nodes), nor to
+policies whose objective or rows a faster job could break (``Policy.idle_capacity_helps = False``:
+``min_cost``, ``min_cost_slo``, ``makespan_under_budget`` — more GPU time costs more).
 """
 from __future__ import annotations
 
@@ -40,6 +42,7 @@ def conserve_work(space: Any, policy: Any, result: PolicyResult) -> PolicyResult
     not apply (no quota rows, not optimal, an integral baseline) or stage 2 does not solve."""
     quota_rows = np.array([name.startswith("quota.") for name in space.resources.labels.tolist()], bool)
     if (not quota_rows.any() or result.status is not Status.OPTIMAL or result.X is None
+            or not getattr(policy, "idle_capacity_helps", True)
             or "placements" in result.extra or "work_conservation" in result.extra):
         return result
     t0 = time.perf_counter()
