@@ -3,6 +3,9 @@
 Run:  python benchmarks/migration_bench.py [--seeds 1,2,3] [--rules simple,matching,tesserae]
           [--traces sw,sw+ps,gv,gv+ps,gv1] [--jobs 150] [--csv out.csv]
 
+A rule may carry a renewal credit in seconds, ``matching:h20`` (``renewal_credit=20``), to compare
+credits side by side on the same traces.
+
 Traces (cluster ``v100=16,p100=8,k80=8``, 360 s rounds, policy ``max_min_fairness``):
 
 * ``sw``     -- shockwave generator (1/2/4/8 GPUs), 40 jobs/h;
@@ -74,9 +77,11 @@ def run(traces: list[str], seeds: list[int], rules: list[str], jobs: int, option
         for seed in seeds:
             trace = spec.build(table, jobs, seed)
             for rule in rules:
+                base_rule, _, credit = rule.partition(":h")
+                extra = {"renewal_credit": float(credit)} if credit else {}
                 t0 = time.perf_counter()
-                res = simulate(trace, CLUSTER, table=table, policy="max_min_fairness", seed=seed, migration=rule,
-                               round_seconds=360.0, **spec.options, **options)
+                res = simulate(trace, CLUSTER, table=table, policy="max_min_fairness", seed=seed, migration=base_rule,
+                               round_seconds=360.0, **spec.options, **options, **extra)
                 m = res.metrics
                 rp = m["realized_over_planned"] or {}
                 rows.append({"trace": name, "seed": seed, "rule": rule, "migrations": m["migrations"],
