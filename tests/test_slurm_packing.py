@@ -120,6 +120,13 @@ def test_packable_allocation_properties(inst: tuple[np.ndarray, np.ndarray, np.n
         assert np.allclose(y, x, atol=1e-6)
     # the column generation reaches the optimum of the LP over every configuration
     assert out.throughput_kept == pytest.approx(_all_configurations_lp(x, thr, scale, cap), abs=1e-5)
+    # with fill: every job keeps at least what it had, only on entries X or Y used, and still fits
+    filled = packable_allocation({j: dict(zip(types, row)) for j, row in zip(jobs, x.tolist())},
+                                 dict(zip(jobs, scale.tolist())), dict(zip(types, cap.tolist())),
+                                 {j: dict(zip(types, row)) for j, row in zip(jobs, thr.tolist())}, fill=True)
+    yf = np.array([[filled.allocation[j].get(t, 0.0) for t in types] for j in jobs])
+    assert (yf >= y - 1e-6).all() and (yf[(x == 0) & (y == 0)] == 0).all()
+    assert ((yf * scale[:, None]).sum(axis=0) <= cap + 1e-6).all()
 
 
 @given(st.integers(0, 2**31 - 1))

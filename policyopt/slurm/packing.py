@@ -6,28 +6,28 @@ job runs on all ``g_j`` of its GPUs or on none. An ``X`` can therefore be unreal
 (``2 + 2 = 4``), yet in every round that the 4-GPU job runs the 2-GPU job cannot. The round
 mechanism then falls behind on some job by a little every round, without bound.
 
-:func:`packable_allocation` replaces ``X`` by the nearest allocation ``Y`` that *is* realizable:
-``Y`` lies in the convex hull of round configurations. With a configuration ``S`` of type ``t``
-a set of jobs whose GPUs fit at once (``Σ_{j∈S} g_j ≤ C_t``) and ``μ[t, S] ≥ 0`` its share of
-the rounds on ``t``::
+:func:`packable_allocation` replaces ``X`` by the nearest allocation ``Y`` that *is* realizable,
+a mixture of round configurations. A configuration ``A`` runs each job on at most one type, and
+each type's jobs fit its GPUs at once (``Σ_{j on t} g_j ≤ C_t``); with ``λ_A ≥ 0`` its share of
+the rounds::
 
-    Y[j, t] = Σ_{S ∋ j} μ[t, S]        Σ_S μ[t, S] ≤ 1  (each t)        Σ_t Y[j, t] ≤ 1  (each j)
+    Y = Σ_A λ_A · A        Σ_A λ_A ≤ 1
 
-Two LPs (HiGHS), lexicographically:
+LPs solved with HiGHS, lexicographically:
 
 1. ``max s`` s.t. every job keeps a fraction ``s`` of the throughput the policy gave it,
-   ``Σ_t T[j, t]·Y[j, t] ≥ s · Σ_t T[j, t]·X[j, t]``, ``s ≤ 1`` (for max-min and finish-time
-   fairness this is what the policy's objective is made of);
-2. ``min Σ_{j,t} g_j·|Y[j, t] - X[j, t]|`` at that ``s``: the packable allocation closest to ``X``.
+   ``Σ_t T[j, t]·Y[j, t] ≥ s · Σ_t T[j, t]·X[j, t]``, ``s ≤ 1`` (max-min and finish-time fairness
+   are made of these throughputs);
+2. ``min Σ_{j,t} g_j·|Y[j, t] - X[j, t]|`` at that ``s``: the packable allocation closest to ``X``;
+3. with ``fill`` (work conservation): ``max Σ_{j,t} g_j·Y[j, t]`` s.t. ``Y`` at least stage 2's,
+   on the (job, type) entries where ``X`` or stage 2's ``Y`` is positive: GPUs the rounds leave
+   idle go to jobs, none is taken away.
 
-When ``X`` is packable, ``s = 1`` and ``Y = X``. Configurations are generated as needed (column
-generation): the pricing problem of type ``t`` is a 0/1 knapsack over the jobs' GPU counts with
-the LP's duals as values, solved exactly by dynamic programming over ``C_t``. Jobs that all need
-one GPU are packable as they are (the job × type assignment polytope is integral), so ``X`` is
-returned unchanged without an LP.
-
-The hull is taken per type, with jobs coupled only through ``Σ_t Y[j, t] ≤ 1``; the round
-mechanism realizes it round by round.
+When ``X`` is packable, ``s = 1`` and stage 2 returns ``Y = X``. Configurations are generated as
+needed (column generation): the pricing problem, the configuration of largest value for the LP's
+duals, is a small assignment MILP (each job on at most one type, each type a knapsack over the
+jobs' GPU counts) solved exactly by HiGHS. The configurations with ``λ > 0`` (and an idle one for
+the rest) are returned with ``Y``; :mod:`policyopt.slurm.schedule` runs them round by round.
 """
 from __future__ import annotations
 
@@ -54,8 +54,7 @@ class PackableAllocation:
     """``allocation``: job -> type -> ``Y``; ``throughput_kept``: the ``s`` of stage 1 (1 when
     ``X`` was packable); ``configurations``: ``(((job, type), ...), λ)`` with ``λ > 0``, rounds
     that fit and their shares (``Σ λ = 1``; ``()`` is an idle round), ``Y = Σ λ·configuration``;
-    ``changed``: whether stages 1-2
-    changed ``X`` (stage 3 only adds)."""
+    ``changed``: whether stages 1-2 changed ``X`` (stage 3 only adds)."""
 
     allocation: dict[str, dict[str, float]]
     throughput_kept: float
@@ -218,10 +217,20 @@ def packable_allocation(allocation: Mapping[str, Mapping[str, float]], scale_fac
     lam, _ = master.generate(2, s_min=max(s - 1e-7, 0.0))
     y = (master._a_y() @ lam).reshape(n, nc)
     changed = bool(np.abs(y - x).max(initial=0.0) > 1e-6)
-    if fill:
-        master.allowed = thr > 0
-        master.allowed &= (x > 0) | (y > EPS)
-        lam, _ = master.generate(3, y_min=np.maximum(y - 1e-9, 0.0))
+    if fill:  # only on entries X or Y already uses: drop the configurations that leave them
+        master.allowed = (thr > 0) & ((x > 0) | (y > 0))
+        ok = master.allowed.ravel()
+        keep = [k for k, col in enumerate(master.cols) if ok[list(col)].all()]
+        master.cols = [master.cols[k] for k in keep]
+        master.seen = set(master.cols)
+        y_min = np.maximum((master._a_y() @ lam[keep]).reshape(n, nc) - 1e-9, 0.0) if keep else np.zeros_like(y)
+        for e in np.flatnonzero(ok).tolist():  # every allowed entry alone (a start for the LP)
+            if scale[e // nc] <= cap[e % nc]:
+                master.add([e])
+        if master.cols:
+            lam, _ = master.generate(3, y_min=y_min)
+        else:
+            lam = np.zeros(0)
         y = (master._a_y() @ lam).reshape(n, nc)
     y[y < EPS] = 0.0
     y = np.minimum(y, 1.0)
