@@ -308,13 +308,17 @@ def register_policy(name: str | None = None, *, doc: str | None = None) -> Calla
 
 
 _PLUGINS_LOADED: set[str] = set()
+_ENTRY_POINTS_SCANNED = False
 
 
-def load_plugins(modules: Iterable[str] = ()) -> list[str]:
+def load_plugins(modules: Iterable[str] = (), rescan: bool = False) -> list[str]:
     """Import policy plugins so their ``@register_policy`` decorators run: the given modules (a
     dotted name, or a ``.py`` file path imported as a module named after the file), the
     comma-separated ``POLICYOPT_PLUGINS`` environment variable, and the ``policyopt.policies``
-    entry-point group of installed packages. A module that fails to import raises ``InputError``."""
+    entry-point group of installed packages — scanned once per process (the scan reads every
+    installed distribution's metadata: milliseconds), again with ``rescan`` (``get_policy`` rescans
+    when a name is not registered). A module that fails to import raises ``InputError``."""
+    global _ENTRY_POINTS_SCANNED
     import os
     from importlib import metadata
 
@@ -333,11 +337,14 @@ def load_plugins(modules: Iterable[str] = ()) -> list[str]:
                 raise InputError("plugin", name, f"cannot import policy plugin module: {exc}") from None
         _PLUGINS_LOADED.add(name)
         loaded.append(name)
+    if _ENTRY_POINTS_SCANNED and not rescan:
+        return loaded
     for ep in metadata.entry_points(group="policyopt.policies"):
         if ep.value not in _PLUGINS_LOADED:
             ep.load()
             _PLUGINS_LOADED.add(ep.value)
             loaded.append(ep.value)
+    _ENTRY_POINTS_SCANNED = True
     return loaded
 
 
@@ -374,7 +381,7 @@ def _ensure_loaded(name: str | None = None) -> None:
     """The policy library and plugins; the extensions (:func:`policyopt.extensions.discover`) only
     when ``name`` is not registered yet or every policy is wanted (``name`` None)."""
     importlib.import_module("policyopt.formulations")
-    load_plugins()
+    load_plugins(rescan=name is not None and name not in _POLICIES)
     if name is None or name not in _POLICIES:
         discover()
 

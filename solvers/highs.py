@@ -402,8 +402,9 @@ class HighsModel(LoadedModel):
         if status is Status.OPTIMAL or (status in (Status.TIME_LIMIT, Status.STOPPED) and has_primal):
             if self.sf.num_cols:
                 res.x = np.asarray(sol.col_value, dtype=np.float64)
-                if status is Status.OPTIMAL and not self.sf.is_mip:
-                    self._last = (res.x, np.asarray(sol.row_value, dtype=np.float64))
+                if status is Status.OPTIMAL and self.options.degenerate and self.options.algorithm == "auto" \
+                        and not self.sf.is_mip:
+                    self._last = (res.x, np.asarray(sol.row_value, dtype=np.float64))  # (see _cap)
             else:
                 res.x = np.zeros(0)
             res.objective = float(info.objective_function_value) if self.sf.num_cols else float(self.sf.offset)

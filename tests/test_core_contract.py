@@ -366,3 +366,30 @@ def test_pop_in_a_script_without_main_guard_falls_back_to_this_process(tmp_path)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.split()[-1] == "same"
     assert "__main__" in proc.stderr and "solved in this process" in proc.stderr
+
+
+def test_policy_entry_points_scanned_once_then_only_for_unknown_names(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``get_policy`` reads the ``policyopt.policies`` entry points once per process (a scan of
+    every installed distribution's metadata), and again only for a name that is not registered."""
+    from importlib import metadata
+
+    from policyopt.errors import UnknownNameError
+    from policyopt.policy import get_policy
+
+    scans: list[str] = []
+    real = metadata.entry_points
+
+    def counting(**kw):  # type: ignore[no-untyped-def]
+        scans.append(kw.get("group", ""))
+        return real(**kw)
+
+    monkeypatch.setattr(metadata, "entry_points", counting)
+    get_policy("max_min_fairness")
+    first = scans.count("policyopt.policies")
+    assert first <= 1
+    for _ in range(3):
+        get_policy("max_sum_throughput")
+    assert scans.count("policyopt.policies") == first
+    with pytest.raises(UnknownNameError):
+        get_policy("no_such_policy_anywhere")
+    assert scans.count("policyopt.policies") == first + 1
