@@ -262,3 +262,38 @@ def test_mechanism_arrays_equal_the_dictionary_path(gavel) -> None:
             np.testing.assert_array_equal(arr.x, ref.x)
             np.testing.assert_array_equal(arr.scale, ref.scale)
             np.testing.assert_array_equal(arr.members, ref.members)
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32 - 1))
+def test_plan_that_keeps_every_candidate_is_a_job_exact_optimum(seed) -> None:
+    """The simulator's fast path for ``migration="matching"``: when every job that could be kept (same
+    type and GPU count in both rounds) holds its old GPUs in the plan, the plan keeps as much as the
+    job-exact relabeling does (and jobs that changed type or size cannot be kept by any relabeling)."""
+    from policyopt.placement.job_exact import job_exact_relabeling, kept_weight
+    from policyopt.sim.loop import _keeps_every_candidate
+
+    rng = np.random.default_rng(seed)
+    layout = ClusterLayout.from_counts({"v100": 16, "k80": 12}, {"v100": 4, "k80": 4})
+    old = _random_placement(rng, layout, 12, "a")
+    stay = {j: g for j, g in old.gpus.items() if rng.random() < 0.6}  # kept in place
+    taken = {x for g in stay.values() for x in g}
+    gpus: dict[str, list[int]] = {j: list(g) for j, g in stay.items()}
+    movers = [j for j in old.gpus if j not in stay and rng.random() < 0.5]  # change type (or size)
+    for k, j in enumerate(movers + [f"n{k}" for k in range(4)]):
+        t = layout.worker_types[k % 2]
+        n = int(rng.choice([1, 2]))
+        if j in old.gpus and old.worker_type_of(j) == t and len(old.gpus[j]) == n:
+            n = 3 - n  # same type: another size, so the job cannot be kept
+        free = [x for x in layout.gpus_of(t).tolist() if x not in taken]
+        if len(free) >= n:
+            pick = rng.choice(free, n, replace=False).tolist()
+            taken.update(pick)
+            gpus[j] = pick
+    new = Placement.build(layout, gpus)
+    assert _keeps_every_candidate(old, new)
+    best = job_exact_relabeling(old, new)
+    assert kept_weight(old, new, np.arange(layout.num_gpus)) == kept_weight(old, new, best)
+    one = Placement.build(layout, {"a": [0]})
+    assert not _keeps_every_candidate(one, Placement.build(layout, {"a": [1]}))  # same type and size, moved
+    assert _keeps_every_candidate(one, Placement.build(layout, {"a": [0, 1]}))  # grew: cannot be kept

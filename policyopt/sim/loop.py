@@ -40,6 +40,18 @@ def _id_key(jid: str) -> tuple[int, Any]:
     return (0, int(jid)) if jid.isdigit() else (1, jid)
 
 
+def _keeps_every_candidate(previous: Placement, plan: Placement) -> bool:
+    """Whether every job of both rounds with the same worker type and GPU count holds the same GPUs in
+    ``plan`` (then no relabeling keeps more of them: the job-exact minimizer's optimum is the plan)."""
+    gpu_type = plan.layout.gpu_type
+    old = previous.gpus
+    for j, g in plan.gpus.items():
+        o = old.get(j)
+        if o is not None and o != g and len(o) == len(g) and gpu_type[o[0]] == gpu_type[g[0]]:
+            return False
+    return True
+
+
 @dataclass
 class _Round:
     """What one round's stages decided: the plan as placed and the placement that runs."""
@@ -69,7 +81,7 @@ class SimulationRun:
         self.interval = L if cfg.recompute_interval is None else float(cfg.recompute_interval)
         self.types = types = sim.types
         self.nt = nt = len(types)
-        self.count_arr = count_arr = np.array([sim.counts[t] for t in types], np.int64)
+        self.count_arr = np.array([sim.counts[t] for t in types], np.int64)
         self._static_arrays()
         self.entities = sim._entities(jobs)
         T_cons, fits, sf = self.T_cons, self.fits, self.sf
@@ -150,6 +162,7 @@ class SimulationRun:
             self.scheduler = PriorityScheduler(policy)
         self.placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)
         self.migration = MIGRATION_MINIMIZERS.create(cfg.migration)
+        self.exact_relabel = cfg.migration == "matching"
         self.sticky = self.alloc_mode and (cfg.migration == "matching" if cfg.keep_types is None
                                            else bool(cfg.keep_types))
         # pair renewal in the packer (with keep_types): the two restarts a kept pair avoids, in the matching's
@@ -316,9 +329,10 @@ class SimulationRun:
         plan = self.placer.place(sim.layout, RoundAssignment(assignment.combinations + blockers,
                                                              assignment.pending), last)
         s3 = time.perf_counter()
-        # fast path: when no job that ran last round changed GPUs, the identity labeling is already
-        # optimal for every minimizer (stops and starts cost the same under any relabeling)
-        if last is None or not migrated_jobs(last, plan):
+        # fast paths: when no job that ran last round changed GPUs, the identity labeling is already
+        # optimal for every minimizer (stops and starts cost the same under any relabeling); for the
+        # job-exact minimizer, when every job that could be kept (same type and GPU count) kept its GPUs
+        if last is None or not migrated_jobs(last, plan) or (self.exact_relabel and _keeps_every_candidate(last, plan)):
             placement = plan
         else:
             placement = self.migration.relabel(last, plan)
