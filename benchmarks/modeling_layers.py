@@ -24,6 +24,11 @@ lazily (``build_s`` is its expression tree; canonicalization happens inside ``so
 objectives must agree (1e-6 relative) and equal ``policyopt.solve``'s for the two policies.
 
     python benchmarks/modeling_layers.py --sizes 2048 16384 131072 --output benchmarks/results
+
+``--build-only --repeats K`` measures ``build_s`` alone (no translation, no solve), the median of
+``K`` processes per row, both as wall seconds and as the process's CPU seconds (``build_cpu_s``: on a
+shared, loaded machine the wall clock mostly measures the wait for a core), layers interleaved
+within each repeat, into ``modeling_layers_build.csv``.
 """
 from __future__ import annotations
 
@@ -229,6 +234,48 @@ def _child(layer: str, model: str, d: Data, time_limit: float, queue: Any) -> No
         queue.put({"error": f"{type(exc).__name__}: {exc}"[:200]})
 
 
+def _build_child(layer: str, model: str, d: Data, queue: Any) -> None:
+    try:
+        for mod in IMPORTS[layer]:
+            importlib.import_module(mod)
+        t0, c0 = time.perf_counter(), time.process_time()
+        built, _ = RUNNERS[layer](d, model)
+        queue.put({"build_s": built - t0, "build_cpu_s": time.process_time() - c0, "error": ""})
+    except Exception as exc:  # noqa: BLE001 - a failing layer is a row
+        queue.put({"error": f"{type(exc).__name__}: {exc}"[:200]})
+
+
+def build_only(sizes: list[int], layers: list[str], models: list[str], repeats: int, out: Path) -> None:
+    """The ``--build-only`` table (module docstring)."""
+    ctx = mp.get_context("fork")
+    rows = []
+    for n in sizes:
+        d = Data(n)
+        for model in models:
+            got: dict[str, list[dict[str, Any]]] = {layer: [] for layer in layers}
+            for _ in range(repeats):
+                for layer in layers:
+                    q = ctx.Queue()
+                    p = ctx.Process(target=_build_child, args=(layer, model, d, q))
+                    p.start()
+                    got[layer].append(q.get())
+                    p.join()
+            for layer, runs in got.items():
+                ok = [r for r in runs if not r["error"]]
+                rows.append({"jobs": n, "model": model, "layer": layer, "runs": len(ok),
+                             "build_s": float(np.median([r["build_s"] for r in ok])) if ok else np.nan,
+                             "build_cpu_s": float(np.median([r["build_cpu_s"] for r in ok])) if ok else np.nan,
+                             "error": next((r["error"] for r in runs if r["error"]), "")})
+            print(f"{n} {model} done", flush=True)
+    df = pd.DataFrame(rows)
+    for col in ("build_s", "build_cpu_s"):
+        ours = df[df["layer"] == "ours"].set_index(["jobs", "model"])[col]
+        df[f"{col}_vs_ours"] = [v / ours.get((n, m), np.nan) for v, n, m in zip(df[col], df["jobs"], df["model"])]
+    out.mkdir(parents=True, exist_ok=True)
+    df.to_csv(out / "modeling_layers_build.csv", index=False)
+    print(markdown_table(df.drop(columns=["error"])))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", nargs="+", type=int, default=[2048, 16384, 131072])
@@ -236,7 +283,12 @@ def main() -> None:
     ap.add_argument("--models", nargs="+", default=list(MODELS), choices=MODELS)
     ap.add_argument("--time-limit", type=float, default=600.0, help="HiGHS seconds per solve")
     ap.add_argument("--output", default="benchmarks/results")
+    ap.add_argument("--build-only", action="store_true", help="time the builds only (module docstring)")
+    ap.add_argument("--repeats", type=int, default=3, help="processes per row with --build-only")
     args = ap.parse_args()
+    if args.build_only:
+        build_only(args.sizes, args.layers, args.models, args.repeats, Path(args.output))
+        return
     from rich.progress import Progress
 
     import policyopt
