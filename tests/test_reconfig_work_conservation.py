@@ -133,3 +133,24 @@ def test_cost_policies_keep_the_quota(name: str, options: dict[str, Any]) -> Non
     assert cap.ok and res.ok and "work_conservation" not in res.extra
     assert gpus_used(res)["r"] == pytest.approx(gpus_used(cap)["r"], abs=1e-6)
     assert gpus_used(res)["r"] <= 4.0 + 1e-6
+
+
+def test_a_round_places_what_the_quota_reserves_and_what_flows_on() -> None:
+    """``reconfig_round`` (the simulator's decision): alone on two 8-GPU nodes with a quota of half
+    the cluster, a guaranteed job is placed on 8 GPUs under ``cap`` and on all 16 under
+    ``reserve`` (the rounding admits the guarantee by the quota, then follows the LP)."""
+    from policyopt.reconfig.rounds import reconfig_round
+    from policyopt.sim.reconfig_sim import ReconfigSimConfig
+
+    job = transformers_trace(16, static=True, seed=2, max_gpus=16)[3]
+    placed = {}
+    for mode in ("cap", "reserve"):
+        cfg = ReconfigSimConfig(policy="max_min_fairness", nodes=2, quota=mode, quota_fraction=0.5)
+        problem = trace_problem([job], 0.0, nodes=2, quota_fraction=0.5, options=cfg.options)
+        assert list(problem.reconfig.jobs.values())[0].guaranteed
+        placed[mode] = reconfig_round(problem, "max_min_fairness").jobs
+    (jid, cap), = placed["cap"].items()
+    res = placed["reserve"][jid]
+    assert cap.gpus == 8 and res.gpus == 16 and res.throughput > cap.throughput
+    with pytest.raises(UnknownNameError):
+        ReconfigSimConfig(quota="lend")

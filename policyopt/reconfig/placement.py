@@ -16,7 +16,9 @@ for a round: guaranteed jobs first on a configuration meeting their SLA target, 
 priority (``Σ_c X[m,c]``, optionally divided by the share of time already received), each on its
 largest-``X`` configuration that can be placed, then fewer-GPU ones; finally :class:`Greedy` grows
 jobs into what is left (``fill``). An LP vertex has at most as many fractional jobs as coupling rows,
-so with enough capacity the rounding loses little.
+so with enough capacity the rounding loses little. With ``reconfig.options.quota = "reserve"`` the
+tenant quotas admit the guarantees and then no longer bound the rounding (the LP's work-conserving
+stage decided how far a guaranteed job goes past its quota).
 
 :class:`Greedy` is also the engine of the ``rubick_greedy`` / ``synergy_like`` baselines: admission
 in a given order, growth by the best marginal normalized throughput per resource unit, and
@@ -484,6 +486,8 @@ def integralize(space: MultiResourceSpace, X: np.ndarray, priority: np.ndarray |
     # guarantees first at their cheapest SLA-meeting configuration (packs whenever that allocation
     # does), then each guaranteed job moves to its LP choice if it still fits, then the others
     g.admit(order_g.tolist(), shrink=False)
+    if sp.spec.options.quota == "reserve":  # quotas admitted the guarantees; the LP's choices may pass them
+        g.pool.quota_left = {}
     for m in order_g.tolist():
         for c in cands[m]:
             if g.col_of(m) == c or sp.cfg_gpus[c] < sp.cfg_gpus[max(g.col_of(m), 0)] or g.try_set(m, c):

@@ -8,7 +8,7 @@
     policyopt simulate --generator transformers --policy NAME --reconfigure all|plans|resources|none
         --jobs N (--rate JOBS_PER_HOUR | --static) [--nodes 4] [--threshold 0.97]
         [--checkpoint-seconds S] [--guaranteed-fraction 0.3] [--quota-fraction 0.5]
-        [--round-seconds 360] --seed S --output DIR
+        [--quota-mode cap|reserve] [--round-seconds 360] --seed S --output DIR
 
 ``--policy`` takes any registered optimization policy (realized by the round mechanism), a
 round-stage priority policy (``las``, ``tiresias``, ``ftf``, or ``round:fifo`` for the FIFO
@@ -205,7 +205,8 @@ def reconfig_config_from_args(args: argparse.Namespace) -> Any:
             policy=args.policy, policy_options=options, nodes=_nodes(args),
             reconfigure="all" if args.reconfigure is None else args.reconfigure, threshold=args.threshold,
             round_seconds=args.round_seconds, checkpoint_seconds=args.checkpoint_seconds,
-            quota_fraction=args.quota_fraction, amortize=args.amortize_checkpoints, reschedule=args.reschedule,
+            quota_fraction=args.quota_fraction, quota=args.quota_mode, amortize=args.amortize_checkpoints,
+            reschedule=args.reschedule,
             recompute_interval=args.recompute_interval, seed=args.seed, window=_window(args), until=args.until,
             max_seconds=None if args.max_hours is None else args.max_hours * 3600.0, progress=args.progress)
     except InputError as exc:
@@ -261,7 +262,7 @@ BACKENDS: dict[str, Backend] = {
                                   "slo_margin_seconds", "entities", "throughputs", "restore_seconds", "type_order",
                                   "failure_mtbf_hours", "repair_seconds")),
     "reconfig": Backend(_run_reconfig, ("nodes", "reconfigure", "threshold", "guaranteed_fraction",
-                                        "quota_fraction", "amortize_checkpoints", "reschedule")),
+                                        "quota_fraction", "quota_mode", "amortize_checkpoints", "reschedule")),
 }
 _DEFAULTS: dict[str, Any] = {}  # the parser's defaults (filled by add_subparser)
 
@@ -394,6 +395,9 @@ def add_subparser(subparsers: Any) -> None:
                     help="share of jobs in the guaranteed tenant 'prod' (default 0.3)")
     rc.add_argument("--quota-fraction", type=float, default=0.5,
                     help="the guaranteed tenant's quota, a fraction of every resource (default 0.5)")
+    rc.add_argument("--quota-mode", dest="quota_mode", choices=["cap", "reserve"], default="cap",
+                    help="cap: the quota bounds the guaranteed jobs always (default); reserve: capacity an LP "
+                         "policy's allocation leaves idle flows on to them (work conservation)")
     rc.add_argument("--amortize-checkpoints", action="store_true",
                     help="also charge delta/round in the policy's objective for a change of configuration")
     rc.add_argument("--reschedule", default="events", metavar="events|rounds",

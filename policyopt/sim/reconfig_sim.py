@@ -96,6 +96,7 @@ class ReconfigSimConfig:
     round_seconds: float = 360.0
     checkpoint_seconds: float | None = None
     quota_fraction: float | None = 0.5
+    quota: str = "cap"  # cap | reserve (reconfig.options.quota: quotas that reserve let idle capacity flow on)
     amortize: bool = False
     reschedule: str = "events"
     recompute_interval: float | None = None  # None: one round
@@ -108,12 +109,14 @@ class ReconfigSimConfig:
     progress: bool = False
 
     def __post_init__(self) -> None:
-        from ..reconfig.spec import RECONFIGURE_MODES
+        from ..reconfig.spec import QUOTA_MODES, RECONFIGURE_MODES
 
         if isinstance(self.nodes, bool) or not isinstance(self.nodes, (int, np.integer)) or self.nodes < 1:
             raise InputError("nodes", self.nodes, "must be a positive integer (nodes of 8 GPUs)")
         if self.reconfigure not in RECONFIGURE_MODES:
             raise UnknownNameError("reconfigure", self.reconfigure, RECONFIGURE_MODES)
+        if self.quota not in QUOTA_MODES:
+            raise UnknownNameError("quota", self.quota, QUOTA_MODES)
         _positive("threshold", self.threshold, True)
         if self.threshold > 1:
             raise InputError("threshold", self.threshold, "must be in [0, 1]")
@@ -148,7 +151,8 @@ class ReconfigSimConfig:
         from ..reconfig.spec import ReconfigOptions
 
         return ReconfigOptions(reconfigure=self.reconfigure, threshold=float(self.threshold),
-                               round_seconds=float(self.round_seconds) if self.amortize else None)
+                               round_seconds=float(self.round_seconds) if self.amortize else None,
+                               quota=self.quota)
 
     def to_dict(self) -> dict[str, Any]:
         from dataclasses import asdict
