@@ -56,7 +56,7 @@ def add_subparser(subparsers: Any) -> None:
                          "profile, one job at a time), 'busy' (on the run's slots, every slot training) or "
                          "'schedule' (busy, then each round the simulator predicts, as predicted)")
     p.add_argument("--profile-seconds", type=float, default=None,
-                   help="seconds per profiling run (--profile; default 2, and one round with 'busy')")
+                   help="seconds per profiling run (--profile; default 2, one round with busy|schedule)")
     p.add_argument("--recompute-interval", type=float, default=None,
                    help="minimum seconds between recomputes (default: one round)")
     p.add_argument("--max-restarts", type=int, default=3,
