@@ -389,6 +389,10 @@ class MultiResourceSpace(AllocationSpace):
             np.concatenate(cols) if cols else np.zeros(0, np.int64),
             np.concatenate(vals) if vals else np.zeros(0), (len(names), len(self.rows) * len(self.configs)))
 
+    def quota_rows(self) -> np.ndarray:
+        """Mask over ``resources``: the tenant quota rows (``quota.<tenant>.<resource>``)."""
+        return np.char.startswith(np.asarray(self.resources.labels, dtype=str), "quota.")
+
     def resource_matrix(self) -> Triplets:
         """``(resources × rows·configs)``: CPU cores / host GiB / quota usage of each slot."""
         return self._resource_matrix
@@ -511,7 +515,7 @@ class MultiResourceSpace(AllocationSpace):
                               f"{name}_job_time")
         model.add_constraints(LinExpr.from_matrix(self.capacity_matrix(), X, (self.worker_types,))
                               <= self.counts, f"{name}_capacity")
-        keep = np.array([quotas or not r.startswith("quota.") for r in self.resources.labels.tolist()], bool)
+        keep = np.ones(len(self.resources), bool) if quotas else ~self.quota_rows()
         if keep.any():
             M = self.resource_matrix()
             pos = np.cumsum(keep) - 1
@@ -602,7 +606,7 @@ class MultiResourceSpace(AllocationSpace):
             use = self.resource_matrix() @ X.ravel()
             over = use > self.resource_limits + tol * np.maximum(1.0, self.resource_limits)
             if self.spec.options.quota == "reserve":  # a quota reserves: idle capacity may flow past it
-                over &= ~np.char.startswith(self.resources.labels.astype(str), "quota.")
+                over &= ~self.quota_rows()
             for i in np.flatnonzero(over):
                 problems.append(f"{self.resources.labels[i]} exceeded: {use[i]:.6g} > {self.resource_limits[i]:.6g}")
         if sla and self.sla_jobs.size:

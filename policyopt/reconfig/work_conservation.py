@@ -40,7 +40,7 @@ HOLD_TOLERANCE = 1e-7
 def conserve_work(space: Any, policy: Any, result: PolicyResult) -> PolicyResult:
     """Stage 2 above on ``result`` (a stage-1 result over ``space``); ``result`` itself when it does
     not apply (no quota rows, not optimal, an integral baseline) or stage 2 does not solve."""
-    quota_rows = np.array([name.startswith("quota.") for name in space.resources.labels.tolist()], bool)
+    quota_rows = space.quota_rows()
     if (not quota_rows.any() or result.status is not Status.OPTIMAL or result.X is None
             or not getattr(policy, "idle_capacity_helps", True)
             or "placements" in result.extra or "work_conservation" in result.extra):
