@@ -519,9 +519,9 @@ class Model:
         lo_in, hi_in = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
         if np.any(np.isnan(lo_in)) or np.any(np.isnan(hi_in)):
             raise ModelingError(f"variable {name!r}: NaN bound")
-        # scalar bounds stay broadcast views (no copy per slot); array bounds are copied
-        lo = np.broadcast_to(lo_in, shape) if lo_in.ndim == 0 else np.broadcast_to(lo_in, shape).copy()
-        hi = np.broadcast_to(hi_in, shape) if hi_in.ndim == 0 else np.broadcast_to(hi_in, shape).copy()
+        # bounds are the variable's own writable arrays (callers tighten them in place: X.upper[...] = 0.5)
+        lo = np.broadcast_to(lo_in, shape).copy()
+        hi = np.broadcast_to(hi_in, shape).copy()
         n = int(np.count_nonzero(m))
         if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else np.any(lo[m] > hi[m]):
             raise ModelingError(f"variable {name!r}: lower bound above upper bound")

@@ -162,3 +162,12 @@ def test_a_sum_keeps_its_blocks_until_read_and_compiles_the_same() -> None:
     assert len(e.terms) == 1
     np.testing.assert_array_equal(m.blocks["row"].cols, e.cols)
     assert (-e).coefs.tolist() == (-e.coefs).tolist()
+
+
+def test_variable_bounds_can_be_tightened_in_place() -> None:
+    m = Model("bounds")
+    x = m.add_variables("x", (IndexSet("i", ["a", "b"]),), 0.0, 1.0)
+    x.upper[...] = 0.5  # scalar bounds are the variable's own arrays
+    x.lower[1] = 0.25
+    sf = m.compile()
+    assert sf.col_upper.tolist() == [0.5, 0.5] and sf.col_lower.tolist() == [0.0, 0.25]
