@@ -137,5 +137,6 @@ def test_keep_bonus_renews_last_rounds_pair_only_among_valid_edges() -> None:
     packer.last_partner = {"s": "p", "p": "s"}
     swapped = RoundAssignment((Combination(("s",), "v100", 1),), pending=("q", "p"))
     assert [c.jobs for c in packer.pack(swapped, jobs).combinations] == [("s", "p")]
-    with pytest.raises(InputError, match="keep_bonus"):
-        MatchingPacker(small_table(), keep_bonus=-1.0)
+    for bad in (-1.0, float("nan"), "1", True):
+        with pytest.raises(InputError, match="keep_bonus"):
+            MatchingPacker(small_table(), keep_bonus=bad)  # type: ignore[arg-type]

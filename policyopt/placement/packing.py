@@ -178,7 +178,8 @@ class MatchingPacker(Packer):
 
     def __init__(self, throughputs: PairThroughputs, best_plan: BestPlanFn | None = None,
                  keep_bonus: float = 0.0) -> None:
-        if not np.isfinite(keep_bonus) or keep_bonus < 0:
+        if isinstance(keep_bonus, bool) or not isinstance(keep_bonus, (int, float)) \
+                or not np.isfinite(keep_bonus) or keep_bonus < 0:
             raise InputError("keep_bonus", keep_bonus, "must be a finite number >= 0")
         self.throughputs = throughputs
         self.best_plan = best_plan
