@@ -18,7 +18,7 @@ pytest.importorskip("uvicorn")
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc; malloc_trim is glibc")
 
 JOBS = 40_000
-REQUESTS = 4
+REQUESTS = 3
 
 
 def _rss(pid: int) -> int:
@@ -65,7 +65,7 @@ def _kept_after_each(url: str, pid: int, body: bytes, small: bytes) -> tuple[int
 
 
 def test_serve_gives_back_the_memory_of_large_requests(tmp_path: Path) -> None:
-    """Four 40,000-job solves (policy ``isolated``: the request is parsing and answering): after
+    """Three 40,000-job solves (policy ``isolated``: the request is parsing and answering): after
     each one the server keeps about the same few MB over its size before the first, however many
     large requests came before. With ``--allocator python`` (CPython's arenas, pinned by the few
     objects that outlive a request) the kept memory grows with every large request instead —
