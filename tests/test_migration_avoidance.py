@@ -83,6 +83,65 @@ def test_keep_types_keeps_who_runs_and_capacity(seed: int, n: int) -> None:
     assert kept >= sum(before[j] == last.get(j) for j in before)
 
 
+def test_keep_types_refills_the_gpus_a_move_frees() -> None:
+    # "big" (8 GPUs) was selected on p100, where "small" (1 GPU, time only on p100) waits; big goes
+    # back to v100 (its last type, idle there); without a refill p100 would idle and small starve
+    cap = {"v100": 16, "p100": 8}
+    sel = RoundAssignment((Combination(("big",), "p100", 8), Combination(("x",), "v100", 1)), pending=("small",))
+    last = {"big": "v100", "x": "v100", "small": "p100"}
+    allowed = {("big", "v100"), ("big", "p100"), ("x", "v100"), ("small", "p100")}
+    thr = {"v100": 2.0, "p100": 1.0}
+
+    def run(scale: dict[str, int] | None) -> RoundAssignment:
+        return keep_types(sel, last, cap, lambda j, t: (j, t) in allowed, lambda j, t: thr[t], 0.0, scale)
+
+    plain = run(None)
+    assert plain.by_job()["big"].worker_type == "v100" and plain.pending == ("small",)
+    out = run({"big": 8, "x": 1, "small": 1})
+    assert out.by_job()["big"].worker_type == "v100" and out.pending == ()
+    assert out.by_job()["small"] == Combination(("small",), "p100", 1, renewed=True)
+    # only freed GPUs are refilled, and only on a type the allocation gives the pending job
+    assert run({"big": 8, "x": 1, "small": 16}).pending == ("small",)
+    allowed.discard(("small", "p100"))
+    assert run({"big": 8, "x": 1, "small": 1}).pending == ("small",)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 12))
+def test_keep_types_refill_stays_within_capacity_and_the_allocation(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    cap = {"a": 8, "b": 4, "c": 4}
+    left = dict(cap)
+    combos, pending, scale = [], [], {}
+    for i in range(n):
+        t, g = str(rng.choice(list(cap))), int(rng.choice([1, 2, 4]))
+        scale[f"j{i}"] = g
+        if left[t] >= g and rng.random() < 0.7:
+            left[t] -= g
+            combos.append(Combination((f"j{i}",), t, g))
+        else:
+            pending.append(f"j{i}")
+    sel = RoundAssignment(tuple(combos), tuple(pending))
+    last = {f"j{i}": str(rng.choice(list(cap))) for i in range(n) if rng.random() < 0.8}
+    allowed = {(f"j{i}", t): bool(rng.random() < 0.7) for i in range(n) for t in cap}
+    out = keep_types(sel, last, cap, lambda j, t: allowed[(j, t)], lambda j, t: 1.0, 0.0, scale)
+    used = out.gpus_used()
+    assert all(used.get(t, 0) <= cap[t] for t in cap)
+    started = {c.jobs[0] for c in out.combinations} - {c.jobs[0] for c in sel.combinations}
+    assert started <= set(pending) and not started & set(out.pending)
+    assert sorted(started | set(out.pending)) == sorted(pending)
+    for c in out.combinations:
+        if c.jobs[0] in started:
+            assert allowed[(c.jobs[0], c.worker_type)] and c.num_gpus == scale[c.jobs[0]]
+    # GPUs taken by started jobs never exceed what the moves freed on that type
+    idle_before = {t: cap[t] - sel.gpus_used().get(t, 0) for t in cap}
+    idle_moves = {t: cap[t] - sum(c.num_gpus for c in out.combinations
+                                  if c.worker_type == t and c.jobs[0] not in started) for t in cap}
+    for t in cap:
+        took = sum(c.num_gpus for c in out.combinations if c.jobs[0] in started and c.worker_type == t)
+        assert took <= max(idle_moves[t] - idle_before[t], 0)
+
+
 # ----------------------------------------------------------------------------- renewal credit
 def _switches(credit: float, rounds: int = 24, xa: float = 0.5) -> tuple[int, np.ndarray]:
     m = RoundMechanism({"a": 1, "b": 1}, renewal_credit=credit)

@@ -16,13 +16,20 @@ type ``c`` when
 
 Who runs is unchanged; only the type of some running jobs changes, and every type still holds at
 most its capacity. The mechanism records the type each job ran on, so its priorities see it.
+
+*Refill* (``scale`` given: job -> GPU count): a move frees GPUs the selection had taken on ``c'``,
+possibly the ones a pending job was waiting for (a job whose allocation gives it time only on
+``c'`` would otherwise wait while another job claims ``c'`` every round and moves away). Pending
+jobs, in the selection's priority order, then take freed GPUs of a type the allocation gives them
+time on (``allowed``; their last type first, then the fastest) when ``scale_factor`` GPUs of it
+are idle.
 """
 from __future__ import annotations
 
 from dataclasses import replace
 from typing import Callable, Mapping
 
-from policyopt.mechanism.rounds import RoundAssignment
+from policyopt.mechanism.rounds import Combination, RoundAssignment
 
 __all__ = ["keep_types"]
 
@@ -34,12 +41,15 @@ def keep_types(
     allowed: Callable[[str, str], bool],
     throughput: Callable[[str, str], float],
     slack: float = 0.0,
+    scale: Mapping[str, int] | None = None,
 ) -> RoundAssignment:
-    """The selection with some single jobs moved back to their last type (module docstring)."""
+    """The selection with some single jobs moved back to their last type, and with ``scale`` pending
+    jobs refilling the GPUs the moves freed (module docstring)."""
     combos = list(selection.combinations)
     left = dict(capacity)
     for c in combos:
         left[c.worker_type] = left.get(c.worker_type, 0) - c.num_gpus
+    idle_before = dict(left)
     movers: list[int] = []
     for i, c in enumerate(combos):
         if len(c.jobs) != 1:
@@ -80,4 +90,24 @@ def keep_types(
             waiting.setdefault((c.worker_type, to, c.num_gpus), []).append(i)
     if all(a is b for a, b in zip(combos, selection.combinations)):
         return selection
-    return RoundAssignment(tuple(combos), selection.pending)
+    pending = selection.pending
+    if scale is not None:
+        freed = {t: left[t] - idle_before[t] for t in left if left[t] > idle_before[t]}
+        started: list[str] = []
+        for j in selection.pending:
+            g = scale.get(j)
+            if g is None or not freed:
+                continue
+            fits = [t for t in freed if freed[t] >= g and left[t] >= g and allowed(j, t)]
+            if not fits:
+                continue
+            prev = last_type.get(j)
+            t = prev if prev in fits else max(fits, key=lambda c: throughput(j, c))
+            left[t] -= g
+            freed[t] -= g
+            combos.append(Combination((j,), t, g, renewed=prev == t))
+            started.append(j)
+        if started:
+            gone = set(started)
+            pending = tuple(j for j in pending if j not in gone)
+    return RoundAssignment(tuple(combos), pending)

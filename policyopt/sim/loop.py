@@ -202,6 +202,7 @@ class SimulationRun:
         self.capacity_changed = False
         self.last_placement: Placement | None = None
         self.last_type: dict[str, str] = {}
+        self.scale_of = dict(zip(self.ids, self.sf.tolist()))  # keep_types refills freed GPUs with pending jobs
         self.prev_running: set[str] = set()
         self.timings = {p: 0.0 for p in PHASES}
         self.round_rows: list[tuple] = []
@@ -319,7 +320,7 @@ class SimulationRun:
         if self.sticky and self.last_type:
             T_cons, index, type_pos = self.T_cons, self.index, self.type_pos
             selection = keep_types(selection, self.last_type, avail, self.scheduler.allows,
-                                   lambda j, tp: float(T_cons[index[j], type_pos[tp]]), 0.0)
+                                   lambda j, tp: float(T_cons[index[j], type_pos[tp]]), 0.0, self.scale_of)
         s1 = time.perf_counter()
         assignment = self.packer.pack(selection, {j.job_id: j for j in infos})
         s2 = time.perf_counter()

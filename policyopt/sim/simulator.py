@@ -26,8 +26,9 @@ round at time ``t``:
    credit of half a round, at least ``checkpoint_seconds + restore_seconds`` (what a switch costs;
    :func:`default_renewal_credit`, ``RoundMechanism(renewal_credit=...)``);
    :func:`~policyopt.placement.keep_types` moves a running job back to last round's type when that
-   type has room (or a swap partner), gives it time and is not slower for it; with it the packer
-   renews last round's pairs (``MatchingPacker(keep_bonus=2 (checkpoint + restore) / L)``: the two
+   type has room (or a swap partner), gives it time and is not slower for it, and hands the GPUs a
+   move frees to pending jobs the allocation gives time there; with it the packer renews last
+   round's pairs (``MatchingPacker(keep_bonus=2 (checkpoint + restore) / L)``: the two
    restarts a kept pair avoids, in the packer's unit). Priority policies get neither.
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
