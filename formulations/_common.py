@@ -43,9 +43,6 @@ _UNPERTURBED_MIN_ITERATIONS = 1000
 _UNPERTURBED_ITERATIONS_PER_DIM = 10
 
 
-
-
-
 def policy_data(space: AllocationSpace, agnostic: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(T, Tp)`` the policy optimizes over: the real data, or :meth:`AllocationSpace.agnostic_throughputs`."""
     return space.agnostic_throughputs() if agnostic else (space.T, space.Tp)
