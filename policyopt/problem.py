@@ -18,10 +18,8 @@ import gc
 import json
 import math
 from contextlib import contextmanager
-from collections import deque
 from dataclasses import dataclass, field
-from dataclasses import fields as dataclass_fields
-from itertools import chain, repeat
+from itertools import repeat
 from operator import attrgetter
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterable, Iterator, Mapping, Sequence
@@ -469,8 +467,10 @@ class Problem:
         raw_jobs = data.get("jobs")
         if not isinstance(raw_jobs, Sequence) or isinstance(raw_jobs, (str, bytes)):
             raise InputError("jobs", raw_jobs, "must be a list of job objects")
+        from ._job_columns import parse_jobs
+
         with _gc_paused():  # tens of thousands of new containers: no collection passes midway
-            parsed = _parse_jobs(raw_jobs)
+            parsed = parse_jobs(raw_jobs)
         jobs = tuple(parsed.jobs)
         import numpy as np
 
@@ -547,6 +547,8 @@ class Problem:
         an error names the first bad job (``jobs[<id>].<field>``)."""
         import numpy as np
 
+        from ._job_columns import jobs_from_columns
+
         configs = list(cluster.names if configs is None else configs)
         ids = list(ids)
         if set(map(type, ids)) != {str}:
@@ -613,7 +615,7 @@ class Problem:
         columns["id"] = ids
         with _gc_paused():
             columns["throughputs"] = list(map(dict, map(zip, repeat(configs), T.tolist())))
-            jobs_t = tuple(_jobs_from_columns(columns))
+            jobs_t = tuple(jobs_from_columns(columns))
         order = _config_order(set(configs), cluster.names, jobs_t)
         full = np.zeros((n, len(order)))
         where = {c: k for k, c in enumerate(configs)}
@@ -776,7 +778,7 @@ def _config_order(used: set[str], names: list[str], jobs: Sequence[Job]) -> list
 
 def _job_from_raw(i: int, rj: Any) -> Job:
     """One job object, validated field by field (the reference path; it also writes the message of
-    any error the column-wise pass of :func:`_parse_jobs` finds)."""
+    any error the column-wise pass of :func:`policyopt._job_columns.parse_jobs` finds)."""
     if not isinstance(rj, Mapping):
         raise InputError(f"jobs[{i}]", rj, "must be an object")
     _reject_unknown_keys(f"jobs[{i}]", rj, _JOB_KEYS)
@@ -826,32 +828,6 @@ def _id_number_ok(v: int | float) -> bool:
 _NONE = type(None)
 
 
-def _bad_numbers(values: Sequence[Any], spec: FieldSpec,
-                 types: set[type] | None = None) -> tuple["np.ndarray", "np.ndarray"]:
-    """``(bad, a)``: mask of the values (``None`` = the field's default) that break ``spec`` and the
-    values as floats, in one numpy pass (plus one type scan; ``types``: the values' types, if known)."""
-    import numpy as np
-
-    n = len(values)
-    if types is None:
-        types = set(map(type, values))
-    if _NONE in types:
-        values = [spec.default if v is None else v for v in values]
-        types = set(map(type, values))
-    bad = None
-    if not types <= _NUMBER_TYPES:
-        bad = np.fromiter((type(v) not in _NUMBER_TYPES for v in values), bool, n)
-        values = [v if type(v) in _NUMBER_TYPES else 0 for v in values]
-    try:
-        a = np.array(values, dtype=float)
-    except OverflowError:  # integers beyond float range
-        a = np.array([v if abs(v) < 1e300 else math.inf for v in values], dtype=float)
-    out = _bad_array(a, spec)
-    if bad is not None:
-        out |= bad
-    return out, a
-
-
 def _bad_array(a: "np.ndarray", spec: FieldSpec) -> "np.ndarray":
     """Mask of the numbers in float array ``a`` that break ``spec`` (finite, magnitude, integer, minimum)."""
     import numpy as np
@@ -865,179 +841,6 @@ def _bad_array(a: "np.ndarray", spec: FieldSpec) -> "np.ndarray":
         if spec.minimum is not None:
             out |= (a <= spec.minimum) if spec.exclusive else (a < spec.minimum)
     return out
-
-
-@dataclass
-class _ParsedJobs:
-    jobs: list[Job]
-    ids: list[str]
-    configs: list[str]
-    columns: dict[str, "np.ndarray"]  # config -> throughput column
-    scale: "np.ndarray"
-    weight: "np.ndarray"
-    steps: "np.ndarray"
-    time_since_start: "np.ndarray"
-
-
-#: a job's attributes in the order of :class:`Job`'s fields, each at its default
-_JOB_DEFAULTS: dict[str, Any] = {f.name: _JOB_SPECS[f.name].default for f in dataclass_fields(Job)}
-assert _JOB_DEFAULTS.keys() == _JOB_KEYS, "Job's fields and policyopt.schema.JOB_FIELDS must agree"
-assert tuple(_JOB_DEFAULTS) == ("id", "throughputs", "scale_factor", "weight", "steps_remaining", "time_since_start",
-                                "entity", "slo_seconds", "arrival", "priority", "job_type", "isolated_time"), \
-    "_jobs_from_columns lists Job's fields in this order"
-
-
-def _set_column(rows: list[dict[str, Any]], key: str, values: Iterable[Any]) -> None:
-    """``rows[i][key] = values[i]`` for every row (one C-level pass)."""
-    deque(map(dict.__setitem__, rows, repeat(key), values), maxlen=0)
-
-
-def _jobs_from_columns(columns: Mapping[str, Sequence[Any] | None]) -> list[Job]:
-    """Jobs from values already validated column-wise: field -> one value per job (``id`` and
-    ``throughputs`` required; ``None`` or absent: every job has the field's default); one dict display
-    per job, then C-level maps."""
-    if columns.get("id") is None or columns.get("throughputs") is None:
-        raise ValueError("_jobs_from_columns needs the id and throughputs columns")
-    cols = [repeat(_JOB_DEFAULTS[name]) if columns.get(name) is None else columns[name] for name in _JOB_DEFAULTS]
-    attrs = [{"id": a, "throughputs": b, "scale_factor": c, "weight": d, "steps_remaining": e,
-              "time_since_start": f, "entity": g, "slo_seconds": h, "arrival": i, "priority": j, "job_type": k,
-              "isolated_time": m} for a, b, c, d, e, f, g, h, i, j, k, m in zip(*cols)]
-    return _jobs_from_attrs(attrs)
-
-
-def _jobs_from_attrs(attrs: list[dict[str, Any]]) -> list[Job]:
-    """One :class:`Job` per attribute dict (every field present, already validated), built without
-    ``__post_init__``: :meth:`Job._unchecked` as C-level maps."""
-    jobs: list[Job] = list(map(object.__new__, repeat(Job, len(attrs))))
-    deque(map(object.__setattr__, jobs, repeat("__dict__"), attrs), maxlen=0)
-    return jobs
-
-
-def _throughput_columns(thr: list[dict[Any, Any]], n: int) -> tuple[list[str], dict[str, "np.ndarray"],
-                                                                     "np.ndarray", bool]:
-    """``(configs, columns, bad, float_only)`` of the jobs' throughput objects: sorted configuration
-    names, one float column per configuration (0 where a job omits it), the jobs with a value that
-    breaks the rules and whether every value is already a float. When every object names the same
-    configurations in the same order (the usual case) all values are read in one flat pass."""
-    import numpy as np
-
-    bad = np.zeros(n, dtype=bool)
-    keysets = set(map(tuple, thr))
-    if len(keysets) == 1:
-        (order,) = keysets
-        flat = list(chain.from_iterable(map(dict.values, thr)))
-        types = set(map(type, flat))
-        b, a = _bad_numbers(flat, _THROUGHPUT_SPEC, types)
-        k = len(order)
-        if k:
-            bad |= b.reshape(n, k).any(axis=1)
-        A = a.reshape(n, k)
-        return sorted(order), {c: A[:, i] for i, c in enumerate(order)}, bad, types <= {float}
-    configs = sorted(set().union(*thr)) if n else []
-    columns: dict[str, np.ndarray] = {}
-    float_only = True
-    for c in configs:
-        column = list(map(dict.get, thr, repeat(c), repeat(0.0)))
-        types = set(map(type, column))
-        b, columns[c] = _bad_numbers(column, _THROUGHPUT_SPEC, types)
-        bad |= b
-        float_only = float_only and types <= {float}
-    return configs, columns, bad, float_only
-
-
-def _parse_jobs(raw_jobs: Sequence[Any]) -> _ParsedJobs:
-    """Validate and build the jobs of a problem column-wise (rules of
-    :data:`policyopt.schema.JOB_FIELDS`): each field present in any job is read once as a column
-    (one C-level pass), checked with one type scan and one numpy pass, and the jobs are then built
-    from their own objects merged over the defaults, without re-checking; only values that must
-    change (an integer weight becomes a float, a numeric id a string, ``null`` its default) are
-    written back. The first job (in list order) with any defect is re-validated by
-    :func:`_job_from_raw`, whose error names the field (``jobs[3].throughputs.v100``)."""
-    import numpy as np
-
-    n = len(raw_jobs)
-    rows: list[Any] = list(raw_jobs)
-    bad = np.zeros(n, dtype=bool)
-    present: set[Any] = set().union(*rows) if set(map(type, rows)) == {dict} else set(_JOB_KEYS) | {None}
-    if not present <= _JOB_KEYS:  # a job that is no object, or has an unknown field
-        ok = np.fromiter((isinstance(r, Mapping) and r.keys() <= _JOB_KEYS for r in rows), bool, n)
-        bad |= ~ok
-        rows = [dict(r) if o else {} for r, o in zip(rows, ok.tolist())]
-        present = set().union(*rows)
-
-    def column(name: str) -> list[Any]:
-        return list(map(dict.get, rows, repeat(name))) if name in present else [None] * n
-
-    convert: dict[str, np.ndarray] = {}  # numbers to write back converted after the checks (as floats)
-    fixes: dict[str, list[Any]] = {}
-    ids = column("id")
-    if set(map(type, ids)) != {str} or "" in ids:
-        ids = [(str(v) if _id_number_ok(v) else None) if type(v) in _NUMBER_TYPES else v for v in ids]
-        bad |= np.fromiter((type(v) is not str or not v for v in ids), bool, n)
-        fixes["id"] = ids
-
-    thr = column("throughputs")
-    if set(map(type, thr)) != {dict}:
-        ok = np.fromiter((isinstance(t, Mapping) for t in thr), bool, n)
-        bad |= ~ok
-        thr = [dict(t) if o else {} for t, o in zip(thr, ok.tolist())]
-    configs, columns, b, float_only = _throughput_columns(thr, n)
-    bad |= b
-
-    nums: dict[str, np.ndarray] = {}
-    for spec in _JOB_NUMBERS:
-        if spec.name not in present:  # every job has the default
-            if spec.default is not None:
-                nums[spec.name] = np.full(n, float(spec.default))
-            continue
-        vals = column(spec.name)
-        types = set(map(type, vals))
-        want = int if spec.type == "integer" else float
-        if spec.default is None:  # nullable without a default (slo_seconds, arrival): None stays None
-            if types <= {_NONE, float}:
-                given = [v for v in vals if v is not None] if _NONE in types else vals
-                bad_given = _bad_array(np.array(given, dtype=float), spec)
-                if bad_given.any():
-                    bad[np.fromiter((v is not None for v in vals), bool, n)] |= bad_given
-                continue
-            present_mask = np.fromiter((v is not None for v in vals), bool, n)
-            b, a = _bad_numbers([v for v in vals if v is not None], spec)
-            bad[present_mask] |= b
-            out = np.full(n, np.nan)
-            out[present_mask] = a
-            convert[spec.name] = out
-        else:
-            b, nums[spec.name] = _bad_numbers(vals, spec, types)
-            bad |= b
-            if types != {want}:
-                convert[spec.name] = nums[spec.name]
-    for name, allowed in (("entity", {_NONE, str}), ("priority", {_NONE, bool}), ("job_type", {_NONE, str})):
-        if name not in present:
-            continue
-        vals = column(name)
-        types = set(map(type, vals))
-        if not types <= allowed or (name == "job_type" and "" in vals):
-            bad |= np.fromiter((type(v) not in allowed or v == "" and name == "job_type" for v in vals), bool, n)
-        if name == "priority" and _NONE in types:
-            fixes[name] = [v is True for v in vals]
-    if bad.any():
-        i = int(np.flatnonzero(bad)[0])
-        _job_from_raw(i, raw_jobs[i])  # raises with the field's name
-        raise InputError(f"jobs[{i}]", raw_jobs[i], "invalid job")  # pragma: no cover - the rules agree
-
-    for name, a in convert.items():
-        if _JOB_SPECS[name].type == "integer":
-            fixes[name] = a.astype(np.int64).tolist()
-        elif _JOB_SPECS[name].default is None:
-            fixes[name] = [None if math.isnan(v) else v for v in a.tolist()]
-        else:
-            fixes[name] = a.tolist()
-    thr = list(map(dict, thr)) if float_only else [{k: float(v) for k, v in t.items()} for t in thr]
-    attrs = [{**_JOB_DEFAULTS, **r, "throughputs": t} for r, t in zip(rows, thr)]
-    for name, values in fixes.items():
-        _set_column(attrs, name, values)
-    return _ParsedJobs(_jobs_from_attrs(attrs), ids, configs, columns, nums["scale_factor"], nums["weight"],
-                       nums["steps_remaining"], nums["time_since_start"])
 
 
 _THROUGHPUT_SPEC = FieldSpec("throughputs.<config>", "number", "steps/s", minimum=0)
