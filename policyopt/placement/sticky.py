@@ -14,8 +14,8 @@ type ``c`` when
   another such job wants the opposite move with the same number of GPUs (a swap: the per-type GPU
   counts stay as selected).
 
-Who runs is unchanged; only the type of some running jobs changes, and every type still holds at
-most its capacity. The mechanism records the type each job ran on, so its priorities see it.
+Without a refill (below) who runs is unchanged; only the type of some running jobs changes, and
+every type still holds at most its capacity. The mechanism records the type each job ran on, so its priorities see it.
 
 *Refill* (``scale`` given: job -> GPU count): a move frees GPUs the selection had taken on ``c'``,
 possibly the ones a pending job was waiting for (a job whose allocation gives it time only on
