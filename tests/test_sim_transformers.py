@@ -216,3 +216,16 @@ def test_reconfigure_needs_the_transformers_generator(tmp_path: Path) -> None:
     assert exc2.value.field == "--policy"
     with pytest.raises(InputError):
         ReconfigSimConfig(reschedule="never")
+
+
+def test_max_gpus_drops_the_models_that_cannot_fit() -> None:
+    """Every request honours ``max_gpus``: a model none of whose sizes fit is not drawn (LLaMA-30B
+    asks for 16 or 32 GPUs, so a one-node trace has none), and the other draws are unchanged."""
+    small = transformers_trace(400, static=True, seed=3, max_gpus=8)
+    assert max(j.extra["gpus"] for j in small) <= 8
+    assert {j.extra["model"] for j in small}.isdisjoint({"llama-30b"})
+    assert {j.extra["model"] for j in small} >= {"vit-86m", "llama2-7b"}
+    big = transformers_trace(400, static=True, seed=3, max_gpus=64)
+    assert big == transformers_trace(400, static=True, seed=3)  # nothing dropped: the same trace
+    with pytest.raises(InputError, match="max_gpus"):
+        transformers_trace(10, static=True, seed=3, max_gpus=0)

@@ -65,7 +65,8 @@ def transformers_trace(num_jobs: int, rate_per_hour: float | None = None, *, see
                        static: bool = False, guaranteed_fraction: float = 0.3,
                        node: NodeType = A100_NODE, max_gpus: int | None = None) -> list[TraceJob]:
     """Seeded transformer trace (module docstring); ``extra`` holds the reconfig request.
-    ``max_gpus`` drops request sizes above it (for small clusters)."""
+    ``max_gpus`` drops request sizes above it (for small clusters), and with them the models none of
+    whose sizes fit (the mix is renormalized over the others)."""
     from policyopt.sim.traces import TraceJob
 
     if num_jobs <= 0:
@@ -77,6 +78,12 @@ def transformers_trace(num_jobs: int, rate_per_hour: float | None = None, *, see
     rng = np.random.default_rng(seed)
     names = list(MODEL_MIX)
     probs = np.array([MODEL_MIX[m][0] for m in names])
+    if max_gpus is not None:
+        fits = np.array([min(MODEL_MIX[m][1]) <= max_gpus for m in names])
+        if not fits.any():
+            raise InputError("max_gpus", max_gpus, f"no model of the mix fits: the smallest request is "
+                             f"{min(min(v[1]) for v in MODEL_MIX.values())} GPUs")
+        probs = np.where(fits, probs, 0.0)
     model_idx = rng.choice(len(names), size=num_jobs, p=probs / probs.sum())
     u_size = rng.random(num_jobs)
     cpg = rng.choice(CPUS_PER_GPU_CHOICES, size=num_jobs)
@@ -96,8 +103,7 @@ def transformers_trace(num_jobs: int, rate_per_hour: float | None = None, *, see
     recs = []
     for i in range(num_jobs):  # one draw per job (sequential by nature of a trace)
         model = names[int(model_idx[i])]
-        sizes = tuple(x for x in MODEL_MIX[model][1] if max_gpus is None or x <= max_gpus) or \
-            (min(MODEL_MIX[model][1]),)
+        sizes = tuple(x for x in MODEL_MIX[model][1] if max_gpus is None or x <= max_gpus)
         g = int(sizes[int(u_size[i] * len(sizes))])
         c = int(min(g * int(cpg[i]), -(-g // GPUS_PER_NODE) * node.cpus_per_node))
         key = (model, g, c)
