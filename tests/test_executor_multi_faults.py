@@ -50,7 +50,7 @@ def _process(state: Path, job: str) -> dict[str, Any] | None:
     return json.loads(row[0]) if row and row[0] else None
 
 
-def _training(state: Path, job: str, min_steps: int = 5) -> dict[str, Any] | None:
+def _training(state: Path, job: str, min_steps: int = 2) -> dict[str, Any] | None:
     """The job's launch record while both ranks run and rank 0 trained ``min_steps`` in it."""
     proc = _process(state, job)
     if not proc or len(proc.get("ranks") or []) != 2 or not all(r.get("pid", 0) > 0 for r in proc["ranks"]):
@@ -60,7 +60,7 @@ def _training(state: Path, job: str, min_steps: int = 5) -> dict[str, Any] | Non
     except (OSError, ValueError):
         return None
     ok = live.get("status") == "running" and live.get("steps_this_session", 0) >= min_steps
-    return proc if ok and _time_left(live) >= 1.5 else None
+    return proc if ok and _time_left(live) >= 1.0 else None
 
 
 def _time_left(live: dict[str, Any]) -> float:
@@ -81,7 +81,7 @@ def _time_left(live: dict[str, Any]) -> float:
 def _command(tmp_path: Path) -> tuple[list[str], dict[str, str]]:
     (tmp_path / "jobs.json").write_text(json.dumps(JOBS))
     cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--jobs", str(tmp_path / "jobs.json"),
-           "--cluster", "cpu1=2", "--policy", "max_min_fairness", "--round-seconds", "3",
+           "--cluster", "cpu1=2", "--policy", "max_min_fairness", "--round-seconds", "4",
            "--state", str(tmp_path / "s.sqlite"), "--output", str(tmp_path / "out"), "--no-live", "--no-fidelity"]
     return cmd, {**os.environ, "PYTHONPATH": str(ROOT)}
 
