@@ -1,11 +1,11 @@
 """Finish-time fairness (Themis), heterogeneity-aware, solved exactly.
 
 .. math::  \\min_X \\max_m \\rho_m(X), \\qquad
-           \\rho_m(X) = \\frac{t_m + s_m/thr(m)}{t_m + s_m/thr(m, X_{iso})}
+           \\rho_m(X) = \\frac{t_m + s_m/thr(m)}{c_m + s_m/thr(m, X_{iso})}
 
-``t_m`` time since start, ``s_m`` steps remaining, ``X_iso`` the isolated allocation (each of ``n``
-jobs gets ``1/n`` of every type divided by its scale factor, rows capped at 1). Jobs with no
-remaining steps are finished and take no part.
+``t_m`` time since start, ``s_m`` steps remaining, ``c_m`` the cumulative isolated time (below),
+``X_iso`` the isolated allocation (each of ``n`` jobs gets ``1/n`` of every type divided by its scale
+factor, rows capped at 1). Jobs with no remaining steps are finished and take no part.
 
 The denominator is the time the job would take in isolation: ``c_m + s_m/thr(m, X_iso)`` with
 ``c_m`` the job's ``isolated_time`` — the seconds it would have needed in isolation for the steps
