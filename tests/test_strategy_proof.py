@@ -1,6 +1,10 @@
-"""Strategy-proof max-min fairness (NSW + partial allocation): Gavel's example, hand-computed
-discounts, conic vs cutting-plane agreement, misreports gain nothing, and the in-place row API."""
+"""Strategy-proof max-min fairness (NSW + partial allocation): Gavel's notebook cases, a
+hand-computed example, conic vs cutting-plane agreement, misreports gain nothing, and the in-place
+row API."""
 from __future__ import annotations
+
+import copy
+import random
 
 import numpy as np
 import pytest
@@ -27,12 +31,62 @@ def alloc(r: policyopt.PolicyResult, n: int) -> np.ndarray:
     return np.array([[r.allocation[str(i)].get(t, 0.0) for t in TYPES] for i in range(n)])
 
 
-HONEST = np.array([[3.0, 2.0, 1.0]] * 4)  # Gavel's strategy-proofness example (scheduler/notebooks)
+HONEST = np.array([[3.0, 2.0, 1.0]] * 4)  # a hand-computed example: four identical jobs
 LIAR = np.array([[2.0, 2.0, 1.0]] + [[3.0, 2.0, 1.0]] * 3)
 
 
+def gavel_notebook_cases() -> list[tuple[list[list[float]], list[list[float]]]]:
+    """(honest, dishonest) throughputs of Gavel's ``scheduler/tests/strategy_proofness_analysis``
+    notebook, one GPU each of V100/P100/K80, job 0 the liar: its three written cases, then its ten
+    random ones (Python's ``random`` seeded with 42: three rows of three draws sorted descending,
+    then job 0's reported row redrawn)."""
+    cases = [([[3, 1, 1], [3, 2, 1], [3, 2, 1]], [[3, 1.1, 1], [3, 2, 1], [3, 2, 1]]),
+             ([[3, 2, 0.9], [3, 2, 1.1], [3, 2, 1.1]], [[3, 2, 1], [3, 2, 1.1], [3, 2, 1.1]]),
+             ([[2.5, 2, 1], [3, 2, 1], [3, 2, 1]], [[2.6, 2, 1], [3, 2, 1], [3, 2, 1]])]
+    rng = random.Random(42)
+    for _ in range(10):
+        honest = [sorted([rng.random(), rng.random(), rng.random()], reverse=True) for _ in range(3)]
+        dishonest = copy.copy(honest)
+        dishonest[0] = [rng.random(), rng.random(), rng.random()]
+        cases.append((honest, dishonest))
+    return cases
+
+
+# effective (true) throughputs of the strategy-proof allocations the notebook prints, 3 decimals:
+# case index -> (computed from honest reports, computed from job 0's lie)
+NOTEBOOK_PRINTED = {0: ([1.28, 1.333, 1.333], [1.28, 1.333, 1.333]),
+                    1: ([1.345, 1.345, 1.345], [1.345, 1.345, 1.345]),
+                    2: ([1.28, 1.333, 1.333], [1.28, 1.333, 1.333]),
+                    4: ([0.263, 0.238, 0.353], [0.257, 0.254, 0.376])}
+
+
+def true_throughputs(honest: np.ndarray, reported: np.ndarray, policy: str, **options: object) -> np.ndarray:
+    """Each job's true throughput under the allocation ``policy`` computes from the reports."""
+    n = honest.shape[0]
+    return (honest * alloc(policyopt.solve(problem(reported), policy, **options), n)).sum(axis=1)
+
+
 @pytest.mark.parametrize("method", ["conic", "pwl"])
-def test_gavel_example_hand_computed(method: str) -> None:
+def test_gavel_notebook_cases_lying_gains_nothing(method: str) -> None:
+    """On every case of Gavel's notebook job 0's true throughput is no higher when it lies; where
+    the notebook prints the allocations' throughputs, ours equal them (to its 3 decimals). Plain
+    max-min fairness, on the written cases, rewards the lie (as the notebook shows): the check
+    can tell a mechanism that is not strategy-proof."""
+    for k, (h, d) in enumerate(gavel_notebook_cases()):
+        honest, lie = np.array(h, float), np.array(d, float)
+        truthful = true_throughputs(honest, honest, POLICY, method=method)
+        lying = true_throughputs(honest, lie, POLICY, method=method)
+        assert lying[0] <= truthful[0] * (1 + 1e-5) + 1e-7, (k, truthful[0], lying[0])
+        if k in NOTEBOOK_PRINTED:
+            np.testing.assert_allclose(truthful, NOTEBOOK_PRINTED[k][0], atol=6e-4)
+            np.testing.assert_allclose(lying, NOTEBOOK_PRINTED[k][1], atol=6e-4)
+        if k < 3:
+            plain = [true_throughputs(honest, r, "max_min_fairness")[0] for r in (honest, lie)]
+            assert plain[1] > plain[0] * 1.005
+
+
+@pytest.mark.parametrize("method", ["conic", "pwl"])
+def test_hand_computed_example(method: str) -> None:
     """Four identical jobs on one GPU of each type: the NSW optimum splits the total rate 6 evenly
     (1.5 each); without a job the other three get 2 each, so f = (1.5/2)^3 = 27/64 and every job
     runs at 1.5·27/64 = 0.6328125 (computed by hand, not by the policy)."""
@@ -47,7 +101,7 @@ def test_gavel_example_hand_computed(method: str) -> None:
 
 
 @pytest.mark.parametrize("method", ["conic", "pwl"])
-def test_gavel_example_liar_gains_nothing(method: str) -> None:
+def test_hand_computed_example_liar_gains_nothing(method: str) -> None:
     """Job 0 reports [2, 2, 1] instead of [3, 2, 1]: its true throughput does not rise."""
     honest = (HONEST * alloc(policyopt.solve(problem(HONEST), POLICY, method=method), 4)).sum(axis=1)[0]
     lying = (HONEST * alloc(policyopt.solve(problem(LIAR), POLICY, method=method), 4)).sum(axis=1)[0]
