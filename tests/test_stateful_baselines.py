@@ -70,3 +70,88 @@ def test_gandiva_keeps_pairs_while_both_jobs_remain(seed: int) -> None:
     third = pairs_of(pol.solve(four_jobs(rest)))
     untouched = next(p for p in first if "a" not in p)
     assert third == {untouched, frozenset({"a", "e"})}
+
+
+# ------------------------------------------------------------------ Gavel's own test inputs
+GAVEL_CLUSTER = {"v100": 2, "p100": 1, "k80": 3}
+GAVEL_TYPES = ("v100", "p100", "k80")
+
+
+def gavel_allox_problem(thr: dict[int, tuple[float, ...]], age: dict[int, float], steps: dict[int, float]) -> Problem:
+    return Problem.from_dict({
+        "cluster": {"worker_types": {t: {"count": c} for t, c in GAVEL_CLUSTER.items()}},
+        "jobs": [{"id": str(j), "throughputs": dict(zip(GAVEL_TYPES, map(float, thr[j]))),
+                  "steps_remaining": float(steps[j]), "time_since_start": float(age[j])} for j in thr]})
+
+
+def min_total_processing_time(thr: dict[int, tuple[float, ...]], steps: dict[int, float],
+                              free: dict[str, int]) -> float:
+    """Brute force over every one-job-per-worker assignment of all jobs to the free workers (each
+    job at the head of its worker's queue): the least ``Σ s_m/T[m, type]`` — Gavel's AlloX cost
+    when there are at least as many free workers as jobs."""
+    workers = [t for t, c in free.items() for _ in range(c)]
+    jobs = list(thr)
+    return min(sum(steps[j] / thr[j][GAVEL_TYPES.index(w)] for j, w in zip(jobs, pick))
+               for pick in itertools.permutations(workers, len(jobs)))
+
+
+def test_gavel_allox_inputs_running_jobs_keep_their_workers() -> None:
+    """Gavel's ``test_allox`` (scheduler/tests/policies_tests.py): four jobs on 2 V100s, 1 P100 and
+    3 K80s, then job 0 leaves and job 4 arrives. Gavel's assertions — jobs still running keep
+    their allocation; no type is over-used — plus, derived independently: call 1 is a min-cost
+    matching (its cost equals the brute-force least total processing time, 1150 s: 1 and 2 tie
+    for the second V100), and at call 2 job 4 takes the best free worker (the V100 job 0 left:
+    100/4 = 25 s against 100 s on a K80). Before AlloX kept running jobs, call 2 moved jobs 1 and 2."""
+    thr1 = {0: (2.0, 1.0, 0.5), 1: (3.0, 2.0, 1.0), 2: (4.0, 3.0, 2.0), 3: (1.0, 1.0, 1.0)}
+    steps1 = {0: 300.0, 1: 500.0, 2: 1000.0, 3: 500.0}
+    thr2 = {1: (3.0, 2.0, 1.0), 2: (4.0, 3.0, 2.0), 3: (1.0, 1.0, 1.0), 4: (4.0, 2.0, 1.0)}
+    steps2 = {1: 100.0, 2: 800.0, 3: 400.0, 4: 100.0}
+    pol = get_policy("allox")
+    r1 = pol.solve(gavel_allox_problem(thr1, dict.fromkeys(thr1, 0.0), steps1))
+    r2 = pol.solve(gavel_allox_problem(thr2, {1: 200.0, 2: 200.0, 3: 200.0, 4: 0.0}, steps2))
+    for r in (r1, r2):
+        for t, c in GAVEL_CLUSTER.items():
+            assert sum(a.get(t, 0.0) for a in r.allocation.values()) <= c + 1e-9
+    for j in ("1", "2", "3"):
+        assert r2.allocation[j] == r1.allocation[j]
+    run1 = running(r1)
+    assert len(run1) == 4
+    assert r1.objective == pytest.approx(min_total_processing_time(thr1, steps1, GAVEL_CLUSTER)) == 1150.0
+    assert sum(steps1[int(j)] / thr1[int(j)][GAVEL_TYPES.index(t)] for j, t in run1.items()) == pytest.approx(1150.0)
+    free = dict(GAVEL_CLUSTER)
+    for j in ("1", "2", "3"):
+        free[run1[j]] -= 1
+    assert running(r2)["4"] == "v100" and free["v100"] == 1
+    assert min_total_processing_time({4: thr2[4]}, steps2, free) == 25.0
+
+
+def gavel_gandiva_problem(types: tuple[str, ...], alone: dict[int, tuple[float, ...]],
+                          pair: tuple[tuple[float, float], ...]) -> Problem:
+    return Problem.from_dict({
+        "cluster": {"worker_types": {t: {"count": 1} for t in types}},
+        "jobs": [{"id": str(j), "throughputs": dict(zip(types, v))} for j, v in alone.items()],
+        "colocated": [{"jobs": ["0", "1"], "worker_type": t, "throughputs": list(p)} for t, p in zip(types, pair)]})
+
+
+def test_gavel_gandiva_inputs() -> None:
+    """Gavel's ``test_gandiva``, three calls of one policy object. Call 1 (one GPU each of three
+    types, two jobs: demand fits) — no packing, Gavel's equal split: ``count_t/m`` = 1/2 of every
+    type, rows scaled to sum to 1, so 1/3 each. Call 2 (one V100): oversubscribed, the pair's
+    normalized throughput 2/2 + 3/3 = 2 ≥ 1, so the pair runs the V100 all the time. Call 3: the
+    pair now runs at (1, 1), normalized 1/2 + 1/3 < 1 — Gavel drops it and, with only these two
+    jobs to pair, pairs them again at random; we never run a pair that loses throughput (the
+    documented difference), so each job runs alone half the time (1 and 1.5 steps/s instead of 1
+    and 1)."""
+    pol = get_policy("gandiva", space_sharing=True)
+    three = ("v100", "p100", "k80")
+    r1 = pol.solve(gavel_gandiva_problem(three, {0: (2.0, 1.0, 0.5), 1: (3.0, 2.0, 1.0)},
+                                         ((2.0, 3.0), (1.0, 2.0), (0.5, 1.0))))
+    assert r1.colocated_allocation == []
+    for j in ("0", "1"):
+        assert r1.allocation[j] == pytest.approx(dict.fromkeys(three, 1 / 3))
+    r2 = pol.solve(gavel_gandiva_problem(("v100",), {0: (2.0,), 1: (3.0,)}, ((2.0, 3.0),)))
+    assert [(sorted(c["jobs"]), c["worker_type"], c["fraction"]) for c in r2.colocated_allocation] == \
+        [(["0", "1"], "v100", pytest.approx(1.0))]
+    r3 = pol.solve(gavel_gandiva_problem(("v100",), {0: (2.0,), 1: (3.0,)}, ((1.0, 1.0),)))
+    assert r3.colocated_allocation == [] and r3.extra["pairs_used"] == 0
+    assert [r3.allocation[j] for j in ("0", "1")] == [pytest.approx({"v100": 0.5})] * 2
