@@ -9,16 +9,25 @@ Prints, per size: build/compile/solve seconds, number of levels and LP solves, a
 hierarchical policy the total normalized throughput against a static per-entity split of the
 cluster (each entity gets ``W_s/ΣW`` of every type and water-fills inside its share).
 
+The published method (``water_filling_milp``, ``--milp-sizes``) may end by Gavel's stopping rule or
+its MILP node budget: its rows then show status ``stopped`` and the objective of the allocation it
+returned. With ``--fresh-process`` each of its runs is made in a new process, which reports its own
+peak resident memory (``ru_maxrss``) and CPU seconds; ``--mip-node-limit`` sets its node budget.
+
 Run::
 
     python benchmarks/water_filling_bench.py                 # default sizes
     python benchmarks/water_filling_bench.py --sizes 256 2048 --pairs-sizes 64 256
+    python benchmarks/water_filling_bench.py --sizes --pairs-sizes --milp-sizes 256 --fresh-process
 """
 from __future__ import annotations
 
 import argparse
+import multiprocessing
+import resource
 import sys
 import time
+from concurrent.futures import ProcessPoolExecutor
 from dataclasses import replace
 from typing import Any, Sequence
 
@@ -119,7 +128,27 @@ def run_policy(name: str, problem: Problem, **options: Any) -> dict[str, Any]:
             "wall_s": wall, "build_s": res.timings.build, "compile_s": res.timings.compile,
             "solve_s": res.timings.solve, "levels": wf.get("iterations"), "lp_solves": wf.get("lp_solves"),
             "objective": res.objective, "total_u": float(u.sum()), "violations": space.check(res.X),
-            "compactions": wf.get("compactions"), "priced": wf.get("pair_columns_priced")}
+            "compactions": wf.get("compactions"), "priced": wf.get("pair_columns_priced"),
+            "objective_of_allocation": wf.get("objective_of_allocation"), "message": res.message,
+            "unfrozen_at_stop": wf.get("unfrozen_at_stop"), "node_limit_hits": wf.get("milp_node_limit_hits")}
+
+
+def _milp_case(n: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+    """``water_filling_milp(hierarchical=True)`` on the n-job "2 fair + 1 fifo" case, with this
+    process's CPU seconds and peak resident memory (MB) — meant to run in a fresh process."""
+    spec = ENTITY_SETS["2 fair + 1 fifo"]
+    hp = with_entities(gavel_problem(n, seed), [w for w, _ in spec], [p for _, p in spec], seed)
+    c0 = time.process_time()
+    row = run_policy("water_filling_milp", hp, hierarchical=True, **options)
+    row["cpu_s"] = time.process_time() - c0
+    row["peak_rss_mb"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024  # KiB on Linux
+    return row
+
+
+def milp_in_fresh_process(n: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
+    """:func:`_milp_case` in a new (spawned) process: its peak memory is this run's alone."""
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        return pool.submit(_milp_case, n, seed, options).result()
 
 
 ENTITY_SETS = {
@@ -132,11 +161,15 @@ ENTITY_SETS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--sizes", type=int, nargs="+", default=[256, 1024, 2048])
-    ap.add_argument("--pairs-sizes", type=int, nargs="+", default=[64, 128, 256])
-    ap.add_argument("--milp-sizes", type=int, nargs="+", default=[16, 32, 64])
+    ap.add_argument("--sizes", type=int, nargs="*", default=[256, 1024, 2048])
+    ap.add_argument("--pairs-sizes", type=int, nargs="*", default=[64, 128, 256])
+    ap.add_argument("--milp-sizes", type=int, nargs="*", default=[16, 32, 64])
     ap.add_argument("--entities", nargs="+", default=list(ENTITY_SETS), choices=list(ENTITY_SETS))
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--fresh-process", action="store_true",
+                    help="run each water_filling_milp case in a new process and report its peak memory")
+    ap.add_argument("--mip-node-limit", type=int, default=None,
+                    help="water_filling_milp's branch-and-bound node budget per MILP (default: the policy's)")
     args = ap.parse_args(argv)
     data = load_gavel()
     print("| policy | entities | jobs | pairs | levels | LPs | compactions | pair cols priced | build s | compile s | "
@@ -149,14 +182,27 @@ def main(argv: Sequence[str] | None = None) -> int:
               f"{r['compactions'] if r['compactions'] is not None else '-'} | "
               f"{r['priced'] if r['priced'] is not None else '-'} | "
               f"{r['build_s']:.3f} | {r['compile_s']:.3f} | {r['solve_s']:.3f} | {r['wall_s']:.3f} | "
-              f"{r['objective']:.4f} |", flush=True)
+              f"{objective_cell(r)} |", flush=True)
+
+    def objective_cell(r: dict[str, Any]) -> str:
+        if r["objective"] is not None:
+            return f"{r['objective']:.4f}"
+        return f"{r['status']}: {r['objective_of_allocation']:.4f}"  # the allocation's value, not proven
+
+    milp_options = {} if args.mip_node_limit is None else {"mip_node_limit": args.mip_node_limit}
+    stops = []
 
     for n in args.milp_sizes:  # the published method (LP + MILP per level) against ours
         base = gavel_problem(n, args.seed, data=data)
         spec = ENTITY_SETS["2 fair + 1 fifo"]
         hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
-        show(run_policy("water_filling_milp", hp, hierarchical=True), "2 fair + 1 fifo")
+        if args.fresh_process:
+            ref = milp_in_fresh_process(n, args.seed, milp_options)
+        else:
+            ref = run_policy("water_filling_milp", hp, hierarchical=True, **milp_options)
+        show(ref, "2 fair + 1 fifo")
         show(run_policy("hierarchical", hp), "2 fair + 1 fifo")
+        stops.append(ref)
     for n in args.sizes:
         base = gavel_problem(n, args.seed, data=data)
         show(run_policy("max_min_fairness_water_filling", base), "-")
@@ -171,6 +217,19 @@ def main(argv: Sequence[str] | None = None) -> int:
             spec = ENTITY_SETS[name]
             hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
             show(run_policy("hierarchical", hp, space_sharing=True), name)
+    if stops:
+        print()
+        print("water_filling_milp(hierarchical=True), 2 fair + 1 fifo: how it ended")
+        print("| jobs | status | jobs never settled | MILPs at the node limit | wall s | CPU s | peak memory MB "
+              "| message |")
+        print("|---|---|---|---|---|---|---|---|")
+        for r in stops:
+            cpu = f"{r['cpu_s']:.1f}" if "cpu_s" in r else "-"
+            mem = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
+            print(f"| {r['jobs']} | {r['status']} | {r['unfrozen_at_stop']} | {r['node_limit_hits']} | "
+                  f"{r['wall_s']:.1f} | {cpu} | {mem} | {r['message']} |", flush=True)
+    if not args.sizes:
+        return 0
     print()
     print("Hierarchical vs a static per-entity split (Σ u_m, u = sf·thr/thr(X_equal), cluster-wide):")
     print("| jobs | entities | jobs to entities | hierarchical Σu | static split Σu | gain | "
