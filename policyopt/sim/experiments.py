@@ -3,6 +3,7 @@
     python -m policyopt.sim.experiments list
     python -m policyopt.sim.experiments NAME [--seeds 0,1,2] [--output docs/figures] [--workers 1] [--quick]
                                         [--scale small|published] [--jobs N] [--rates R1,R2,...]
+                                        [--ray-address local|auto|ray://HOST:PORT]
 
 Every experiment simulates the *same traces* (same seeds) under each of its arms, on a cluster
 smaller than the published one (the development machine has 2 shared cores; sizes are stated per
@@ -19,6 +20,12 @@ named ``NAME_published.*``; the CSV is rewritten as each simulation finishes. ``
 shrinks the trace (the window stays at the same fractions) and ``--rates`` picks rates, for quick
 looks; each row records ``arrivals_cover_window`` (whether jobs were still arriving when the
 window's last job finished, as in the published runs).
+
+``--workers N`` runs the simulations in N local processes; ``--ray-address ADDR`` runs each as a Ray
+task (``local``: a Ray instance started on this machine; ``auto`` or ``ray://HOST:PORT``: a running
+cluster, every node with policyopt installed), so a sweep that outgrows one machine runs on many.
+Either way progress is logged and the CSV rewritten as each simulation finishes, and the files are
+the same as a one-process run's.
 
 Experiments (published result in brackets):
 
@@ -197,12 +204,19 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
 
 
 SCALES = ("small", "published")
+#: ``keep_arriving``: jobs added per job of the trace (a row's ``arrivals_cover_window`` says whether enough)
+KEEP_ARRIVING_EXTRA = 2
 
 
 def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
-           rates: Sequence[float] | None = None) -> Experiment:
+           rates: Sequence[float] | None = None, keep_arriving: bool = False) -> Experiment:
     """``exp`` at ``scale`` (``small``: as defined; ``published``: its ``published_scale``), with the
-    trace cut to ``jobs`` and the rates replaced by ``rates`` when given (quick looks and tests)."""
+    trace cut to ``jobs`` and the rates replaced by ``rates`` when given (quick looks and tests).
+
+    ``keep_arriving``: the trace is continued by ``KEEP_ARRIVING_EXTRA`` times as many jobs again
+    (:func:`continue_arrivals`, the same generator and rate), the measured window keeping its job
+    positions, so that new jobs keep arriving until the window has finished (the published
+    methodology; Poisson traces only)."""
     from dataclasses import replace
 
     from ..errors import InputError, UnknownNameError
@@ -225,6 +239,12 @@ def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
         exp = replace(exp, trace={**exp.trace, "jobs": jobs})
     if rates is not None:
         exp = replace(exp, rates=tuple(float(r) for r in rates))
+    if keep_arriving:
+        if exp.trace.get("generator") != "gavel" or exp.trace.get("static") or None in exp.rates \
+                or exp.common.get("until") != "window":
+            raise InputError("keep_arriving", True, f"experiment {exp.name!r} is not a Poisson trace measured over "
+                                                    "a window (until='window')")
+        exp = replace(exp, trace={**exp.trace, "extra_jobs": KEEP_ARRIVING_EXTRA * int(exp.trace["jobs"])})
     return exp
 
 
@@ -237,15 +257,35 @@ def _make_trace(exp: Experiment, seed: int, rate: float | None, table: Any) -> l
     ents = spec.pop("entities", None)
     ent_p = spec.pop("entity_probabilities", None)
     n = int(spec.pop("jobs"))
+    extra = int(spec.pop("extra_jobs", 0))
     if gen == "gavel":
         slo = spec.pop("slo_factors", None)
         trace = GENERATORS["gavel"](table, n, rate, seed=seed, slo_factors=slo, **spec)
+        if extra:
+            trace = continue_arrivals(trace, GENERATORS["gavel"](table, extra + 1, rate, seed=_more_seed(seed),
+                                                                 slo_factors=slo, **spec))
     else:
         trace = GENERATORS["shockwave"](table, n, **({} if rate is None else {"rate_per_hour": rate}), seed=seed,
                                         **spec)
     if ents:
         trace = assign_entities(trace, list(ents), seed=seed, probabilities=ent_p)
     return trace
+
+
+def _more_seed(seed: int) -> int:
+    """The seed of the jobs that continue trace ``seed`` (a stream of its own, so the first jobs are unchanged)."""
+    return int(np.random.SeedSequence([int(seed), 21]).generate_state(1)[0])
+
+
+def continue_arrivals(trace: Sequence[Any], more: Sequence[Any]) -> list[Any]:
+    """``trace`` followed by ``more[1:]``: ``more`` is a trace of the same generator and rate whose first
+    job arrives at 0, so its arrival times shifted by ``trace``'s last arrival continue the Poisson
+    process (the gaps of ``more`` are exponential draws); the added jobs are numbered on from ``len(trace)``."""
+    from dataclasses import replace
+
+    last = max(j.arrival for j in trace)
+    n = len(trace)
+    return [*trace, *(replace(j, id=str(n + i), arrival=last + j.arrival) for i, j in enumerate(more[1:]))]
 
 
 def _row(exp: Experiment, arm: Arm, seed: int, rate: float | None, res: Any, wall: float) -> dict[str, Any]:
@@ -292,6 +332,11 @@ def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str,
     table = load_gavel()
     trace = _make_trace(exp, seed, rate, table)
     settings = {**exp.common, **arm.config, "seed": seed}
+    if len(trace) > exp.trace["jobs"] and "window" in settings:  # continued arrivals: the same window positions
+        from .metrics import steady_state_window
+
+        lo, hi = steady_state_window(int(exp.trace["jobs"]), settings["window"])
+        settings["window"] = ((lo + 0.5) / len(trace), (hi + 0.5) / len(trace))
     if settings.get("max_seconds") == "arrivals":  # simulate while jobs keep arriving
         settings["max_seconds"] = max(j.arrival for j in trace) - min(j.arrival for j in trace)
     cfg = SimConfig(**settings)
@@ -304,6 +349,9 @@ def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str,
     fin = res.jobs["finish"].to_numpy(float)[win]
     row["arrivals_cover_window"] = bool(fin.size and np.isfinite(fin).all()
                                         and float(res.jobs["arrival"].max()) >= float(fin.max()))
+    if exp.trace.get("extra_jobs") and not row["arrivals_cover_window"]:
+        log.warning("%s seed=%s rate=%s %s: arrivals ended before the window finished (trace of %d jobs)",
+                    exp.name, seed, rate, arm.label, len(trace))
     # keep per-job JCTs of the window and per-round utilization for the figures (small)
     keep = {"jct": res.jobs.loc[res.jobs["in_window"], "jct"].to_numpy(float),
             "util_t": res.rounds["start"].to_numpy(float), "util": res.rounds["utilization"].to_numpy(float)}
@@ -331,9 +379,13 @@ def _f(x: Any) -> float | None:
 
 def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = None, workers: int = 1,
                    quick: bool = False, progress: bool = True, scale: str = "small", jobs: int | None = None,
-                   rates: Sequence[float] | None = None) -> dict[str, Any]:
+                   rates: Sequence[float] | None = None, ray_address: str | None = None,
+                   keep_arriving: bool = False) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale`` (see :func:`scaled`); write CSV / JSON / figures under
-    ``output`` (``NAME.*``, or ``NAME_published.*``; the CSV grows as simulations finish); return the summary."""
+    ``output`` (``NAME.*``, or ``NAME_published.*``; the CSV grows as simulations finish); return the summary.
+
+    Simulations run one after another (``workers=1``), in ``workers`` local processes, or — with
+    ``ray_address`` — each as a Ray task (:func:`_run_on_ray`); the files are the same either way."""
     import pandas as pd
 
     from .plots import bar_figure, jct_cdf_figure, jct_vs_load_figure, utilization_figure
@@ -342,8 +394,8 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
         from ..errors import UnknownNameError
 
         raise UnknownNameError("experiment", name, EXPERIMENTS)
-    exp = scaled(EXPERIMENTS[name], scale, jobs, rates)
-    stem = name if scale == "small" else f"{name}_{scale}"
+    exp = scaled(EXPERIMENTS[name], scale, jobs, rates, keep_arriving)
+    stem = (name if scale == "small" else f"{name}_{scale}") + ("_arriving" if keep_arriving else "")
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     missing = missing_policies(exp)
@@ -368,7 +420,9 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
         _report(progress, len(done) - 1, tasks, res[0])
 
     csv.unlink(missing_ok=True)
-    if workers > 1:
+    if ray_address is not None:
+        _run_on_ray(tasks, ray_address, finished)
+    elif workers > 1:
         with ProcessPoolExecutor(workers) as pool:
             futures = {pool.submit(_run_one, task): k for k, task in enumerate(tasks)}
             for fut in as_completed(futures):
@@ -389,7 +443,8 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
                "seeds": list(seeds), "rates": list(run_rates), "arms": [a.label for a in exp.arms],
                "comparisons": [list(c) for c in exp.comparisons()], "wall_seconds": wall,
                "command": f"python -m policyopt.sim.experiments {name} --output {output}"
-                          + ("" if scale == "small" else f" --scale {scale}"),
+                          + ("" if scale == "small" else f" --scale {scale}")
+                          + (" --keep-arriving" if keep_arriving else ""),
                "means": json.loads(means.to_json(orient="records")), "ratios": ratios}
     (out / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     # figures
@@ -403,6 +458,36 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     utilization_figure(cdf_runs, out / f"{stem}_utilization.png")
     log.info("%s", _markdown(summary))
     return summary
+
+
+def _run_on_ray(tasks: Sequence[Any], address: str, finished: Any) -> None:
+    """Each simulation of ``tasks`` as one Ray task, ``finished(k, result)`` called as each completes.
+
+    ``address``: ``"local"`` starts a Ray instance on this machine; anything else is passed to
+    ``ray.init`` (``"auto"``: the cluster this node belongs to; ``"ray://HOST:10001"``: a remote one).
+    A Ray session that is already initialized is used as it is (and left running). Every node needs
+    policyopt installed (the tasks import it) and the Gavel throughput data it loads.
+    """
+    from ..errors import InputError
+
+    try:
+        import ray
+    except ImportError:  # pragma: no cover - depends on the environment
+        raise InputError("ray_address", address, "needs the 'ray' package (pip install 'policyopt[ray]')") from None
+    started = not ray.is_initialized()
+    if started:
+        ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
+    try:
+        remote = ray.remote(_run_one)
+        pending = {remote.remote(task): k for k, task in enumerate(tasks)}
+        log.info("%d simulations submitted to Ray (%s)", len(pending), address)
+        while pending:
+            ready, _ = ray.wait(list(pending), num_returns=1)
+            for ref in ready:
+                finished(pending.pop(ref), ray.get(ref))
+    finally:
+        if started:
+            ray.shutdown()
 
 
 def replot(name: str, output: str | Path, scale: str = "small") -> None:
@@ -471,6 +556,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--output", default="docs/figures")
     p.add_argument("--seeds", default=None, help="comma-separated seeds (default: the experiment's)")
     p.add_argument("--workers", type=int, default=1, help="parallel processes")
+    p.add_argument("--ray-address", default=None,
+                   help="run each simulation as a Ray task: 'local' (a Ray instance on this machine), 'auto', "
+                        "or a cluster address (ray://HOST:PORT)")
     p.add_argument("--quick", action="store_true", help="one seed, the highest rate only")
     p.add_argument("--replot", action="store_true", help="redraw the load / bar figures from OUTPUT/NAME.csv")
     p.add_argument("--scale", default="small", choices=SCALES,
@@ -478,6 +566,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "the published rate sweep (las_single, las_multi)")
     p.add_argument("--jobs", type=int, default=None, help="trace length override (window fractions kept)")
     p.add_argument("--rates", default=None, help="comma-separated job rates (jobs/hour) instead of the sweep")
+    p.add_argument("--keep-arriving", action="store_true",
+                   help="new jobs keep arriving until the window has finished (the trace continued by twice as "
+                        "many jobs; files NAME[_published]_arriving.*)")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
@@ -499,7 +590,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         rates = None if args.rates is None else [_rate(r) for r in args.rates.split(",")]
         for n in names:
             run_experiment(n, args.output, seeds, args.workers, args.quick, scale=args.scale, jobs=args.jobs,
-                           rates=rates)
+                           rates=rates, ray_address=args.ray_address, keep_arriving=args.keep_arriving)
     except PolicyOptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
