@@ -1,0 +1,95 @@
+"""benchmarks/gavel_sim_compare.py: the trace export, reading Gavel's output, the skip without Gavel,
+and — where a Gavel checkout is given (``POLICYOPT_GAVEL_DIR``, its interpreter in
+``POLICYOPT_GAVEL_PYTHON``) — the agreement of the two simulators on a small trace."""
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "gavel_sim_compare.py"
+
+
+@pytest.fixture(scope="module")
+def bench() -> Any:
+    spec = importlib.util.spec_from_file_location("gavel_sim_compare", BENCH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.modules.pop(spec.name, None)
+    return module
+
+
+def _parse_like_gavel(path: Path) -> list[tuple[Any, ...]]:
+    """Gavel's ``utils.parse_trace`` field handling (ten tab-separated fields, ``int``/``float`` casts)."""
+    out = []
+    for line in path.read_text().splitlines():
+        (job_type, command, working_directory, num_steps_arg, needs_data_dir, total_steps, scale_factor,
+         priority_weight, slo, arrival) = line.split("\t")
+        out.append((job_type, bool(int(needs_data_dir)), int(total_steps), int(scale_factor), float(priority_weight),
+                    float(slo), float(arrival)))
+    return out
+
+
+def test_trace_export_reads_back_as_gavel_reads_it(bench, gavel, tmp_path: Path) -> None:
+    from policyopt.sim.traces import gavel_trace, parse_job_type
+
+    trace = gavel_trace(gavel, 40, 4.0, seed=3, multi_gpu=True)
+    bench.write_gavel_trace(trace, tmp_path / "t.txt")
+    rows = _parse_like_gavel(tmp_path / "t.txt")
+    assert len(rows) == len(trace)
+    keys = set(gavel.job_types)
+    for j, (model, _, steps, sf, weight, slo, arrival) in zip(trace, rows):
+        assert (model, sf) == parse_job_type(j.job_type) and (model, sf) in keys
+        assert steps == j.steps and weight == j.weight and slo == -1.0 and arrival == j.arrival
+    assert [r[-1] for r in rows] == sorted(r[-1] for r in rows)  # Gavel asserts sorted arrivals
+
+
+def test_fractional_steps_are_refused(bench, tmp_path: Path) -> None:
+    from policyopt.errors import InputError
+    from policyopt.sim.traces import TraceJob
+
+    with pytest.raises(InputError, match="steps"):
+        bench.write_gavel_trace([TraceJob("0", 0.0, "ResNet-18 (batch size 32)#1", 1, 10.5)], tmp_path / "t.txt")
+
+
+def test_gavel_output_parsing(bench) -> None:
+    text = ("Job completion times:\nJob 3: 100.500\nJob 4 (high priority): 7.000\n"
+            "Average job completion time: 53.750 seconds (0.01 hours)\nCluster utilization: 0.5\n")
+    assert bench.parse_gavel_output(text) == (53.75, {3: 100.5, 4: 7.0})
+    assert bench.parse_gavel_output("nothing") == (None, {})
+
+
+def test_without_gavel_only_ours_runs(bench, gavel_dir, tmp_path: Path, capsys) -> None:
+    assert bench.gavel_scheduler_dir(tmp_path) is None
+    assert bench.main(["--gavel", str(tmp_path), "--jobs", "20", "--rate", "3", "--cluster", "v100=2,p100=2,k80=2",
+                       "--arms", "aware"]) == 0
+    out = capsys.readouterr().out
+    assert "Gavel's simulator skipped: no Gavel simulator" in out
+    row = [line for line in out.splitlines() if line.startswith("| aware | default |")]
+    assert len(row) == 1 and row[0].split("|")[3].strip() == "-"  # no Gavel number
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("POLICYOPT_GAVEL_DIR"),
+                    reason="set POLICYOPT_GAVEL_DIR to a Gavel checkout (POLICYOPT_GAVEL_PYTHON: its interpreter)")
+def test_agreement_with_gavels_simulator(bench, gavel_dir, tmp_path: Path) -> None:
+    """60 single-GPU jobs on 4/4/4: the aware arm (our solve) and the agnostic arm solved as Gavel solves
+    it (interior point) within 5 % of Gavel's average JCT."""
+    import json
+
+    out = tmp_path / "cmp.json"
+    assert bench.main(["--gavel", os.environ["POLICYOPT_GAVEL_DIR"], "--gavel-python",
+                       os.environ.get("POLICYOPT_GAVEL_PYTHON", sys.executable), "--jobs", "60", "--rate", "3",
+                       "--cluster", "v100=4,p100=4,k80=4", "--variants", "default,interior", "--json", str(out)]) == 0
+    rows = {(r["arm"], r["variant"]): r for r in json.loads(out.read_text())["rows"]}
+    for key in (("aware", "default"), ("aware", "interior"), ("agnostic", "interior")):
+        assert rows[key]["gavel"]["status"] == "ok"
+        assert abs(rows[key]["ours_over_gavel"] - 1.0) <= 0.05, (key, rows[key]["ours_over_gavel"])
