@@ -5,6 +5,7 @@ timings (512 jobs / 64 nodes; 4,096 jobs with POP).
     python benchmarks/reconfig_bench.py --parts example,round,timing
     python benchmarks/reconfig_bench.py --parts pop     # 4,096 jobs / 512 nodes, POP k = 4, 8, 16
     python benchmarks/reconfig_bench.py --output reconfig.json
+    python benchmarks/reconfig_bench.py --parts round --quota-mode cap   # the prod quota bounds always
 
 Parts:
 
@@ -38,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from policyopt import get_policy
-from policyopt.reconfig import MultiResourceSpace
+from policyopt.reconfig import MultiResourceSpace, ReconfigOptions
 from policyopt.reconfig.placement import integralize
 from policyopt.pop import pop
 from policyopt.reconfig.pop_support import allocation_array
@@ -84,8 +85,9 @@ def integral_of(res, space: MultiResourceSpace):  # type: ignore[no-untyped-def]
     return getattr(res, "assignment", None) or integralize(space, res.X)
 
 
-def part_round(jobs: int, nodes: int, seed: int) -> dict[str, Any]:
-    p = trace_problem(transformers_trace(jobs, static=True, seed=seed, max_gpus=nodes * 8), nodes=nodes)
+def part_round(jobs: int, nodes: int, seed: int, quota: str) -> dict[str, Any]:
+    p = trace_problem(transformers_trace(jobs, static=True, seed=seed, max_gpus=nodes * 8), nodes=nodes,
+                      options=ReconfigOptions(quota=quota))
     rows = []
     for label, name, opts in METHODS:
         t0 = time.perf_counter()
@@ -101,18 +103,20 @@ def part_round(jobs: int, nodes: int, seed: int) -> dict[str, Any]:
                      "jobs running": len(a.placements), "GPUs used": sp.usage(X)[f"{sp.worker_types.labels[0]}.gpus"],
                      "guarantees met": f"{sum(met)}/{len(met)}", "violations": len(sp._violations(X, sla=False)),
                      "seconds": dt})
-    print(f"## One round, static batch: {jobs} jobs on {nodes} nodes ({nodes * 8} GPUs), seed {seed}\n")
+    print(f"## One round, static batch: {jobs} jobs on {nodes} nodes ({nodes * 8} GPUs), seed {seed}, "
+          f"quota {quota}\n")
     print(table(rows, ["method", "Σ thr/r (integral)", "LP objective", "jobs running", "GPUs used",
                        "guarantees met", "violations", "seconds"]), "\n")
-    return {"jobs": jobs, "nodes": nodes, "rows": rows}
+    return {"jobs": jobs, "nodes": nodes, "quota": quota, "rows": rows}
 
 
-def part_sim(jobs: int, nodes: int, seed: int, rate: float | None, round_seconds: float) -> dict[str, Any]:
+def part_sim(jobs: int, nodes: int, seed: int, rate: float | None, round_seconds: float, quota: str
+             ) -> dict[str, Any]:
     tr = transformers_trace(jobs, rate_per_hour=rate, static=rate is None, seed=seed, max_gpus=nodes * 8)
     rows = []
     for label, name, opts in METHODS:
         t0 = time.perf_counter()
-        res = simulate_fluid(tr, name, nodes=nodes, round_seconds=round_seconds, **opts)
+        res = simulate_fluid(tr, name, nodes=nodes, round_seconds=round_seconds, quota_mode=quota, **opts)
         m = res.metrics()
         h = 3600.0
         rows.append({"method": label, "avg JCT (h)": m["avg_jct"] / h, "p99 JCT (h)": m["p99_jct"] / h,
@@ -125,10 +129,11 @@ def part_sim(jobs: int, nodes: int, seed: int, rate: float | None, round_seconds
     for r in rows:
         r["avg JCT vs greedy"] = base["avg JCT (h)"] / r["avg JCT (h)"]
     kind = "static batch" if rate is None else f"Poisson {rate:g} jobs/h"
-    print(f"\n## Fluid simulation, {kind}: {jobs} jobs on {nodes} nodes, rounds of {round_seconds:g} s, seed {seed}\n")
+    print(f"\n## Fluid simulation, {kind}: {jobs} jobs on {nodes} nodes, rounds of {round_seconds:g} s, seed {seed}, "
+          f"quota {quota}\n")
     print(table(rows, ["method", "avg JCT (h)", "avg JCT vs greedy", "p99 JCT (h)", "makespan (h)",
                        "guaranteed avg (h)", "best-effort avg (h)", "reconfigs", "SLA misses", "s/round"]), "\n")
-    return {"jobs": jobs, "nodes": nodes, "rate": rate, "round_seconds": round_seconds, "rows": rows}
+    return {"jobs": jobs, "nodes": nodes, "rate": rate, "round_seconds": round_seconds, "quota": quota, "rows": rows}
 
 
 def _time(fn, repeat: int) -> tuple[float, Any]:  # type: ignore[no-untyped-def]
@@ -140,9 +145,9 @@ def _time(fn, repeat: int) -> tuple[float, Any]:  # type: ignore[no-untyped-def]
     return statistics.median(ts), out
 
 
-def part_timing(repeat: int) -> dict[str, Any]:
+def part_timing(repeat: int, quota: str) -> dict[str, Any]:
     rows = []
-    p = trace_problem(transformers_trace(512, static=True, seed=21), nodes=64)
+    p = trace_problem(transformers_trace(512, static=True, seed=21), nodes=64, options=ReconfigOptions(quota=quota))
     t_space, sp = _time(lambda: MultiResourceSpace(p), repeat)
     rows.append({"case": "512 jobs / 64 nodes", "step": "space (configurations, rows, SLA check)", "seconds": t_space,
                  "size": f"{len(sp.configs)} configs, {int(sp.single_mask.sum())} columns"})
@@ -157,7 +162,7 @@ def part_timing(repeat: int) -> dict[str, Any]:
                          "size": ""})
     t, _ = _time(lambda: get_policy("rubick_greedy").solve(p), 1)
     rows.append({"case": "512 jobs / 64 nodes", "step": "rubick_greedy solve()", "seconds": t, "size": ""})
-    print("## Time per allocation\n")
+    print(f"## Time per allocation (quota {quota})\n")
     print(table(rows, ["case", "step", "seconds", "size"]), "\n")
     return {"rows": rows}
 
@@ -180,12 +185,13 @@ def _pop_quality(space: MultiResourceSpace, allocation: dict[str, dict[str, floa
     return viol, f"{met}/{space.sla_jobs.size}"
 
 
-def part_pop(jobs: int, nodes: int, ks: list[int], policies: list[str], repeat: int, seed: int = 22
-             ) -> dict[str, Any]:
+def part_pop(jobs: int, nodes: int, ks: list[int], policies: list[str], repeat: int, seed: int = 22,
+             quota: str = "reserve") -> dict[str, Any]:
     """Unpartitioned vs POP (module docstring). Timings: the fastest of ``repeat`` runs, sequential
     and parallel runs alternating so both see the same background load."""
     load0, cap0 = os.getloadavg()[0], parallel_capacity()
-    big = trace_problem(transformers_trace(jobs, static=True, seed=seed), nodes=nodes)
+    big = trace_problem(transformers_trace(jobs, static=True, seed=seed), nodes=nodes,
+                        options=ReconfigOptions(quota=quota))
     space = MultiResourceSpace(big)  # the full space, to evaluate merged allocations (not timed)
     rows = []
     for name in policies:
@@ -232,8 +238,8 @@ def part_pop(jobs: int, nodes: int, ks: list[int], policies: list[str], repeat: 
                          "violations": viol, "SLAs met": met, "k_reason": info["k_reason"] or ""})
             print(f"  {name} k={k}: sequential {best['seq']:.3f} s, parallel {best['par']:.3f} s", flush=True)
     load1, cap1 = os.getloadavg()[0], parallel_capacity()
-    print(f"\n## POP: {jobs} jobs on {nodes} nodes ({nodes * 8} GPUs), fastest of {repeat}; load average "
-          f"{load0:.2f} before, {load1:.2f} after, {os.cpu_count()} CPUs; parallel capacity (work of 2 "
+    print(f"\n## POP: {jobs} jobs on {nodes} nodes ({nodes * 8} GPUs), quota {quota}, fastest of {repeat}; "
+          f"load average {load0:.2f} before, {load1:.2f} after, {os.cpu_count()} CPUs; parallel capacity (work of 2 "
           f"concurrent processes / work of 1) {cap0:.2f} before, {cap1:.2f} after\n")
     print(table(rows, ["policy", "k", "sequential s", "parallel s", "sub-problems seq s", "sub-problems par s",
                        "slowest sub-problem s", "quality", "violations", "SLAs met"]), "\n")
@@ -258,6 +264,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pop-policies", default="fluid_srpt,max_sum_throughput",
                     help=f"comma-separated, of {', '.join(POP_POLICIES)}")
     ap.add_argument("--pop-repeat", type=int, default=1)
+    ap.add_argument("--quota-mode", default="reserve", choices=["reserve", "cap"],
+                    help="reconfig.options.quota of every problem: reserve (default; idle capacity flows past "
+                         "the prod quota, for LP policies and the greedy baselines alike) or cap")
     ap.add_argument("--output", default=None, help="write every table as JSON")
     a = ap.parse_args(argv)
     parts = set(a.parts.split(","))
@@ -265,15 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     if "example" in parts:
         out["example"] = part_example()
     if "round" in parts:
-        out["round"] = part_round(a.round_jobs, a.round_nodes, a.seed)
+        out["round"] = part_round(a.round_jobs, a.round_nodes, a.seed, a.quota_mode)
     if "sim" in parts:
-        out["sim_static"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, None, a.round_seconds)
-        out["sim_poisson"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, a.rate, a.round_seconds)
+        out["sim_static"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, None, a.round_seconds, a.quota_mode)
+        out["sim_poisson"] = part_sim(a.sim_jobs, a.sim_nodes, a.seed, a.rate, a.round_seconds, a.quota_mode)
     if "timing" in parts:
-        out["timing"] = part_timing(a.repeat)
+        out["timing"] = part_timing(a.repeat, a.quota_mode)
     if "pop" in parts:
         out["pop"] = part_pop(a.pop_jobs, a.pop_nodes, [int(k) for k in a.pop_ks.split(",")],
-                              a.pop_policies.split(","), a.pop_repeat)
+                              a.pop_policies.split(","), a.pop_repeat, quota=a.quota_mode)
     if a.output:
         with open(a.output, "w") as f:
             json.dump(out, f, indent=2, default=str)

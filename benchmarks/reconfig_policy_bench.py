@@ -6,7 +6,8 @@
 
 Every run is :func:`policyopt.reconfig.simulate_fluid` of :func:`policyopt.reconfig.transformers_trace`
 (``--jobs`` jobs, requests up to the cluster's GPUs) on ``--nodes`` nodes of 8 GPUs with rounds of
-``--round-seconds``; scenario ``static`` (all jobs at time 0) or ``poisson`` (``--rate`` jobs/hour).
+``--round-seconds``; scenario ``static`` (all jobs at time 0) or ``poisson`` (``--rate`` jobs/hour);
+the ``prod`` quota of every method ``--quota-mode`` (``reserve``, the default, or ``cap``).
 A method is ``policy`` or ``policy:key=value,key=value`` (options to the policy; numbers parsed).
 For each (scenario, seed) the table gives average JCT, p99 JCT and makespan (hours), and the ratios
 ``rubick_greedy / method`` (> 1: the method is better); the summary gives the geometric mean of each
@@ -56,15 +57,16 @@ def split_methods(text: str) -> list[str]:
     return out
 
 
-def run_one(args: tuple[str, str, int, int, int, float, float]) -> dict[str, Any]:
-    """One simulation: (method, scenario, seed, jobs, nodes, rate, round_seconds) → metrics (hours)."""
-    method, scenario, seed, jobs, nodes, rate, round_seconds = args
+def run_one(args: tuple[str, str, int, int, int, float, float, str]) -> dict[str, Any]:
+    """One simulation: (method, scenario, seed, jobs, nodes, rate, round_seconds, quota mode) → metrics
+    (hours)."""
+    method, scenario, seed, jobs, nodes, rate, round_seconds, quota = args
     name, opts = parse_method(method)
     static = scenario == "static"
     tr = transformers_trace(jobs, rate_per_hour=None if static else rate, static=static, seed=seed,
                             max_gpus=nodes * 8)
     t0 = time.perf_counter()
-    res = simulate_fluid(tr, name, nodes=nodes, round_seconds=round_seconds, **opts)
+    res = simulate_fluid(tr, name, nodes=nodes, round_seconds=round_seconds, quota_mode=quota, **opts)
     m = res.metrics()
     return {"method": method, "scenario": scenario, "seed": seed,
             **{k: m[k] / 3600.0 for k in METRICS}, "reconfigurations": m["reconfigurations"],
@@ -111,6 +113,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--nodes", type=int, default=4)
     ap.add_argument("--rate", type=float, default=2.0, help="jobs/hour of the Poisson scenario")
     ap.add_argument("--round-seconds", type=float, default=1800.0)
+    ap.add_argument("--quota-mode", default="reserve", choices=["reserve", "cap"],
+                    help="the prod quota for every method: reserve (default; idle capacity flows past it) or cap")
     ap.add_argument("--workers", type=int, default=1)
     ap.add_argument("--output", default=None, help="write rows and summary as JSON")
     a = ap.parse_args(argv)
@@ -119,7 +123,8 @@ def main(argv: list[str] | None = None) -> int:
         methods.insert(0, BASELINE)
     seeds = [int(s) for s in a.seeds.split(",")]
     scenarios = a.scenarios.split(",")
-    jobs = [(m, sc, s, a.jobs, a.nodes, a.rate, a.round_seconds) for sc in scenarios for s in seeds for m in methods]
+    jobs = [(m, sc, s, a.jobs, a.nodes, a.rate, a.round_seconds, a.quota_mode)
+            for sc in scenarios for s in seeds for m in methods]
     rows: list[dict[str, Any]] = []
     if a.workers > 1:
         with ProcessPoolExecutor(a.workers) as pool:
@@ -138,7 +143,7 @@ def main(argv: list[str] | None = None) -> int:
         b = base.get((r["scenario"], r["seed"]))
         for k in METRICS:
             r[f"{k} ratio"] = b[k] / r[k] if b else float("nan")
-    print(f"\n## Per seed ({a.jobs} jobs, {a.nodes} nodes, rounds of {a.round_seconds:g} s; "
+    print(f"\n## Per seed ({a.jobs} jobs, {a.nodes} nodes, rounds of {a.round_seconds:g} s, quota {a.quota_mode}; "
           f"ratio = {BASELINE} / method)\n")
     print(table(rows, ["scenario", "seed", "method", "avg_jct", "p99_jct", "makespan", "avg_jct ratio",
                        "p99_jct ratio", "makespan ratio", "reconfigurations", "sla_misses", "wall_s"]))

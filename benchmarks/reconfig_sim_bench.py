@@ -4,10 +4,14 @@
     python benchmarks/reconfig_sim_bench.py                          # 3 seeds, about 4 minutes on 2 cores
     python benchmarks/reconfig_sim_bench.py --seeds 0,1 --jobs 24 --nodes 2 --static
     python benchmarks/reconfig_sim_bench.py --methods "fluid_srpt;rubick_greedy@none" --workers 2
+    python benchmarks/reconfig_sim_bench.py --quota-mode cap      # the prod quota bounds always
 
 Every run is the command's own path (:func:`policyopt.sim.cli.simulate_from_args` on the parsed
 arguments ``--generator transformers --jobs J --rate R --nodes K --round-seconds L --seed S
---window 0:1 --policy P --reconfigure M [--option ...]``): the same trace per seed for every method,
+--window 0:1 --policy P --reconfigure M --quota-mode Q [--option ...]``): the same trace per seed for
+every method and the same quota rule for all (``reserve``, the command's default: LP policies
+work-conserve past the quota and the greedy baselines grow past it once every job is placed;
+``cap``: the quota bounds every method always),
 decisions after arrivals and completions, checkpoint-restore ``δ`` charged per reconfiguration,
 migration or resume. A method is ``policy[@reconfigure][:key=value,...]`` (default reconfigure
 ``all``); ``synergy_like`` and ``sia_like`` run their own spaces (original plans with cores varied;
@@ -57,7 +61,7 @@ def run_one(job: tuple[str, int, argparse.Namespace]) -> dict[str, Any]:
     policy, mode, opts = parse_method(method)
     argv = ["simulate", "--generator", "transformers", "--jobs", str(a.jobs), "--nodes", str(a.nodes),
             "--round-seconds", str(a.round_seconds), "--seed", str(seed), "--window", "0:1", "--policy", policy,
-            "--reconfigure", mode, "--reschedule", a.reschedule, "--output", "unused",
+            "--reconfigure", mode, "--reschedule", a.reschedule, "--quota-mode", a.quota_mode, "--output", "unused",
             *(["--static"] if a.static else ["--rate", str(a.rate)])]
     for o in opts:
         argv += ["--option", o]
@@ -66,7 +70,7 @@ def run_one(job: tuple[str, int, argparse.Namespace]) -> dict[str, Any]:
     t0 = time.perf_counter()
     res, _ = simulate_from_args(parser.parse_args(argv))
     m = res.metrics
-    return {"method": LABELS.get(method, method), "key": method, "seed": seed,
+    return {"method": LABELS.get(method, method), "key": method, "seed": seed, "quota": a.quota_mode,
             "avg_jct_h": m["avg_jct"] / HOUR, "p99_jct_h": m["p99_jct"] / HOUR, "makespan_h": m["makespan"] / HOUR,
             "guaranteed_avg_jct_h": (m["guaranteed_avg_jct"] or float("nan")) / HOUR,
             "best_effort_avg_jct_h": (m["best_effort_avg_jct"] or float("nan")) / HOUR,
@@ -104,6 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--round-seconds", type=float, default=1800.0)
     p.add_argument("--methods", default=DEFAULT_METHODS, help="';'-separated policy[@reconfigure][:k=v,...]")
     p.add_argument("--reschedule", default="events", help="events (default) or rounds: decide every round")
+    p.add_argument("--quota-mode", default="reserve", choices=["reserve", "cap"],
+                   help="the prod quota: reserve (default; idle capacity flows on) or cap (bounds always)")
     p.add_argument("--workers", type=int, default=1)
     p.add_argument("--from-csv", help="re-summarize and re-plot the runs of an earlier CSV (no simulation)")
     p.add_argument("--output", default=str(ROOT / "benchmarks" / "results" / "reconfig_sim.csv"))
@@ -130,7 +136,7 @@ def main(argv: list[str] | None = None) -> int:
     summary = summarize(runs)
     kind = "all at t=0" if a.static else f"Poisson {a.rate:g} jobs/h"
     print(f"\n{a.jobs} transformer jobs ({kind}) on {a.nodes} nodes of 8 GPUs, rounds of {a.round_seconds:g} s, "
-          f"decisions: {a.reschedule}, seeds {seeds}; means over seeds, hours; "
+          f"decisions: {a.reschedule}, quota {a.quota_mode}, seeds {seeds}; means over seeds, hours; "
           f"{time.perf_counter() - t0:.0f} s in all\n")
     with pd.option_context("display.width", 250, "display.max_columns", 30, "display.precision", 2):
         print(summary.drop(columns=["wall_s"]).to_string(index=False))

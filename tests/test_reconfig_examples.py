@@ -216,7 +216,8 @@ def test_policy_bench_parses_methods_and_runs_one_simulation() -> None:
     spec.loader.exec_module(bench)  # type: ignore[union-attr]
     assert bench.split_methods("a,b:x=1,y=0.5,c") == ["a", "b:x=1,y=0.5", "c"]
     assert bench.parse_method("b:x=1,y=0.5,z=s") == ("b", {"x": 1, "y": 0.5, "z": "s"})
-    rows = [bench.run_one((m, "static", 2, 6, 1, 2.0, 3600.0)) for m in ("rubick_greedy", "fluid_srpt_floor")]
+    rows = [bench.run_one((m, "static", 2, 6, 1, 2.0, 3600.0, "reserve"))
+            for m in ("rubick_greedy", "fluid_srpt_floor")]
     assert all(r["unfinished"] == 0 and r["sla_misses"] == 0 for r in rows)
     assert all(0 < r["avg_jct"] <= r["p99_jct"] <= r["makespan"] * (1 + 1e-9) for r in rows)
     summ = bench.summarize(rows)

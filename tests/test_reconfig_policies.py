@@ -70,7 +70,9 @@ def reconfig_problem(slo_seconds: float | None = None) -> ReconfigProblem:
             "jobs": {j: {"model": m, "node_type": t, "gpus": gp, "cpus": c, "plan": p, "guaranteed": g}
                      for j, m, t, gp, c, p, g, s, a in JOBS},
             "quotas": {"prod": {"gpus": QUOTA_GPUS, "cpus": QUOTA_CPUS}},
-            "options": {"gpu_counts": [1, 2, 4, 8], "cpus_per_gpu": [4, 8]}},
+            # quotas that cap: the rows written here hold them always (the default, "reserve", lets
+            # idle capacity flow past them after the policy's solve: test_reconfig_work_conservation)
+            "options": {"gpu_counts": [1, 2, 4, 8], "cpus_per_gpu": [4, 8], "quota": "cap"}},
     }
     return ReconfigProblem.from_dict(data)
 

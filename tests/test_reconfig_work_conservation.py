@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from policyopt import get_policy
 from policyopt.errors import UnknownNameError
-from policyopt.reconfig import CATALOGUE, ReconfigProblem
+from policyopt.reconfig import CATALOGUE, ReconfigOptions, ReconfigProblem
 from policyopt.reconfig.trace import trace_problem, transformers_trace
 
 POLICIES = [("max_min_fairness", {}), ("fluid_srpt", {}), ("max_sum_throughput", {"normalize": True}),
@@ -24,9 +24,10 @@ NODE = {"cpus_per_node": 96, "host_mem_per_node": 1.6e12, "gpu_mem_bytes": 85899
         "bw_inter": 1.25e10, "bw_pcie": 1.2e10}
 
 
-def two_nodes(quota: str, with_research: bool) -> ReconfigProblem:
+def two_nodes(quota: str | None, with_research: bool) -> ReconfigProblem:
     """16 A100s (two nodes of 8); ``r``: a guaranteed RoBERTa job of tenant ``prod`` (quota: 4 GPUs,
-    its request); ``t``: a best-effort T5 job of tenant ``research``."""
+    its request); ``t``: a best-effort T5 job of tenant ``research``. ``quota=None``: the problem
+    leaves ``options.quota`` out (the default)."""
     d: dict[str, Any] = {
         "cluster": {"worker_types": {"a100": {"count": 16, "gpus_per_server": 8}}},
         "jobs": [{"id": "r", "steps_remaining": 1000, "entity": "prod"},
@@ -42,6 +43,8 @@ def two_nodes(quota: str, with_research: bool) -> ReconfigProblem:
             "options": {"reconfigure": "all", "quota": quota},
         },
     }
+    if quota is None:
+        del d["reconfig"]["options"]["quota"]
     if not with_research:
         d["jobs"] = d["jobs"][:1]
         del d["reconfig"]["jobs"]["t"]
@@ -90,7 +93,8 @@ def test_reserve_never_gives_a_job_less(seed: int, quota: float, policy: tuple[s
     under ``reserve`` every job runs at least as fast as under ``cap`` (the held stage-1
     throughputs), GPUs, cores and host memory per node type hold, and the total normalized
     throughput does not fall."""
-    base = trace_problem(transformers_trace(8, static=True, seed=seed, max_gpus=8), nodes=2, quota_fraction=quota)
+    base = trace_problem(transformers_trace(8, static=True, seed=seed, max_gpus=8), nodes=2, quota_fraction=quota,
+                         options=ReconfigOptions(quota="cap"))
     reserve = base.with_reconfig(replace(base.reconfig, options=replace(base.reconfig.options, quota="reserve")))
     name, options = policy
     cap = get_policy(name, **options).solve(base)
@@ -133,6 +137,10 @@ def test_cost_policies_keep_the_quota(name: str, options: dict[str, Any]) -> Non
     assert cap.ok and res.ok and "work_conservation" not in res.extra
     assert gpus_used(res)["r"] == pytest.approx(gpus_used(cap)["r"], abs=1e-6)
     assert gpus_used(res)["r"] <= 4.0 + 1e-6
+    # the round's rounding and fill keep the quota too (the default, reserve, is not theirs)
+    from policyopt.reconfig.rounds import reconfig_round
+
+    assert reconfig_round(priced("reserve"), name, **options).jobs["r"].gpus <= 4
 
 
 def test_a_round_places_what_the_quota_reserves_and_what_flows_on() -> None:
@@ -154,3 +162,63 @@ def test_a_round_places_what_the_quota_reserves_and_what_flows_on() -> None:
     assert cap.gpus == 8 and res.gpus == 16 and res.throughput > cap.throughput
     with pytest.raises(UnknownNameError):
         ReconfigSimConfig(quota="lend")
+
+
+@pytest.mark.parametrize("name, options", POLICIES)
+def test_by_default_spare_capacity_flows_past_the_quota(name: str, options: dict[str, Any]) -> None:
+    """Work conservation is the default: a problem that does not set ``options.quota``, alone on an
+    otherwise idle 16-GPU cluster, gives the guaranteed ``prod`` job the spare GPUs past its 4-GPU
+    quota — in the policy's result and in the round the simulator runs."""
+    from policyopt.reconfig.rounds import reconfig_round
+
+    problem = two_nodes(None, with_research=False)
+    assert problem.reconfig.options.quota == "reserve"
+    res = get_policy(name, **options).solve(problem)
+    assert res.ok and gpus_used(res)["r"] > 8.0 + 1e-6
+    assert "work_conservation" in res.extra
+    assert reconfig_round(problem, name, **options).jobs["r"].gpus == 16
+
+
+@pytest.mark.parametrize("name", ["rubick_greedy", "synergy_like"])
+def test_baselines_grow_past_the_quota_only_where_it_reserves(name: str) -> None:
+    """The integral baselines follow the same rule: under ``cap`` the quota bounds every step; under
+    ``reserve`` (the default) a quota-free growth phase after every job is placed hands idle
+    capacity on. ``rubick_greedy`` alone on 16 GPUs: 4 GPUs under ``cap``, all 16 by default.
+    ``synergy_like`` keeps each job's requested GPUs (only cores vary), so its quota-free phase
+    has nothing to gain here — and must not break the GPU request."""
+    cap = get_policy(name).solve(two_nodes("cap", with_research=False))
+    res = get_policy(name).solve(two_nodes(None, with_research=False))
+    assert cap.extra["quota_free_moves"] is None and res.extra["quota_free_moves"] is not None
+    assert gpus_used(cap)["r"] == pytest.approx(4.0)
+    if name == "rubick_greedy":
+        assert gpus_used(res)["r"] == pytest.approx(16.0)
+        assert res.effective_throughputs["r"] > 2 * cap.effective_throughputs["r"]
+    else:
+        assert gpus_used(res)["r"] == pytest.approx(4.0)
+    assert res.space.check(res.X) == []
+
+
+def test_baselines_under_contention_keep_what_the_quota_decided() -> None:
+    """With a research job beside the prod job, the quota-free phase never shrinks anyone: every
+    job runs at least as fast as under ``cap``."""
+    cap = get_policy("rubick_greedy").solve(two_nodes("cap", with_research=True))
+    res = get_policy("rubick_greedy").solve(two_nodes("reserve", with_research=True))
+    for job, thr in cap.effective_throughputs.items():
+        assert res.effective_throughputs[job] >= thr * (1 - 1e-9), job
+
+
+def test_simulate_defaults_to_reserve() -> None:
+    """``policyopt simulate --generator transformers`` and :class:`ReconfigSimConfig` default to
+    quotas that reserve; ``--quota-mode cap`` keeps the earlier rule."""
+    import argparse
+
+    from policyopt.sim.cli import add_subparser
+    from policyopt.sim.reconfig_sim import ReconfigSimConfig
+
+    parser = argparse.ArgumentParser()
+    add_subparser(parser.add_subparsers())
+    base = ["simulate", "--generator", "transformers", "--policy", "fluid_srpt", "--jobs", "2", "--seed", "0",
+            "--output", "unused"]
+    assert parser.parse_args(base).quota_mode == "reserve"
+    assert parser.parse_args([*base, "--quota-mode", "cap"]).quota_mode == "cap"
+    assert ReconfigSimConfig().quota == "reserve" and ReconfigSimConfig().options.quota == "reserve"

@@ -14,7 +14,11 @@ placed throughputs (a spread placement may run slower than its column).
    minimum configuration, shrinking the lowest-slope job above its minimum if the newcomer's
    normalized throughput exceeds the loss;
 3. growth: repeatedly the upgrade with the best gain per extra GPU-equivalent that can be placed;
-   a blocked upgrade may shrink lowest-slope jobs when that raises the total.
+   a blocked upgrade may shrink lowest-slope jobs when that raises the total;
+4. with ``options.quota = "reserve"`` (the default): a quota-free growth phase — the tenant quotas,
+   which bounded steps 1–3, stop binding and step 3 runs again without shrinking, so capacity left
+   idle flows on to the guaranteed jobs the quota held back (as the LP policies' work-conserving
+   stage does; ``extra["quota_free_moves"]``). Under ``"cap"`` the quotas bound every step.
 
 Plans are the best per placement (:class:`~.placement.NodePool` re-plans spread placements),
 memory per plan (host bytes of the configuration). ``reconfigure`` picks the variant: ``all``
@@ -23,11 +27,13 @@ strategy fixed), ``none`` (N); default: the problem's ``reconfig.options.reconfi
 
 ``synergy_like`` — multi-resource allocation with fixed plans and fixed GPU demands (Synergy-TUNE
 style): guaranteed then arrival order, each job on its requested cores if they fit, else fewer;
-leftover cores and host memory go to the jobs that gain most per core. No shrinking.
+leftover cores and host memory go to the jobs that gain most per core. No shrinking. Under
+``options.quota = "reserve"`` the leftover is handed out once more with the quotas lifted.
 
 ``sia_like`` — DP-only elastic scaling (Sia style): the LP ``max Σ_m thr(m)/r_m`` over pure
 data-parallel plans on any GPU count (jobs whose original plan is not pure DP keep their request),
-rounded to one configuration per job with :func:`~.placement.integralize`.
+rounded to one configuration per job with :func:`~.placement.integralize` (under ``"reserve"`` its
+rounding fills leftover capacity past the quotas, as for every LP policy).
 """
 from __future__ import annotations
 
@@ -54,6 +60,17 @@ def _space(problem: Problem, mode: str | None) -> MultiResourceSpace:
         raise InputError("problem", type(problem).__name__,
                          "this policy needs a problem with a 'reconfig' section (ReconfigProblem)")
     return MultiResourceSpace(problem, reconfigure=mode)
+
+
+def _quota_free_growth(space: MultiResourceSpace, g: Greedy, jobs: list[int] | None = None) -> int | None:
+    """Under ``options.quota = "reserve"`` (the default), once every job is placed under the quotas:
+    the quotas stop binding and ``g`` grows again into what is left, without shrinking any job —
+    the integral counterpart of the LP policies' work-conserving stage (idle capacity flows on to
+    the jobs the quotas held back; no job loses anything). Returns the moves (None under ``cap``)."""
+    if not space.quotas_reserve():
+        return None
+    g.lift_quotas()
+    return g.grow(jobs=jobs, shrink=False)
 
 
 def arrival_order(space: MultiResourceSpace, jobs: np.ndarray) -> np.ndarray:
@@ -110,9 +127,10 @@ class RubickGreedy(Policy):
         be = be[np.argsort(-slope, kind="stable")]
         g.admit(be.tolist(), shrink=True)
         g.grow(shrink=True)
+        grown = _quota_free_growth(space, g)
         timings.build, timings.solve = t1 - t0, time.perf_counter() - t1
         return assignment_result(self, space, g.assign, timings, "greedy",
-                                 reconfigure=space.reconfigure)
+                                 reconfigure=space.reconfigure, quota_free_moves=grown)
 
     @staticmethod
     def _slopes(g: Greedy, jobs: np.ndarray) -> np.ndarray:
@@ -152,8 +170,10 @@ class SynergyLike(Policy):
             cands[m] = [int(c) for c in first] or [int(c) for c in cols[np.argsort(space.cfg_cpus[cols])]]
         g.admit(order.tolist(), cands, shrink=False)
         g.grow(jobs=sorted(g.assign.placements), shrink=False)
+        grown = _quota_free_growth(space, g, jobs=sorted(g.assign.placements))
         timings.build, timings.solve = t1 - t0, time.perf_counter() - t1
-        return assignment_result(self, space, g.assign, timings, "greedy", reconfigure="cpus_only")
+        return assignment_result(self, space, g.assign, timings, "greedy", reconfigure="cpus_only",
+                                 quota_free_moves=grown)
 
 
 @register_policy("sia_like")

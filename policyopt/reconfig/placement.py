@@ -16,14 +16,16 @@ for a round: guaranteed jobs first on a configuration meeting their SLA target, 
 priority (``Σ_c X[m,c]``, optionally divided by the share of time already received), each on its
 largest-``X`` configuration that can be placed, then fewer-GPU ones; finally :class:`Greedy` grows
 jobs into what is left (``fill``). An LP vertex has at most as many fractional jobs as coupling rows,
-so with enough capacity the rounding loses little. With ``reconfig.options.quota = "reserve"`` the
-tenant quotas admit the guarantees and then no longer bound the rounding (the LP's work-conserving
-stage decided how far a guaranteed job goes past its quota).
+so with enough capacity the rounding loses little. With ``reconfig.options.quota = "reserve"`` (the
+default) the tenant quotas admit the guarantees and then no longer bound the rounding (the LP's
+work-conserving stage decided how far a guaranteed job goes past its quota); under ``"cap"``, or for
+a policy with ``idle_capacity_helps = False``, they bound it throughout.
 
 :class:`Greedy` is also the engine of the ``rubick_greedy`` / ``synergy_like`` baselines: admission
 in a given order, growth by the best marginal normalized throughput per resource unit, and
 shrinking of the lowest-slope job above its minimum when that raises the total or is needed for a
-guarantee.
+guarantee. :meth:`Greedy.lift_quotas` ends the quotas' hold (the baselines' quota-free growth phase
+under ``"reserve"``).
 """
 from __future__ import annotations
 
@@ -288,6 +290,10 @@ class Greedy:
         out[~self.allowed.any(axis=1)] = -1
         return out
 
+    def lift_quotas(self) -> None:
+        """From now on tenant quotas no longer bound placements (what is placed keeps its place)."""
+        self.pool.quota_left = {}
+
     # ------------------------------------------------------------------ state
     def col_of(self, m: int) -> int:
         return int(self.cur_col[m])
@@ -453,8 +459,10 @@ class Greedy:
 
 
 def integralize(space: MultiResourceSpace, X: np.ndarray, priority: np.ndarray | None = None,
-                fill: bool = True, allow_spread: bool = True) -> Assignment:
-    """One configuration per job for a round from a fractional allocation (module docstring)."""
+                fill: bool = True, allow_spread: bool = True, reserve: bool | None = None) -> Assignment:
+    """One configuration per job for a round from a fractional allocation (module docstring).
+    ``reserve``: the quotas admit the guarantees, then no longer bound the rounding (default:
+    :meth:`~.space.MultiResourceSpace.quotas_reserve`, i.e. ``options.quota == "reserve"``)."""
     sp = space
     n = len(sp.jobs)
     g = Greedy(sp, NodePool(sp, allow_spread))
@@ -486,8 +494,8 @@ def integralize(space: MultiResourceSpace, X: np.ndarray, priority: np.ndarray |
     # guarantees first at their cheapest SLA-meeting configuration (packs whenever that allocation
     # does), then each guaranteed job moves to its LP choice if it still fits, then the others
     g.admit(order_g.tolist(), shrink=False)
-    if sp.spec.options.quota == "reserve":  # quotas admitted the guarantees; the LP's choices may pass them
-        g.pool.quota_left = {}
+    if sp.quotas_reserve() if reserve is None else reserve:  # quotas admitted the guarantees; the LP may pass them
+        g.lift_quotas()
     for m in order_g.tolist():
         for c in cands[m]:
             if g.col_of(m) == c or sp.cfg_gpus[c] < sp.cfg_gpus[max(g.col_of(m), 0)] or g.try_set(m, c):

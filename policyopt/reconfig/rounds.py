@@ -125,7 +125,7 @@ def reconfig_round(problem: ReconfigProblem, policy: str | Policy = "max_sum_thr
             share = np.where(space.single_mask, X[: len(space.jobs)], 0.0).sum(axis=1)
             got = np.array([float(received.get(j, 0.0)) for j in space.jobs.labels.tolist()])
             prio = share / np.maximum(got, 1e-3)
-        assign = integralize(space, X, prio, fill=fill)
+        assign = integralize(space, X, prio, fill=fill, reserve=space.quotas_reserve(pol))
     decisions = decide(space, assign)
     report = result.extra.get("sla_report", space.sla_report) if result.space is None \
         else space.sla_report

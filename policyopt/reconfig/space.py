@@ -29,7 +29,7 @@ Rows added by :meth:`MultiResourceSpace.add_allocation` (``X`` is the variable n
 * ``X_job_time``: ``Σ_c X[m,c] ≤ 1``;
 * ``X_capacity`` (per node type ``t``): ``Σ_{m,c on t} g_c·X[m,c] ≤ GPUs_t``;
 * ``X_resources``: per node type ``Σ c_c·X ≤ cores_t`` and ``Σ H[m,c]·X ≤ host_t`` (GiB), per tenant
-  quota ``Σ_{m∈tenant} (g_c | c_c | H[m,c])·X ≤ quota`` (with ``options.quota = "reserve"`` the
+  quota ``Σ_{m∈tenant} (g_c | c_c | H[m,c])·X ≤ quota`` (with ``options.quota = "reserve"``, the default, the
   policy decides under these rows, then idle capacity flows past them: :mod:`.work_conservation`;
   :meth:`~MultiResourceSpace.check` then does not hold them);
 * ``X_sla`` (admitted guaranteed jobs): ``Σ_{c∈S_m} X[m,c] ≥ 1 − u*_m``, ``S_m`` the configurations
@@ -535,10 +535,17 @@ class MultiResourceSpace(AllocationSpace):
         ``quotas=False`` leaves the tenant quota rows out."""
         return self._add_rows(model, name, sla=True, quotas=quotas)
 
+    def quotas_reserve(self, policy: Any = None) -> bool:
+        """Whether tenant quotas only reserve for ``policy`` (``options.quota = "reserve"``, the
+        default, and the policy's ``idle_capacity_helps``; a POP wrapper answers for its inner
+        policy): capacity its allocation leaves idle may then flow past them."""
+        inner = getattr(policy, "inner", policy)
+        return self.spec.options.quota == "reserve" and bool(getattr(inner, "idle_capacity_helps", True))
+
     def after_solve(self, policy: Any, result: Any) -> Any:
-        """With ``options.quota = "reserve"``: capacity the policy's allocation leaves idle flows on
-        to the jobs the quotas held back (:func:`~.work_conservation.conserve_work`)."""
-        if self.spec.options.quota != "reserve":
+        """With ``options.quota = "reserve"`` (the default): capacity the policy's allocation leaves
+        idle flows on to the jobs the quotas held back (:func:`~.work_conservation.conserve_work`)."""
+        if not self.quotas_reserve(policy):
             return result
         from .work_conservation import conserve_work
 

@@ -208,9 +208,11 @@ class ReconfigOptions:
     than a running job's current one have their throughput scaled by ``max(0, 1 − δ/round_seconds)``
     (the checkpoint-restore time amortized over one round, visible in every objective).
     ``host_mem_per_gpu``: host bytes a job needs per GPU besides its plan's offloaded state.
-    ``quota``: ``cap`` — a tenant's quota bounds what its admitted guaranteed jobs use, always;
-    ``reserve`` — it bounds them while the policy decides, then capacity the allocation leaves idle
-    flows on to them (work conservation, :mod:`~policyopt.reconfig.work_conservation`).
+    ``quota``: ``reserve`` (default) — a tenant's quota bounds what its admitted guaranteed jobs
+    use while the policy decides, then capacity the allocation leaves idle flows on to them (work
+    conservation, :mod:`~policyopt.reconfig.work_conservation`; policies with
+    ``idle_capacity_helps = False`` keep the quota as a cap); ``cap`` — the quota bounds them always,
+    even on an otherwise idle cluster.
     """
 
     reconfigure: str = "all"
@@ -221,7 +223,7 @@ class ReconfigOptions:
     round_seconds: float | None = None
     usable_fraction: float = 0.9
     max_tp: int = 8
-    quota: str = "cap"
+    quota: str = "reserve"
 
     def __post_init__(self) -> None:
         f = "reconfig.options"

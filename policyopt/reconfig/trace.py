@@ -221,11 +221,13 @@ def policy_scheduler(policy: str, **options: Any) -> Scheduler:
 
 def simulate_fluid(trace: Sequence[TraceJob], scheduler: Scheduler | str, *, nodes: int = 8,
                    round_seconds: float = 360.0, reconfigure: str = "all", quota_fraction: float | None = 0.5,
-                   max_rounds: int = 100_000, amortize: bool = False, **policy_options: Any) -> SimResult:
+                   max_rounds: int = 100_000, amortize: bool = False, quota_mode: str = "reserve",
+                   **policy_options: Any) -> SimResult:
     """Round-based simulation of ``trace`` (module docstring). ``scheduler``: a policy name (its
     ``policy_options`` passed on) or a callable ``(problem, received) -> RoundDecision``.
     ``reconfigure`` sets ``reconfig.options.reconfigure``; ``amortize`` also sets
-    ``round_seconds`` there (reconfiguration cost in the objective).
+    ``round_seconds`` there (reconfiguration cost in the objective); ``quota_mode`` sets
+    ``reconfig.options.quota`` (``reserve``: idle capacity flows past the quota; ``cap``).
 
     The loop is the project simulator's (:class:`policyopt.sim.reconfig_sim.ReconfigSimulator`) with a
     decision every round and node moves not charged; jobs in ``(arrival, id)`` order."""
@@ -235,7 +237,7 @@ def simulate_fluid(trace: Sequence[TraceJob], scheduler: Scheduler | str, *, nod
     jobs = sorted(trace, key=lambda j: (j.arrival, j.id))
     config = ReconfigSimConfig(policy=scheduler if isinstance(scheduler, str) else "custom", nodes=nodes,
                                reconfigure=reconfigure, round_seconds=round_seconds, quota_fraction=quota_fraction,
-                               amortize=amortize, reschedule="rounds", charge_migrations=False,
+                               quota=quota_mode, amortize=amortize, reschedule="rounds", charge_migrations=False,
                                max_rounds=max_rounds, window=(0.0, 1.0))
     res = ReconfigSimulator(config, scheduler=sched).run(jobs)
     jf = res.jobs

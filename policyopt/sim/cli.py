@@ -8,7 +8,7 @@
     policyopt simulate --generator transformers --policy NAME --reconfigure all|plans|resources|none
         --jobs N (--rate JOBS_PER_HOUR | --static) [--nodes 4] [--threshold 0.97]
         [--checkpoint-seconds S] [--guaranteed-fraction 0.3] [--quota-fraction 0.5]
-        [--quota-mode cap|reserve] [--round-seconds 360] --seed S --output DIR
+        [--quota-mode reserve|cap] [--round-seconds 360] --seed S --output DIR
 
 ``--policy`` takes any registered optimization policy (realized by the round mechanism), a
 round-stage priority policy (``las``, ``tiresias``, ``ftf``, or ``round:fifo`` for the FIFO
@@ -395,9 +395,10 @@ def add_subparser(subparsers: Any) -> None:
                     help="share of jobs in the guaranteed tenant 'prod' (default 0.3)")
     rc.add_argument("--quota-fraction", type=float, default=0.5,
                     help="the guaranteed tenant's quota, a fraction of every resource (default 0.5)")
-    rc.add_argument("--quota-mode", dest="quota_mode", choices=["cap", "reserve"], default="cap",
-                    help="cap: the quota bounds the guaranteed jobs always (default); reserve: capacity an LP "
-                         "policy's allocation leaves idle flows on to them (work conservation)")
+    rc.add_argument("--quota-mode", dest="quota_mode", choices=["reserve", "cap"], default="reserve",
+                    help="reserve (default): the quota bounds the guaranteed jobs while the policy decides, "
+                         "then capacity the allocation leaves idle flows on to them (work conservation; "
+                         "not for cost or budget policies); cap: the quota bounds them always")
     rc.add_argument("--amortize-checkpoints", action="store_true",
                     help="also charge delta/round in the policy's objective for a change of configuration")
     rc.add_argument("--reschedule", default="events", metavar="events|rounds",

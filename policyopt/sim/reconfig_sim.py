@@ -96,7 +96,7 @@ class ReconfigSimConfig:
     round_seconds: float = 360.0
     checkpoint_seconds: float | None = None
     quota_fraction: float | None = 0.5
-    quota: str = "cap"  # cap | reserve (reconfig.options.quota: quotas that reserve let idle capacity flow on)
+    quota: str = "reserve"  # reserve | cap (reconfig.options.quota: quotas that reserve let idle capacity flow on)
     amortize: bool = False
     reschedule: str = "events"
     recompute_interval: float | None = None  # None: one round
