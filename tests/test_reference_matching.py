@@ -50,3 +50,5 @@ def test_held_out_errors_on_gavel(gavel) -> None:
     assert np.all(np.isfinite(a)) and np.all((a >= 0) & (a <= 1)) and np.all(b >= 0)
     with pytest.raises(InputError, match="profiling_percentage"):
         reference_matching_errors(gavel, 13, 0.0, seed=0)
+    with pytest.raises(InputError, match="num_reference_models"):
+        reference_matching_errors(gavel, num_reference_models=1, profiling_percentage=0.5, seed=0)

@@ -76,12 +76,12 @@ class ReferenceMatcher:
         return self.values[np.ix_(ref_of, np.arange(self.values.shape[1]), ref_of)]
 
 
-def reference_matching_errors(gavel: Any, num_reference: int, profiling_percentage: float, seed: int,
+def reference_matching_errors(gavel: Any, num_reference_models: int, profiling_percentage: float, seed: int,
                               worker_types: Sequence[str] = ("k80", "p100", "v100"),
                               completion_options: dict[str, Any] | None = None) -> dict[str, np.ndarray]:
     """Held-out absolute errors of reference matching and of matrix completion on Gavel's data.
 
-    ``num_reference`` job types (seeded draw) are references; every other type is new and known
+    ``num_reference_models`` job types (seeded draw) are references; every other type is new and known
     only by its fingerprint (each (worker type, reference) cell with probability
     ``profiling_percentage``, both orientations of a profiled pair, as a colocation run measures
     both jobs). Test cells: every measured cell touching a new type outside its fingerprint. Both
@@ -90,10 +90,10 @@ def reference_matching_errors(gavel: Any, num_reference: int, profiling_percenta
         raise InputError("profiling_percentage", profiling_percentage, "must be in (0, 1]")
     labels, wts, V, M, I, A = gavel_arrays(gavel, 1, worker_types)
     K, W, _ = V.shape
-    if not 2 <= num_reference < K:
-        raise InputError("num_reference", num_reference, f"must be in [2, {K - 1}]")
+    if not 2 <= num_reference_models < K:
+        raise InputError("num_reference_models", num_reference_models, f"must be in [2, {K - 1}]")
     rng = np.random.default_rng(seed)
-    ref = np.sort(rng.choice(K, num_reference, replace=False))
+    ref = np.sort(rng.choice(K, num_reference_models, replace=False))
     is_ref = np.zeros(K, bool)
     is_ref[ref] = True
     known = np.zeros((K, W, K), bool)
