@@ -5,8 +5,10 @@ For each size (Gavel-generator jobs, N/4 GPUs each of V100/P100/K80, ``policies_
 * ``nsw``: one Nash-social-welfare solve (the core of the mechanism) by each method — time and the
   NSW log-sum of each (the cutting-plane method also reports its certified upper bound);
 * ``pa``: the whole partial-allocation mechanism (the NSW solve plus one leave-one-out solve per
-  job) up to ``--pa-max`` jobs — time, and the largest relative difference between the two
-  methods' discount factors.
+  job) up to ``--pa-max`` jobs — time, each method's status (conic/pwl), and the largest relative
+  difference between the two methods' discount factors.
+
+Statuses are printed as ``conic/pwl``; cvxpy's ``optimal_inaccurate`` is not ``optimal``.
 
 ``--clock cpu`` times with the process's CPU time (all threads) instead of the wall clock: on a
 shared, loaded machine the wall clock mostly measures the wait for a core. The load average is
@@ -33,8 +35,8 @@ GAVEL = Path(__file__).resolve().parents[2] / "shared" / "data" / "gavel" / "sim
 CLOCK = [time.perf_counter]  # or time.process_time (--clock cpu)
 
 
-def nsw_only(problem, method: str) -> tuple[float, float, float | None]:
-    """One NSW solve: ``(seconds, log-sum achieved, certified upper bound or None)``."""
+def nsw_only(problem, method: str) -> tuple[float, float, float | None, str]:
+    """One NSW solve: ``(seconds, log-sum achieved, certified upper bound or None, status)``."""
     from policyopt.formulations import strategy_proof as spm
 
     from policyopt.policy import get_policy
@@ -45,10 +47,10 @@ def nsw_only(problem, method: str) -> tuple[float, float, float | None]:
     w = np.asarray(space.weights, float)
     if method == "conic":
         out = spm._ConicNSW(space, w).solve()
-        return CLOCK[0]() - t0, out[3], None
+        return CLOCK[0]() - t0, out[3], None, out[0].value
     nsw = spm._CuttingPlaneNSW(pol, space, w, pol.config["tol"], pol.config["max_rounds"], Timings())
     out = nsw.solve()
-    return CLOCK[0]() - t0, out[3], out[4]
+    return CLOCK[0]() - t0, out[3], out[4], out[0].value
 
 
 def main() -> None:
@@ -67,18 +69,21 @@ def main() -> None:
     rows = []
     for n in args.sizes:
         p = workload(g, n, seed=0, fresh=True)
-        tc, vc, _ = nsw_only(p, "conic")
-        tp, vp, ub = nsw_only(p, "pwl")
+        tc, vc, _, sc = nsw_only(p, "conic")
+        tp, vp, ub, sp = nsw_only(p, "pwl")
         row = {"jobs": n, "nsw_conic_s": tc, "nsw_pwl_s": tp, "nsw_conic": vc, "nsw_pwl": vp,
-               "pwl_upper_bound": ub, "nsw_abs_diff": abs(vc - vp)}
+               "pwl_upper_bound": ub, "nsw_abs_diff": abs(vc - vp), "nsw_status": f"{sc}/{sp}"}
         if n <= args.pa_max:
             res = {}
             for m in ("conic", "pwl"):
                 t0 = CLOCK[0]()
                 r = policyopt.solve(p, "max_min_fairness_strategy_proof", method=m)
-                res[m] = (CLOCK[0]() - t0, np.array(list(r.extra["discount_factors"].values())))
+                f = r.extra.get("discount_factors")  # absent when the first NSW solve failed (fallback)
+                res[m] = (CLOCK[0]() - t0, None if f is None else np.array(list(f.values())), r.status.value)
+            fc, fp = res["conic"][1], res["pwl"][1]
             row.update(pa_conic_s=res["conic"][0], pa_pwl_s=res["pwl"][0],
-                       f_max_rel_diff=float(np.max(np.abs(res["pwl"][1] - res["conic"][1]) / res["conic"][1])))
+                       pa_status=f"{res['conic'][2]}/{res['pwl'][2]}",
+                       f_max_rel_diff=np.nan if fc is None or fp is None else float(np.max(np.abs(fp - fc) / fc)))
         rows.append(row)
         print(pd.DataFrame([row]).to_string(index=False), flush=True)
     print()
