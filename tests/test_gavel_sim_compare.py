@@ -1,5 +1,5 @@
 """benchmarks/gavel_sim_compare.py: the trace export, reading Gavel's output, the skip without Gavel,
-and — where a Gavel checkout is given (``POLICYOPT_GAVEL_DIR``, its interpreter in
+and — where a Gavel checkout is given (``POLICYOPT_GAVEL_REPO``, its interpreter in
 ``POLICYOPT_GAVEL_PYTHON``) — the agreement of the two simulators on a small trace."""
 from __future__ import annotations
 
@@ -78,15 +78,15 @@ def test_without_gavel_only_ours_runs(bench, gavel_dir, tmp_path: Path, capsys) 
 
 
 @pytest.mark.slow
-@pytest.mark.skipif(not os.environ.get("POLICYOPT_GAVEL_DIR"),
-                    reason="set POLICYOPT_GAVEL_DIR to a Gavel checkout (POLICYOPT_GAVEL_PYTHON: its interpreter)")
+@pytest.mark.skipif(not os.environ.get("POLICYOPT_GAVEL_REPO"),
+                    reason="set POLICYOPT_GAVEL_REPO to a Gavel checkout (POLICYOPT_GAVEL_PYTHON: its interpreter)")
 def test_agreement_with_gavels_simulator(bench, gavel_dir, tmp_path: Path) -> None:
     """60 single-GPU jobs on 4/4/4: the aware arm (our solve) and the agnostic arm solved as Gavel solves
     it (interior point) within 5 % of Gavel's average JCT."""
     import json
 
     out = tmp_path / "cmp.json"
-    assert bench.main(["--gavel", os.environ["POLICYOPT_GAVEL_DIR"], "--gavel-python",
+    assert bench.main(["--gavel", os.environ["POLICYOPT_GAVEL_REPO"], "--gavel-python",
                        os.environ.get("POLICYOPT_GAVEL_PYTHON", sys.executable), "--jobs", "60", "--rate", "3",
                        "--cluster", "v100=4,p100=4,k80=4", "--variants", "default,interior", "--json", str(out)]) == 0
     rows = {(r["arm"], r["variant"]): r for r in json.loads(out.read_text())["rows"]}
