@@ -23,7 +23,10 @@ What the partition guarantees (:class:`PopState`):
 * **capacity**: part ``p`` of a type with ``c`` units gets ``c//k + (p' < c mod k)`` units, where
   ``p' = (p − o_t) mod k`` rotates the parts that get the extra unit from type to type
   (``o_t`` = sum of the earlier types' remainders), so no group collects every remainder. A unit is
-  one worker for plain problems, one node (``gpus_per_server`` GPUs) where the adapter says so;
+  one worker for plain problems, one node (``gpus_per_server`` GPUs) where the adapter says so.
+  Once the jobs are dealt the adapter may move units between groups by their demand
+  (:meth:`PopAdapter.split_capacity`; reconfigurable problems do, see
+  :mod:`policyopt.reconfig.pop_support`);
 * **never an allocation that cannot run**: a job runs in a group only on a type of which the group
   has at least ``scale_factor`` workers. A job whose dealt group has no such type is *routed* to the
   least-loaded group that has one (swapping a flexible job back to keep sizes balanced); if some
@@ -177,6 +180,19 @@ def _eligible(sf: np.ndarray, best: np.ndarray, counts: np.ndarray) -> np.ndarra
     return np.any((best[:, None, :] > 0) & (sf[:, None, None] <= counts[None, :, :]), axis=2)
 
 
+def _resplit(adapter: "PopAdapter", group: np.ndarray, counts: np.ndarray, sf: np.ndarray,
+             best: np.ndarray) -> np.ndarray:
+    """The adapter's capacity split for the dealt ``group`` (:meth:`PopAdapter.split_capacity`),
+    kept only when every job can still run in its group and every group keeps a worker; else
+    ``counts``."""
+    new = np.asarray(adapter.split_capacity(group, counts), np.int64)
+    if new.shape != counts.shape or np.array_equal(new, counts) or not np.array_equal(new.sum(0), counts.sum(0)):
+        return counts
+    if (new.sum(axis=1) == 0).any() or not _eligible(sf, best, new)[np.arange(group.size), group].all():
+        return counts
+    return new
+
+
 class PopState:
     """A partition kept across rounds (see the module docstring). :meth:`update` returns the
     partition for a problem; jobs already placed keep their group."""
@@ -225,6 +241,8 @@ class PopState:
             group = np.empty(n, np.int64)
             group[order] = (np.arange(n) + int(self.rng.integers(k))) % k
             routed = self._route(group, elig, strata)
+            if k > 1:
+                parts = _resplit(adapter, group, parts, sf, best)
             veto = adapter.check_partition(group, parts) if k > 1 else None
             if veto is None:
                 break
@@ -298,10 +316,11 @@ class PopState:
             pick = movable[np.argmax(excess[strata[movable]])]
             group[pick] = small
             moved += 1
-        if k > 1 and adapter.check_partition(group, part.counts) is not None:
+        counts = _resplit(adapter, group, part.counts, sf, best) if k > 1 else part.counts
+        if k > 1 and adapter.check_partition(group, counts) is not None:
             self.partition = self._fresh(problem, adapter)  # the adapter rejects it: start over
             return self.partition
-        self.partition = Partition(k, self.k_requested, self.seed, dict(zip(ids, group.tolist())), part.counts,
+        self.partition = Partition(k, self.k_requested, self.seed, dict(zip(ids, group.tolist())), counts,
                                    part.worker_types, routed, part.k_reason, moved, int(arrivals.size), len(departed))
         return self.partition
 
@@ -370,6 +389,7 @@ class PopAdapter:
     * :meth:`strata_labels` — one label per job; jobs are stratified by (scale factor, label);
     * :meth:`strata_priority` — an optional key before the scale factor (e.g. guaranteed first);
     * :meth:`capacity_units` — workers per indivisible unit of each type (1: any split);
+    * :meth:`split_capacity` — re-split the units once the jobs are dealt (default: the even split);
     * :meth:`check_partition` — veto a partition (a reason string lowers ``k``);
     * :meth:`sub_problem` — group ``p``'s problem: its jobs, its share of the cluster;
     * :meth:`prepare_workers` — warm caches before the parallel phase;
@@ -399,6 +419,13 @@ class PopAdapter:
     def capacity_units(self) -> np.ndarray:
         """Workers per indivisible unit of each type: 1 (workers are split one by one)."""
         return np.ones(len(self.problem.cluster.worker_types), np.int64)
+
+    def split_capacity(self, group: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """``(k × types)`` workers per group once the jobs are dealt (``group``: job position →
+        group), given the even split ``counts``. Plain problems keep ``counts``; an adapter may move
+        units towards the groups that need more (same totals per type; a split that leaves a job
+        without a type it can run on, or a group without workers, is ignored)."""
+        return counts
 
     def check_partition(self, group: np.ndarray, counts: np.ndarray) -> str | None:
         """None to accept ``group`` (job position → group) with ``counts`` (k × types) workers, else

@@ -12,6 +12,21 @@ r"""POP over reconfigurable problems: the :class:`~policyopt.pop.PopAdapter` of
 * **strata and units**: jobs are stratified by (admitted-guaranteed / queued-guaranteed /
   best-effort, requested GPUs, model, tenant), so every group gets its share of the guarantees; nodes
   are split whole (a unit is ``gpus_per_server`` GPUs), so each group's nodes follow its GPUs;
+* **nodes follow demand**: once the jobs are dealt, each type's nodes are re-split in proportion to
+  what the groups need (:meth:`ReconfigPopAdapter.split_capacity`). Job ``m`` has the reference
+  throughput ``r_m`` (requested resources and plan) and a best throughput per GPU
+  ``e_m = max_c thr_c / g_c`` over its configurations; reaching a normalized throughput ``z``
+  costs it ``w_m·z`` GPUs with ``w_m = ω_m·r_m/e_m`` (``ω_m`` its weight). An admitted guaranteed
+  job needs ``a_m = min{g_c : thr_c ≥ r_m}`` GPUs for its SLA whatever ``z`` is. With ``A_g``,
+  ``W_g`` the sums over group ``g`` (``a`` of its admitted jobs, ``w`` of the others) and ``C``
+  the type's GPUs, every group reaches the same level ``z* = (C − ΣA)/ΣW`` when it gets
+  ``A_g + z*·W_g`` GPUs — an even split instead leaves the group with the most demand at a lower
+  level, which is the merged objective of max-min fairness. Nodes are whole: each group gets
+  ``⌊(A_g + z*·W_g)/n⌋`` nodes (at least what its admitted jobs request), and the rest go one by
+  one to the group of lowest ``(C_g − A_g)/W_g``. ``e_m`` and ``a_m`` come from the configurations
+  of one representative job per (model, node type, GPUs, cores) request, the job's own requested
+  configuration included (an estimate where the plan changes the configuration set: modes
+  ``resources``, ``dp_only``);
 * **the partition is checked**: the admitted guaranteed jobs of a group must fit, by their requested
   GPUs, cores and host memory, on the group's nodes of their type; otherwise ``k`` is lowered
   (reported in ``k_reason``);
@@ -51,6 +66,7 @@ from policyopt.pop import Partition, PartResult, PopAdapter, PopPolicy, pop
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult
 
+from .catalog import reference_throughputs
 from .space import MultiResourceSpace
 from .spec import GiB, Quota, ReconfigProblem
 
@@ -83,6 +99,7 @@ class ReconfigPopAdapter(PopAdapter):
         self.admitted = np.zeros(n, bool)
         self.request = np.zeros((n, 3))  # requested GPUs, cores, host bytes (admission's vector)
         self.queued_reports: dict[str, dict[str, Any]] = {}
+        self._demand_cache: tuple[np.ndarray, np.ndarray] | None = None
         self._admit()
 
     # ------------------------------------------------------------------ the full problem's admission
@@ -133,6 +150,37 @@ class ReconfigPopAdapter(PopAdapter):
         nodes = counts / self.gpn[None, :]
         return np.concatenate([counts[:, :, None].astype(float), nodes[:, :, None] * per_node[None, :, :]], axis=2)
 
+    def split_capacity(self, group: np.ndarray, counts: np.ndarray) -> np.ndarray:
+        """Whole nodes of each type in proportion to the groups' demand (module docstring):
+        ``A_g + z*·W_g`` GPUs, at least the admitted jobs' requests, rounded to nodes so that the
+        lowest ``(C_g − A_g)/W_g`` is as high as the units allow. Types without demand keep
+        ``counts``."""
+        a, w = self._demand()
+        k, types = counts.shape
+        out = counts.copy()
+        for t in range(types):
+            on = self.job_type == t
+            n = int(self.gpn[t])
+            units = int(counts[:, t].sum()) // n
+            A = np.bincount(group[on], a[on], k)
+            W = np.bincount(group[on], w[on], k)
+            if units == 0 or W.sum() <= 0:
+                continue
+            C = float(units * n)
+            z = (C - A.sum()) / W.sum()
+            if z <= 0:
+                continue
+            need = np.bincount(group[on & self.admitted], self.request[on & self.admitted, 0], k)
+            u = np.maximum(np.floor((A + z * W) / n), np.ceil(need / n - 1e-9)).astype(np.int64)
+            if u.sum() > units:
+                continue
+            for _ in range(units - int(u.sum())):  # at most k leftover units: to the lowest level
+                level = np.where(W > 0, (u * n - A) / np.where(W > 0, W, 1.0), np.inf)
+                u[int(np.argmin(level))] += 1
+            out[:, t] = u * n
+            out[int(np.argmin(out[:, t])), t] += int(counts[:, t].sum()) - units * n  # a partial node
+        return out
+
     def check_partition(self, group: np.ndarray, counts: np.ndarray) -> str | None:
         """The admitted guaranteed jobs of every group fit its nodes by their requests."""
         k, types = counts.shape
@@ -148,6 +196,40 @@ class ReconfigPopAdapter(PopAdapter):
         return (f"group {p}'s guaranteed jobs (admitted in the full problem) request {need[p, t, r] / unit:.6g} "
                 f"{('GPUs', 'cores', 'GiB of host memory')[r]} of {self.problem.cluster.names[t]}, "
                 f"more than its {cap[p, t, r] / unit:.6g}")
+
+    def _demand(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per job: ``a_m`` (admitted guaranteed jobs; 0 for others) and ``w_m`` (0 for admitted
+        jobs), GPUs (module docstring). One :class:`MultiResourceSpace` over one best-effort
+        representative per (model, node type, GPUs, cores) request; reference throughputs of every
+        distinct requested configuration in one vectorized evaluation."""
+        if self._demand_cache is not None:
+            return self._demand_cache
+        prob, spec = self.problem, self.spec
+        rjobs = [spec.jobs[j.id] for j in prob.jobs]
+        keys = [(r.model, r.node_type, r.gpus, r.cpus) for r in rjobs]
+        _, first, rep_of = np.unique(np.array([str(k) for k in keys], dtype=object).astype(str),
+                                     return_index=True, return_inverse=True)
+        reps = [prob.jobs[i] for i in first.tolist()]
+        rep_spec = replace(spec, jobs={j.id: replace(spec.jobs[j.id], guaranteed=False, current=None)
+                                       for j in reps}, quotas={})
+        rsp = MultiResourceSpace(ReconfigProblem(prob.cluster, tuple(reps), (), prob.entities, (),
+                                                 reconfig=rep_spec))
+        gpus_c = rsp.cfg_gpus.astype(float)
+        thr = np.where(rsp.single_mask, rsp.T_raw, 0.0)          # (reps × configs)
+        gpn = {w.name: int(w.gpus_per_server) for w in prob.cluster.worker_types
+               if w.name in spec.node_types and w.gpus_per_server}
+        ref = reference_throughputs(spec, list(prob.job_ids), gpn)  # every job's own request
+        g_req = np.array([r.gpus for r in rjobs], float)
+        eff = np.maximum((thr / gpus_c[None, :]).max(axis=1)[rep_of.ravel()], ref / g_req)
+        w = np.asarray(prob.arrays.weights, float) * ref / eff
+        a = np.zeros(len(rjobs))
+        adm = np.flatnonzero(self.admitted)
+        if adm.size:
+            ok = thr[rep_of.ravel()[adm]] >= ref[adm, None] * (1 - 1e-12)
+            a[adm] = np.minimum(np.where(ok, gpus_c[None, :], np.inf).min(axis=1), g_req[adm])
+        w[self.admitted] = 0.0
+        self._demand_cache = (a, w)
+        return a, w
 
     # ------------------------------------------------------------------ sub-problems
     def group_quotas(self, members: np.ndarray, share: float, tenants: set[str]) -> dict[str, Quota]:
