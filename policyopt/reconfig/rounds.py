@@ -54,7 +54,7 @@ class JobDecision:
         """This decision as the job's ``current`` configuration for the next problem."""
         if not self.running or self.plan is None or self.node_type is None:
             return None
-        return CurrentConfig(self.node_type, self.gpus, self.cpus, self.plan, len(self.nodes))
+        return CurrentConfig(self.node_type, self.gpus, self.cpus, self.plan, len(self.nodes), self.nodes)
 
 
 @dataclass

@@ -139,19 +139,24 @@ def _plan_dict(plan: Plan) -> dict[str, Any]:
 
 @dataclass(frozen=True)
 class CurrentConfig:
-    """The configuration a running job holds now (node type, GPUs, CPUs, plan, nodes spanned)."""
+    """The configuration a running job holds now (node type, GPUs, CPUs, plan, nodes spanned) and,
+    optionally, which nodes of its type it runs on (``node_ids``, 0-based indices in the type's
+    node order; a placement keeps an unchanged job there when they have room)."""
 
     node_type: str
     gpus: int
     cpus: int
     plan: Plan
     nodes: int | None = None  # None: consolidated (ceil(gpus / gpus_per_node))
+    node_ids: tuple[int, ...] | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        out = {"node_type": self.node_type, "gpus": self.gpus, "cpus": self.cpus,
-               "plan": _plan_dict(self.plan)}
+        out: dict[str, Any] = {"node_type": self.node_type, "gpus": self.gpus, "cpus": self.cpus,
+                               "plan": _plan_dict(self.plan)}
         if self.nodes is not None:
             out["nodes"] = self.nodes
+        if self.node_ids is not None:
+            out["node_ids"] = list(self.node_ids)
         return out
 
 
@@ -337,15 +342,23 @@ class ReconfigSpec:
             current = None
             if obj.get("current") is not None:
                 cur = _obj(f"{f}.current", obj["current"])
-                _keys(f"{f}.current", cur, {"node_type", "gpus", "cpus", "plan", "nodes"},
+                _keys(f"{f}.current", cur, {"node_type", "gpus", "cpus", "plan", "nodes", "node_ids"},
                       {"node_type", "gpus", "cpus", "plan"})
                 nodes = cur.get("nodes")
+                ids = cur.get("node_ids")
+                if ids is not None:
+                    if (not isinstance(ids, list) or not ids or len(set(map(str, ids))) != len(ids)
+                            or (nodes is not None and len(ids) != nodes)):
+                        raise InputError(f"{f}.current.node_ids", ids,
+                                         "must be a non-empty list of distinct node indices, one per node spanned")
+                    ids = tuple(int(_num(f"{f}.current.node_ids[{i}]", v, strict=False, integer=True))
+                                for i, v in enumerate(ids))
                 current = CurrentConfig(
                     str(cur["node_type"]),
                     int(_num(f"{f}.current.gpus", cur["gpus"], integer=True)),
                     int(_num(f"{f}.current.cpus", cur["cpus"], integer=True)),
                     _plan_from(f"{f}.current.plan", cur["plan"]),
-                    None if nodes is None else int(_num(f"{f}.current.nodes", nodes, integer=True)))
+                    None if nodes is None else int(_num(f"{f}.current.nodes", nodes, integer=True)), ids)
             trained = obj.get("trained_seconds")
             jobs[str(jid)] = ReconfigJob(
                 model=str(obj["model"]), node_type=str(obj["node_type"]),

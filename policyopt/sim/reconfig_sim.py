@@ -179,6 +179,15 @@ class _Run:
         return tuple(sorted((s[0], s[1], s[2]) for s in self.slices))
 
 
+def _renamed(run: _Run, perms: Sequence[np.ndarray]) -> _Run:
+    """``run`` on the relabeled nodes; its ``current`` (the next decision's input) names them too."""
+    slices = tuple((sl[0], int(perms[sl[0]][sl[1]]), *sl[2:]) for sl in run.slices)
+    cur = run.current
+    if cur is not None and cur.node_ids is not None:
+        cur = replace(cur, node_ids=tuple(sl[1] for sl in slices))
+    return replace(run, slices=slices, current=cur)
+
+
 def relabel_nodes(prev: Mapping[Any, Sequence[NodeSlice]], new: Mapping[Any, Sequence[NodeSlice]],
                   keep: Sequence[Any], node_gpus: Sequence[np.ndarray]) -> list[np.ndarray]:
     """Per node type, the permutation ``π`` (new node index → relabeled index) that maximizes
@@ -437,8 +446,7 @@ class ReconfigSimulator:
         keep = [k for k in new if k in held and s.ran_last[k] and not new[k].reconfigured]
         perms = relabel_nodes({k: held[k].slices for k in keep}, {k: r.slices for k, r in new.items()},
                               keep, s.node_gpus)
-        new = {k: replace(r, slices=tuple((sl[0], int(perms[sl[0]][sl[1]]), *sl[2:]) for sl in r.slices))
-               for k, r in new.items()}
+        new = {k: _renamed(r, perms) for k, r in new.items()}
         migrated = {k for k in keep if new[k].where() != held[k].where()}
         r3 = time.perf_counter()
         s.clock.mark_recomputed(t)
