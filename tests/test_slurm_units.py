@@ -11,8 +11,16 @@ import pytest
 from policyopt.cli import main
 from policyopt.errors import InputError
 from policyopt.policy import get_policy
-from policyopt.slurm.audit import Snapshot, expected_seconds, gpu_indices, overcommit
-from policyopt.slurm.controller import Controller, ControllerConfig
+from policyopt.mechanism import RoundMechanism
+from policyopt.slurm.audit import (
+    Snapshot,
+    deliverable_seconds,
+    expected_seconds,
+    gpu_indices,
+    overcommit,
+    start_delays,
+)
+from policyopt.slurm.controller import Controller, ControllerConfig, start_estimate
 from policyopt.slurm.mapping import managed_job, parse_opt_in, parse_weights
 from policyopt.slurm.slurmcmd import (
     SlurmJob,
@@ -123,6 +131,7 @@ class FakeSlurm:
     def __init__(self, jobs: list[SlurmJob]) -> None:
         self._jobs = jobs
         self.calls: list[tuple[str, list[str]]] = []
+        self.types: dict[str, str] = {}  # job -> the GPU type it was placed on
 
     def nodes(self, partitions: list[str]) -> list[SlurmNode]:
         return [SlurmNode("v1", "v100", 2, "idle"), SlurmNode("k1", "k80", 2, "mix")]
@@ -142,9 +151,16 @@ class FakeSlurm:
         self.calls.append(("release", list(ids)))
         return True
 
-    def place(self, jid: str, gpu_type: str) -> bool:
-        self.calls.append(("place", [jid, gpu_type]))
+    def place(self, ids: list[str], gpu_type: str) -> bool:
+        self.calls.append(("place", list(ids)))
+        self.types.update(dict.fromkeys(ids, gpu_type))
         return True
+
+
+def _controller(cfg: ControllerConfig, fake: FakeSlurm, store: StateStore) -> Controller:
+    ctl = Controller(cfg, fake, store, log=lambda _: None)  # type: ignore[arg-type]
+    ctl.start_watch = 0.0  # the scripted jobs never start: do not poll for their starts
+    return ctl
 
 
 def test_controller_round_touches_only_opted_in_jobs(tmp_path: Path) -> None:
@@ -157,7 +173,7 @@ def test_controller_round_touches_only_opted_in_jobs(tmp_path: Path) -> None:
     fake = FakeSlurm(jobs)
     cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0)
     store = StateStore(tmp_path / "s.sqlite")
-    out = Controller(cfg, fake, store, log=lambda _: None).run_round(now=200.0)  # type: ignore[arg-type]
+    out = _controller(cfg, fake, store).run_round(now=200.0)
     touched = {j for _, args in fake.calls for j in args if j.isdigit()}
     assert touched <= {"1", "2", "3", "4", "5"} and touched
     # one k80 GPU is held by the job the controller does not manage: 2 v100 + 1 k80 to hand out
@@ -165,13 +181,13 @@ def test_controller_round_touches_only_opted_in_jobs(tmp_path: Path) -> None:
     for d in out["decided"].values():
         used[d["gpu_type"]] = used.get(d["gpu_type"], 0) + d["gpus"]
     assert used.get("v100", 0) <= 2 and used.get("k80", 0) <= 1
-    placed = {args[0] for kind, args in fake.calls if kind == "place"}
+    placed = {j for kind, args in fake.calls if kind == "place" for j in args}
     assert placed == set(out["decided"]) and ("release", sorted(placed, key=int)) in fake.calls
     assert store.last_round() == 0 and store.get("last_time") == 200.0
     store.close()
     # a restart on the same state continues with round 1
     store = StateStore(tmp_path / "s.sqlite")
-    assert Controller(cfg, FakeSlurm(jobs), store, log=lambda _: None).run_round(now=210.0)["round"] == 1  # type: ignore[arg-type]
+    assert _controller(cfg, FakeSlurm(jobs), store).run_round(now=210.0)["round"] == 1
     store.close()
 
 
@@ -202,6 +218,87 @@ def test_audit_helpers() -> None:
     assert expected_seconds(report) == {"1": {"v100": 0.5 * 10 + 1.0 * 5}}
 
 
+def test_deliverable_counts_an_overrun_round_as_decided() -> None:
+    # 10 s rounds; round 0 lasted 25 s (the controller was down) with job 1 decided on k80
+    report = {"config": {"round_seconds": 10.0}, "jobs": {"1": {"end_time": None}},
+              "rounds": [{"round": 0, "time": 0.0, "allocation": {"1": {"v100": 0.5, "k80": 0.5}},
+                          "decided": {"1": {"gpu_type": "k80", "gpus": 1}}},
+                         {"round": 1, "time": 25.0, "allocation": {"1": {"v100": 0.5, "k80": 0.5}}, "decided": {}},
+                         {"round": 2, "time": 35.0, "allocation": {}, "decided": {}}]}
+    assert deliverable_seconds(report) == {"1": {"v100": 5.0 + 5.0, "k80": 5.0 + 15.0 + 5.0}}
+    assert expected_seconds(report) == {"1": {"v100": 17.5, "k80": 17.5}}
+
+
+def test_start_delays_from_snapshots() -> None:
+    run = (1, [("k1", "k80", [0])])
+    snaps = [Snapshot(10.0), Snapshot(10.5), Snapshot(11.0, {"1": run}), Snapshot(21.0, {"1": run})]
+    report = {"rounds": [{"round": 0, "time": 10.0, "actions": {"place": [["1", "k80"], ["2", "v100"]]},
+                          "ran": {"1": {"started": 0.9}}},
+                         {"round": 1, "time": 20.0, "actions": {"place": []}, "ran": None}]}
+    assert start_delays(snaps, report) == [
+        {"round": 0, "job": "1", "gpu_type": "k80", "seen": 0.75, "gap": 0.5, "controller": 0.9},
+        {"round": 0, "job": "2", "gpu_type": "v100", "seen": None, "gap": None, "controller": None}]
+
+
+def test_start_estimate() -> None:
+    assert start_estimate(100.0) == 100.5  # Slurm's whole second alone
+    assert start_estimate(100.0, [100.2, 100.6]) == pytest.approx(100.4)  # narrowed by the polls
+    assert start_estimate(100.0, [99.0, 100.4]) == pytest.approx(100.2)
+    assert start_estimate(100.0, [100.7, None]) == pytest.approx(100.85)
+    assert start_estimate(100.0, [102.0, 103.0]) == 100.5  # polls of another run: Slurm's alone
+
+
+def _accounting_controller(tmp_path: Path, jobs: list[SlurmJob]) -> tuple[Controller, StateStore]:
+    table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}}
+    cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0)
+    store = StateStore(tmp_path / "s.sqlite")
+    for j in jobs:
+        store.add_job(j.job_id, "lstm-bs10", 1, 1.0, 100.0, 0.0, 0)
+    return _controller(cfg, FakeSlurm(jobs), store), store
+
+
+def test_accounting_follows_slurms_running_state(tmp_path: Path) -> None:
+    def job(jid: str, state: str, node: str, start: float, end: float = 0.0) -> SlurmJob:
+        return SlurmJob(jid, "j", "u", "gpu", state, "None", "policyopt:type=lstm-bs10", "", "", (node,), 1, None,
+                        "", 0.0, start, end, 1, 1)
+
+    jobs = [job("1", "RUNNING", "k1", 101.0),  # requeued off v100 at 100.4, started on k80 in [101.2, 101.6]
+            job("2", "COMPLETING", "v1", 100.0, 6e9),  # requeued at 100.4, still exiting: times reset by Slurm
+            job("3", "COMPLETED", "v1", 95.0, 105.0),  # finished at 105.x
+            job("4", "RUNNING", "k1", 104.0)]  # started by Slurm at 104.x, not observed by the controller
+    ctl, store = _accounting_controller(tmp_path, jobs)
+    store.put("last_time", 100.0)
+    store.put("stopped", [["1", "v100", 100.4], ["2", "v100", 100.4]])
+    store.put("observed_starts", {"1": [101.2, 101.6]})
+    ran = ctl._account(110.0, store.known_jobs(), {j.job_id: j for j in jobs}, {"v1": "v100", "k1": "k80"})
+    assert ran["1"]["seconds_by_type"] == pytest.approx({"v100": 0.4, "k80": 110.0 - 101.4})
+    assert ran["1"]["started"] == pytest.approx(1.4) and ran["1"]["stopped"]["seconds"] == pytest.approx(0.4)
+    assert ran["2"]["seconds_by_type"] == pytest.approx({"v100": 0.4})  # not the 10 s since its reset start
+    assert ran["3"]["seconds_by_type"] == pytest.approx({"v100": 5.5})
+    assert ran["4"]["seconds_by_type"] == pytest.approx({"k80": 5.5}) and ran["4"]["started"] == 4.5
+    assert store.received()["1"] == pytest.approx({"v100": 0.4, "k80": 8.6})
+    store.close()
+
+
+def test_an_overrun_round_is_one_round_for_the_mechanism(tmp_path: Path) -> None:
+    jobs = [SlurmJob("1", "j", "u", "gpu", "RUNNING", "None", "policyopt:type=lstm-bs10", "", "", ("v1",), 1,
+                     None, "", 0.0, 100.0, 0.0, 0, 1)]
+    ctl, store = _accounting_controller(tmp_path, jobs)
+    ctl.mech = RoundMechanism({"k80": 2, "v100": 2}, round_length=10.0)
+    ctl.mech.set_allocation({"1": {"v100": 0.5, "k80": 0.5}}, (), {"1": 1})
+    store.put("last_time", 100.0)
+    store.put("observed_starts", {"1": [100.4, 100.6]})
+    ran = ctl._account(125.0, store.known_jobs(), {"1": jobs[0]}, {"v1": "v100"})
+    assert ran["1"]["seconds"] == pytest.approx(24.5)  # what Slurm ran, all of it
+    # the mechanism: one round of 10 s, of which the job ran 9.5 (its last 15 s were the overrun)
+    assert ctl.mech.elapsed == 10.0 and ctl.mech.received[0].tolist() == pytest.approx([0.0, 9.5])
+    ctl.mech.credit("1", "k80", 0.25)
+    assert ctl.mech.received[0].tolist() == pytest.approx([0.25, 9.5])
+    with pytest.raises(InputError, match="seconds"):
+        ctl.mech.credit("1", "k80", -1.0)
+    store.close()
+
+
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     thr = tmp_path / "t.json"
     thr.write_text(json.dumps({"job_types": {"a": {"throughputs": {"v100": 1.0}}}}))
@@ -224,7 +321,7 @@ def test_controller_with_pop_and_gavel_table(tmp_path: Path, gavel_dir: Path) ->
     cfg = ControllerConfig(pop(get_policy("max_min_fairness"), k=2, parallel=False), "max_min_fairness", ["gpu"],
                            table, 10.0)
     store = StateStore(tmp_path / "s.sqlite")
-    out = Controller(cfg, FakeSlurm(jobs), store, log=lambda _: None).run_round(now=50.0)  # type: ignore[arg-type]
+    out = _controller(cfg, FakeSlurm(jobs), store).run_round(now=50.0)
     alloc = store.get("allocation")
     assert sorted(alloc["x"], key=int) == [j.job_id for j in jobs] and alloc["capacity"] == {"k80": 2, "v100": 2}
     per_type = {t: sum(row[t] for row in alloc["x"].values()) for t in ("k80", "v100")}
@@ -258,7 +355,7 @@ def test_controller_installs_a_packable_allocation(tmp_path: Path) -> None:
             _job("3", "policyopt:type=lstm-bs10", gpus=2)]
     cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0)
     store = StateStore(tmp_path / "s.sqlite")
-    out = Controller(cfg, FakeSlurm(jobs), store, log=lambda _: None).run_round(now=100.0)  # type: ignore[arg-type]
+    out = _controller(cfg, FakeSlurm(jobs), store).run_round(now=100.0)
     alloc = store.get("allocation")
     gpus = {"1": 1, "2": 1, "3": 2}
     y = {j: dict.fromkeys(("k80", "v100"), 0.0) for j in gpus}

@@ -337,6 +337,20 @@ class RoundMechanism:
         alone = np.fromiter((j not in self._last_partner for j in arr.job_ids), bool, arr.num_singles)
         return np.concatenate((alone, together))
 
+    def credit(self, job_id: str, worker_type: str, seconds: float) -> None:
+        """``r[job, c] += seconds`` without advancing ``T``: time a job ran alone on ``worker_type``
+        that :meth:`record_round` did not record (e.g. the seconds between a round's start and
+        the moment a stopped job actually stopped)."""
+        st = self._require_state()
+        key = (job_id,)
+        if key not in st.combo_index:
+            raise UnknownNameError("job_id", job_id, st.arrays.job_ids)
+        if worker_type not in self._type_index:
+            raise UnknownNameError("worker_type", worker_type, self.worker_types)
+        if not np.isfinite(seconds) or seconds < 0:
+            raise InputError("seconds", seconds, "must be a finite number of seconds >= 0")
+        st.received[st.combo_index[key], self._type_index[worker_type]] += float(seconds)
+
     def record_round(
         self, assignment: RoundAssignment, durations: Mapping[str, float] | None = None
     ) -> None:

@@ -10,10 +10,16 @@ job's nodes and GPU indices (``gres_detail``). From the snapshots:
   chose each job for each type (what it asked Slurm to run);
 * :func:`expected_seconds` — from ``report.json``: ``Σ_rounds X_r[job, type] · (round length)``
   over the rounds the job was waiting or running (the last one cut at the job's end), for the
-  installed (packable) allocation or the policy's own.
+  installed (packable) allocation or the policy's own;
+* :func:`deliverable_seconds` — the same for the installed allocation over the rounds the
+  controller ran, the time a round overran (the controller late or down) counted as decided;
+* :func:`start_delays` — per start the controller asked for: when Slurm's snapshots first show
+  the job running there, against the start the controller accounted; :func:`start_losses` —
+  their sum per job and type.
 """
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import subprocess
@@ -24,8 +30,8 @@ from typing import Any, Mapping, Sequence
 
 from policyopt.slurm.slurmcmd import expand_nodelist, gpus_requested, parse_gres
 
-__all__ = ["Snapshot", "SqueueSampler", "decided_seconds", "expected_seconds", "gpu_indices", "gpu_seconds",
-           "overcommit"]
+__all__ = ["Snapshot", "SqueueSampler", "decided_seconds", "deliverable_seconds", "expected_seconds", "gpu_indices",
+           "gpu_seconds", "overcommit", "start_delays", "start_losses"]
 
 
 def gpu_indices(detail: str) -> tuple[str, int, list[int]]:
@@ -149,6 +155,71 @@ def expected_seconds(report: Mapping[str, Any], key: str = "allocation") -> dict
             dt = max(stop - a["time"], 0.0)
             for t, v in x.items():
                 out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + float(v) * dt
+    return out
+
+
+def deliverable_seconds(report: Mapping[str, Any]) -> dict[str, dict[str, float]]:
+    """Job -> GPU type -> the seconds the installed allocation asks for, over the rounds the
+    controller ran: ``Σ_r Y_r·min(Δ_r, L) + a_r·max(Δ_r - L, 0)``, with ``Δ_r`` the time from
+    round ``r``'s start to the next round's (a job's last round cut at its end time), ``L`` the
+    round length and ``a_r`` 1 on the type round ``r`` decided for the job. A round cannot end
+    before the controller runs the next one: while it is late or down (killed and restarted),
+    Slurm keeps running what the last round decided, and that time is counted as decided."""
+    rounds = report["rounds"]
+    length = float(report["config"]["round_seconds"])
+    ends = {j: info.get("end_time") for j, info in report["jobs"].items()}
+    out: dict[str, dict[str, float]] = {}
+    for a, b in zip(rounds, rounds[1:]):
+        for jid, y in a["allocation"].items():
+            end = ends.get(jid)
+            stop = b["time"] if end is None else min(b["time"], end)
+            dt = max(stop - a["time"], 0.0)
+            row = out.setdefault(jid, {})
+            for t, v in y.items():
+                row[t] = row.get(t, 0.0) + float(v) * min(dt, length)
+            if jid in a["decided"] and dt > length:
+                t = a["decided"][jid]["gpu_type"]
+                row[t] = row.get(t, 0.0) + dt - length
+    return out
+
+
+def start_delays(snapshots: Sequence[Snapshot], report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every start the controller asked for, as Slurm's snapshots show it: for each round ``r``
+    and job it placed on type ``t``, ``seen`` = seconds from the round's start to the job's first
+    run on ``t`` (the middle between the last snapshot without it and the first with it; ``None``
+    when it did not run on ``t`` before the next round), ``gap`` = the time between those two
+    snapshots (the resolution), and ``controller`` = the start the controller accounted
+    (``ran[job]["started"]`` of round ``r`` in ``report.json``, or ``None``)."""
+    out = []
+    rounds = report["rounds"]
+    times = [s.t for s in snapshots]
+    for i, r in enumerate(rounds):
+        t0 = r["time"]
+        t1 = rounds[i + 1]["time"] if i + 1 < len(rounds) else float("inf")
+        for jid, gpu_type in r["actions"]["place"]:
+            prev, seen, gap = t0, None, None
+            for s in snapshots[bisect.bisect_left(times, t0):]:
+                if s.t >= t1:
+                    break
+                held = s.running.get(jid)
+                if held is not None and {t for _, t, _ in held[1]} == {gpu_type}:
+                    seen, gap = 0.5 * (prev + s.t) - t0, s.t - prev
+                    break
+                prev = s.t
+            mine = ((r.get("ran") or {}).get(jid) or {}).get("started")
+            out.append({"round": r["round"], "job": jid, "gpu_type": gpu_type, "seen": seen, "gap": gap,
+                        "controller": mine})
+    return out
+
+
+def start_losses(delays: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
+    """Job -> GPU type -> seconds its starts there cost, as Slurm's snapshots show them: the sum of
+    :func:`start_delays`' ``seen`` (round start to first run; starts never seen are not counted)."""
+    out: dict[str, dict[str, float]] = {}
+    for d in delays:
+        if d["seen"] is not None:
+            row = out.setdefault(d["job"], {})
+            row[d["gpu_type"]] = row.get(d["gpu_type"], 0.0) + float(d["seen"])
     return out
 
 

@@ -44,7 +44,7 @@ from policyopt.slurm.throughputs import ThroughputTable
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["ControllerConfig", "Controller", "job_gpus_by_type", "write_report"]
+__all__ = ["ControllerConfig", "Controller", "job_gpus_by_type", "start_estimate", "write_report"]
 
 #: seconds of work assumed for a job that gives no step count (finish-time policies need one)
 DEFAULT_WORK_SECONDS = 3600.0
@@ -81,6 +81,20 @@ def job_gpus_by_type(job: SlurmJob, node_types: Mapping[str, str]) -> dict[str, 
     return out
 
 
+def start_estimate(slurm_start: float, observed: Sequence[float | None] | None = None) -> float:
+    """When a run began: Slurm's ``start_time`` is a whole second (the true start lies in
+    ``[s, s + 1)``); ``observed = [lo, hi]`` (``hi`` may be ``None``) are the controller's
+    ``squeue`` polls around it (still waiting at ``lo``, running at ``hi``). The middle of the
+    interval both allow; Slurm's alone where they disagree (``observed`` from an earlier run)."""
+    lo, hi = float(slurm_start), float(slurm_start) + 1.0
+    if observed:
+        a = max(lo, float(observed[0])) if observed[0] is not None else lo
+        b = min(hi, float(observed[1])) if len(observed) > 1 and observed[1] is not None else hi
+        if a <= b:
+            lo, hi = a, b
+    return 0.5 * (lo + hi)
+
+
 class Controller:
     """One controller over one state file (see the module docstring)."""
 
@@ -104,6 +118,8 @@ class Controller:
         self._warned: set[str] = set()
         #: seconds to wait for requeued jobs to exit before placing them again (Slurm's KillWait bounds it)
         self.requeue_timeout = 60.0
+        #: seconds to poll squeue for the start of the jobs placed in a round
+        self.start_watch = min(10.0, config.round_seconds / 2)
 
     # ------------------------------------------------------------------ one round
     def run_round(self, now: float | None = None) -> dict[str, Any]:
@@ -123,12 +139,12 @@ class Controller:
                 store.add_job(jid, mj.job_type, mj.gpus, mj.weight, mj.steps, by_id[jid].submit_time, number)
         known = store.known_jobs()
 
-        last = store.get("last_time")
         ran = self._account(now, known, by_id, node_types)
         if number > 0:
             store.set_ran(number - 1, ran)
-            if last is not None:
-                self._measure_start_cost(now - float(last), ran, by_id)
+            self._measure_start_cost(ran)
+        store.put("stopped", [])  # consumed by the accounting above
+        store.put("observed_starts", {})
         self._finish(now, known, by_id)
         known = store.known_jobs()
         live = [jid for jid, row in known.items() if row["end_time"] is None and jid in managed]
@@ -149,7 +165,7 @@ class Controller:
             store.put("mechanism", self.mech.to_state())
         store.put("last_time", now)
         store.commit()
-        self._enact(actions)
+        self._enact(actions, {jid: ran[jid]["gpu_type"] for jid in actions["requeue"] if jid in ran})
         self.log(f"round {number}: " + (", ".join(f"{j}->{d['gpu_type']}x{d['gpus']}" for j, d in
                                                  sorted(decided.items(), key=lambda kv: int(kv[0])))
                                         or "nothing to run")
@@ -173,46 +189,105 @@ class Controller:
 
     def _account(self, now: float, known: Mapping[str, Mapping[str, Any]], by_id: Mapping[str, SlurmJob],
                  node_types: Mapping[str, str]) -> dict[str, Any]:
-        """Seconds each managed job ran since ``last_time`` (Slurm's start/end times), per type;
-        the mechanism records the same runs."""
+        """Seconds each managed job ran since ``last_time``, per GPU type, as Slurm shows it; the
+        mechanism records the same runs.
+
+        A run is the time a job is ``RUNNING`` in Slurm. Its start is Slurm's ``start_time``, a
+        whole second (truncated: the true start lies in ``[s, s + 1)``), narrowed by the
+        controller's own ``squeue`` polls after it released the job (``observed_starts``: the
+        last poll that still showed the job waiting and the first that showed it running); the
+        estimate is the middle of what both allow. A finished job's end is ``end_time + 0.5``
+        (also truncated). A job the controller requeued stopped running when ``scontrol
+        requeuehold`` returned (``stopped``: Slurm shows it ``COMPLETING`` from then on, with its
+        start and end times reset), so its last run is ``[last, stopped]`` on its old type; a job
+        moved to another type in the same round has both runs.
+
+        The mechanism counts each round as ``L`` seconds: an interval ``Δ`` shorter than ``L`` is
+        scaled to ``L``; of a longer one (the controller was late or down, and Slurm kept running
+        what the last round decided) only the first ``L`` seconds are recorded.
+        """
         last = self.store.get("last_time")
         if last is None:
             return {}
-        interval = max(now - float(last), 1e-9)
+        last = float(last)
+        interval = max(now - last, 1e-9)
+        window = min(interval, self.cfg.round_seconds)
+        observed = self.store.get("observed_starts") or {}
+        stopped = {jid: (t, float(ts)) for jid, t, ts in self.store.get("stopped") or []}
         ran: dict[str, Any] = {}
+        nominal: dict[str, dict[str, float]] = {}  # job -> type -> seconds within the window, scaled to L
+
+        def in_window(a: float, b: float) -> float:
+            return max(min(b, last + window) - max(a, last), 0.0) * (self.cfg.round_seconds / window)
+
         for jid, row in known.items():
             job = by_id.get(jid)
-            if job is None or row["end_time"] is not None or job.start_time <= 0:
+            if row["end_time"] is not None:
                 continue
-            if not (job.active or job.finished):
+            by_type: dict[str, float] = {}
+            rec: dict[str, Any] = {}
+            running = job is not None and job.start_time > 0 and (
+                job.state == "RUNNING" or job.finished or (job.active and jid not in stopped))
+            start = end = 0.0
+            if running:
+                assert job is not None
+                start = start_estimate(job.start_time, observed.get(jid))
+                ended = (job.finished or job.state == "COMPLETING") and 0 < job.end_time <= now
+                end = min(job.end_time + 0.5, now) if ended else now
+            if jid in stopped and not (running and start < last):  # else the requeue failed: one run
+                t, ts = stopped[jid]
+                tail = min(ts, now) - last
+                if tail > 0:
+                    by_type[t] = tail
+                    nominal.setdefault(jid, {})[t] = in_window(last, ts)
+                    rec["stopped"] = {"gpu_type": t, "seconds": tail}
+            if running:
+                assert job is not None
+                types = job_gpus_by_type(job, node_types)
+                seconds = end - max(start, last)
+                if seconds > 0 and types:
+                    gpu_type = max(types, key=types.__getitem__)
+                    by_type[gpu_type] = by_type.get(gpu_type, 0.0) + seconds
+                    nominal.setdefault(jid, {})[gpu_type] = (nominal.get(jid, {}).get(gpu_type, 0.0)
+                                                             + in_window(start, end))
+                    rec.update({"gpu_type": gpu_type, "gpus": sum(types.values()), "gpus_by_type": types,
+                                "nodes": list(job.nodes), "seconds": seconds})
+                    if start >= last:
+                        rec["started"] = start - last  # seconds into the interval the run began
+            if not by_type:
                 continue
-            end = job.end_time if job.finished and job.end_time > 0 else now
-            seconds = min(end, now) - max(job.start_time, float(last))
-            types = job_gpus_by_type(job, node_types)
-            if seconds <= 0 or not types:
-                continue
-            gpu_type = max(types, key=types.__getitem__)
-            self.store.add_received(jid, gpu_type, seconds)
-            ran[jid] = {"gpu_type": gpu_type, "gpus": sum(types.values()), "gpus_by_type": types,
-                        "nodes": list(job.nodes), "seconds": seconds}
-            self.store.update_job(jid, restarts=max(job.restarts, int(row["restarts"] or 0)))
+            if "gpu_type" not in rec:  # only the stopped run
+                t = rec["stopped"]["gpu_type"]
+                rec.update({"gpu_type": t, "gpus": int(row["gpus"]), "gpus_by_type": {t: int(row["gpus"])},
+                            "nodes": [], "seconds": by_type[t]})
+            rec["seconds_by_type"] = by_type
+            for t, sec in by_type.items():
+                self.store.add_received(jid, t, sec)
+            ran[jid] = rec
+            if job is not None:
+                self.store.update_job(jid, restarts=max(job.restarts, int(row["restarts"] or 0)))
         if self.mech is not None:  # every round advances the mechanism's clock, even an idle one
-            arrays = self.mech.arrays
-            scale_of = {j: int(arrays.scale[i]) for i, j in enumerate(arrays.job_ids)}
-            combos = [Combination((j,), r["gpu_type"], r["gpus"]) for j, r in ran.items()
-                      if scale_of.get(j) == r["gpus"] and r["gpu_type"] in self.mech.worker_types]
-            scale = self.mech.round_length / interval
-            self.mech.record_round(RoundAssignment(tuple(combos)),
-                                   {c.jobs[0]: min(ran[c.jobs[0]]["seconds"] * scale, self.mech.round_length)
-                                    for c in combos})
+            mech = self.mech
+            scale_of = {j: int(mech.arrays.scale[i]) for i, j in enumerate(mech.arrays.job_ids)}
+            ok = {j: {t: min(v, mech.round_length) for t, v in nominal.get(j, {}).items()
+                      if t in mech.worker_types and v > 0}
+                  for j in ran if scale_of.get(j) == ran[j]["gpus"]}
+            main = {j: max(d, key=d.__getitem__) for j, d in ok.items() if d}
+            combos = [Combination((j,), t, ran[j]["gpus"]) for j, t in main.items()]
+            mech.record_round(RoundAssignment(tuple(combos)), {j: ok[j][t] for j, t in main.items()})
+            for j, d in ok.items():  # a stopped job's last seconds on its old type
+                for t, v in d.items():
+                    if t != main[j]:
+                        mech.credit(j, t, v)
         return ran
 
-    def _measure_start_cost(self, interval: float, ran: Mapping[str, Any], by_id: Mapping[str, SlurmJob]) -> None:
+    def _measure_start_cost(self, ran: Mapping[str, Any]) -> None:
         """Seconds of a round a job placed at its start does not run (requeue, checkpoint, exit,
-        Slurm's scheduling pass, as Slurm's own start times show): an average over the jobs placed
-        last round that are still running, kept in the state (``start_cost``)."""
-        lost = [interval - ran[jid]["seconds"] for jid, gpu_type in self.store.get("placed") or []
-                if jid in ran and ran[jid]["gpu_type"] == gpu_type and by_id[jid].active]
+        Slurm's scheduling pass): the start estimate of :meth:`_account` minus the round's start,
+        averaged over the jobs placed last round that started on their type, kept in the state
+        (``start_cost``, an exponential average)."""
+        lost = [ran[jid]["started"] for jid, gpu_type in self.store.get("placed") or []
+                if jid in ran and ran[jid]["gpu_type"] == gpu_type and "started" in ran[jid]]
         if lost:
             old = self.store.get("start_cost")
             new = sum(lost) / len(lost)
@@ -352,30 +427,68 @@ class Controller:
         return {"requeue": sorted(requeue, key=int), "hold": sorted(hold, key=int),
                 "place": sorted(place, key=lambda p: int(p[0]))}
 
-    def _enact(self, actions: Mapping[str, Any]) -> None:
+    def _enact(self, actions: Mapping[str, Any], stopping: Mapping[str, str]) -> None:
         """Requeue, hold, then place and release: first the jobs that were not running, then (once
-        their processes have checkpointed and exited) the requeued jobs that move to another type."""
-        self.slurm.requeue_hold(actions["requeue"])
-        self.slurm.hold(actions["hold"])
+        their processes have checkpointed and exited) the requeued jobs that move to another type.
+        ``stopping``: requeued job -> the GPU type it ran on. Records when each requeue took effect
+        (``stopped``) and, from ``squeue`` polls, when each placed job started (``observed_starts``)."""
+        slurm, store = self.slurm, self.store
+        if actions["requeue"]:
+            t0 = time.time()
+            slurm.requeue_hold(actions["requeue"])
+            t_stop = 0.5 * (t0 + time.time())  # Slurm marks them COMPLETING while the command runs
+            store.put("stopped", [[jid, stopping[jid], t_stop] for jid in actions["requeue"] if jid in stopping])
+            store.commit()
+        slurm.hold(actions["hold"])
         moving = {jid for jid, _ in actions["place"]} & set(actions["requeue"])
-        first = [p for p in actions["place"] if p[0] not in moving]
-        for jid, gpu_type in first:
-            self.slurm.place(jid, gpu_type)
-        self.slurm.release([jid for jid, _ in first])
-        if not moving:
-            return
-        if not self.slurm.dry_run:
-            # a requeued job turns PENDING once its processes have exited; only then does Slurm set
-            # its requeue delay, which place() overrides (StartTime=now)
-            deadline = time.monotonic() + self.requeue_timeout
-            while time.monotonic() < deadline:
-                if not any(j.active for j in self.slurm.jobs(self.cfg.partitions) if j.job_id in moving):
-                    break
-                time.sleep(0.2)
+        watch: dict[str, float] = {}  # placed job -> the latest time it was known not yet to run
+        self._place([p for p in actions["place"] if p[0] not in moving], watch)
         later = [p for p in actions["place"] if p[0] in moving]
-        for jid, gpu_type in later:
-            self.slurm.place(jid, gpu_type)
-        self.slurm.release([jid for jid, _ in later])
+        if slurm.dry_run:
+            self._place(later, watch)
+            return
+        # a requeued job turns PENDING once its processes have exited; only then does Slurm set its
+        # requeue delay, which place() overrides (StartTime=now). Meanwhile, and until every placed
+        # job runs, poll squeue for the start times (Slurm's own are whole seconds).
+        observed: dict[str, list[float | None]] = {}
+        start = time.monotonic()
+        while watch or later:
+            ta = time.time()
+            jobs = {j.job_id: j for j in slurm.jobs(self.cfg.partitions) if j.job_id in watch or j.job_id in moving}
+            tb = time.time()
+            for jid in list(watch):
+                job = jobs.get(jid)
+                if job is not None and job.state == "PENDING":
+                    watch[jid] = ta
+                    continue
+                if job is not None and job.active:
+                    observed[jid] = [watch[jid], tb]
+                watch.pop(jid)
+            waited = time.monotonic() - start
+            if later and (waited >= self.requeue_timeout
+                          or not any(jobs[j].active for j in moving if j in jobs)):
+                self._place(later, watch)
+                later = []
+                start = time.monotonic()
+            elif not later and waited >= self.start_watch:
+                break
+            time.sleep(0.1)
+        observed.update({jid: [lo, None] for jid, lo in watch.items()})
+        store.put("observed_starts", observed)
+        store.commit()
+
+    def _place(self, place: Sequence[Sequence[str]], watch: dict[str, float]) -> None:
+        """``Features=TYPE StartTime=now`` (one ``scontrol update`` per type), then release."""
+        if not place:
+            return
+        by_type: dict[str, list[str]] = {}
+        for jid, gpu_type in place:
+            by_type.setdefault(gpu_type, []).append(jid)
+        for gpu_type, ids in sorted(by_type.items()):
+            self.slurm.place(ids, gpu_type)
+        t = time.time()
+        self.slurm.release([jid for jid, _ in place])
+        watch.update({jid: t for jid, _ in place})
 
     # ------------------------------------------------------------------ loop
     def idle(self) -> bool:

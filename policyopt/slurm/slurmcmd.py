@@ -270,7 +270,10 @@ class Slurm:
         ids = sorted(job_ids, key=int)
         return self._act(["scontrol", "requeuehold", ",".join(ids)]) if ids else True
 
-    def place(self, job_id: str, gpu_type: str) -> bool:
-        """Constrain a pending job to nodes of ``gpu_type`` (node feature) and make it eligible now
-        (a requeued job otherwise waits out Slurm's requeue delay)."""
-        return self._act(["scontrol", "update", f"JobId={job_id}", f"Features={gpu_type}", "StartTime=now"])
+    def place(self, job_ids: Iterable[str], gpu_type: str) -> bool:
+        """Constrain pending jobs to nodes of ``gpu_type`` (node feature) and make them eligible now
+        (a requeued job otherwise waits out Slurm's requeue delay): one ``scontrol update`` for all."""
+        ids = sorted(job_ids, key=int)
+        if not ids:
+            return True
+        return self._act(["scontrol", "update", f"JobId={','.join(ids)}", f"Features={gpu_type}", "StartTime=now"])

@@ -4,7 +4,10 @@ Tables:
 
 * ``meta(key, value)`` — JSON values: ``config`` (policy, partitions, round seconds), ``mechanism``
   (:meth:`RoundMechanism.to_state`), ``allocation`` (the installed ``X`` and the job set and GPU
-  counts it was solved for), ``last_time`` (the end of the last accounted interval);
+  counts it was solved for), ``last_time`` (the end of the last accounted interval), ``stopped``
+  (jobs requeued this round: their old GPU type and when the requeue took effect),
+  ``observed_starts`` (the controller's ``squeue`` polls around each placed job's start),
+  ``placed`` and ``start_cost`` (the measured seconds a start costs);
 * ``jobs(job_id, ...)`` — every managed job seen: type, GPUs, submit/end time, final state, restarts;
 * ``received(job_id, gpu_type, seconds)`` — GPU-type seconds each job ran, from Slurm's own start
   and end times;
