@@ -132,7 +132,7 @@ def run_gavel(sched_dir: Path, python: str, trace_path: Path, policy: str, count
                               timeout=timeout)
     except subprocess.TimeoutExpired:
         return {"status": f"timeout after {timeout:.0f} s", "wall_s": time.perf_counter() - t0,
-                "command": " ".join(cmd)}
+                "command": _shown(cmd)}
     wall = time.perf_counter() - t0
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
@@ -140,7 +140,12 @@ def run_gavel(sched_dir: Path, python: str, trace_path: Path, policy: str, count
     status = "ok" if proc.returncode == 0 and avg is not None else \
         f"failed (exit {proc.returncode}): {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
     return {"status": status, "avg_jct_s": avg, "per_job": per_job, "wall_s": wall, "cpu_s": cpu,
-            "command": " ".join(cmd)}
+            "command": _shown(cmd)}
+
+
+def _shown(cmd: Sequence[str]) -> str:
+    """The Gavel command as recorded: interpreter and trace by file name only (no local paths)."""
+    return " ".join([Path(cmd[0]).name, *cmd[1:3], Path(cmd[3]).name, *cmd[4:]])
 
 
 def ours_config(policy: str, counts: dict[str, int], seed: int, num_jobs: int, window: tuple[int, int],
