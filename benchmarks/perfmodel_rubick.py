@@ -28,6 +28,14 @@ Three fits are compared:
   so the samples cannot split the time between backward and offload, nor tell a constant
   overhead of the offload path from one of every plan.
 
+**All-reduce latency** (``--allreduce-latency``, default ``auto``): one value α of the optional
+``allreduce_latency`` column (s per ring step of an all-reduce, see
+:mod:`policyopt.perfmodel.model`) for the whole cluster, a hardware constant like the
+bandwidths. ``auto`` picks it on the samples only: the α of :data:`LATENCY_GRID` whose staged fit
+has the lowest RMS log error on the samples (the validation points play no part); every fit
+below then uses it. ``staged, bandwidth only`` repeats the staged fit with α = 0 (the model
+before the latency term) for comparison.
+
 ``--phases`` fits every variant also to the measured phase times of the samples without
 offload (the artifact's ``Tcc`` and ``Topt``, as Rubick's own fit does).
 
@@ -59,6 +67,28 @@ FEW_SAMPLE_DEFAULTS: tuple[tuple[str, float], ...] = (
     ("k_swap", 1.0), ("k_off", 1.0), ("k_sync", 1.0), ("k_const", 0.0))
 #: Shared across the models of one cluster in the pooled fit.
 HARDWARE_POOL = "k_opt,k_opt_off,k_off,k_swap,k_sync"
+
+
+#: Candidate all-reduce latencies (s per ring step) for ``--allreduce-latency auto``.
+LATENCY_GRID: tuple[float, ...] = (0.0, 1e-5, 2e-5, 5e-5, 7e-5, 1e-4, 1.5e-4, 2e-4, 3e-4, 5e-4, 1e-3)
+
+
+def with_latency(table: pd.DataFrame, alpha: float) -> pd.DataFrame:
+    """``table`` with the ``allreduce_latency`` column (blank for α = 0)."""
+    return table.assign(allreduce_latency=alpha if alpha > 0 else "")
+
+
+def choose_latency(samples: pd.DataFrame, pool: tuple[str, ...], n_starts: int
+                   ) -> tuple[float, dict[float, float]]:
+    """The α of :data:`LATENCY_GRID` with the lowest samples RMSLE of the staged fit, and every
+    α's RMSLE (samples only)."""
+    scores = {}
+    for alpha in LATENCY_GRID:
+        tab = with_latency(samples, alpha)
+        params, _ = staged_fit(tab, pool, n_starts)
+        pred = predict_iter_time(tab, params)
+        scores[alpha] = float(np.sqrt(np.mean(np.log(pred / tab["iter_time"].to_numpy()) ** 2)))
+    return min(scores, key=lambda a: scores[a]), scores
 
 
 def fixed_for(rows: pd.DataFrame) -> dict[str, float]:
@@ -130,12 +160,28 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plot", type=Path, default=None, help="write the log-log plot here")
     ap.add_argument("--starts", type=int, default=8)
     ap.add_argument("--pool", default=HARDWARE_POOL, help="parameters shared in the pooled fit")
+    ap.add_argument("--allreduce-latency", default="auto",
+                    help="s per ring step of an all-reduce: a number, or auto (chosen on the samples)")
     ap.add_argument("--phases", action="store_true",
                     help="fit also to the samples' measured Tcc / Topt (cc_time, opt_time)")
     args = ap.parse_args(argv)
     data = load_rubick(args.data)
     samples, configs = samples_table(data, phases=args.phases), configs_table(data)
     print(f"{len(samples)} samples, {len(configs)} validation points")
+    pool = parse_names(args.pool, "pool")
+    bandwidth_only, _ = staged_fit(samples, pool, args.starts)
+    configs_bw = configs
+    if args.allreduce_latency == "auto":
+        alpha, scores = choose_latency(samples, pool, args.starts)
+        print("all-reduce latency α (s per ring step) -> samples RMSLE of the staged fit: "
+              + ", ".join(f"{a:g}: {v:.4f}" for a, v in scores.items()) + f"; chosen α = {alpha:g}")
+    else:
+        try:
+            alpha = float(args.allreduce_latency)
+        except ValueError:
+            ap.error(f"--allreduce-latency: a number of seconds or auto (got {args.allreduce_latency!r})")
+        print(f"all-reduce latency α = {alpha:g} s per ring step (given)")
+    samples, configs = with_latency(samples, alpha), with_latency(configs, alpha)
 
     fits, rows, refused = {}, [], {}
     for model, grp in samples.groupby("model", sort=False):
@@ -151,7 +197,6 @@ def main(argv: list[str] | None = None) -> int:
             fits[str(model)] = fit.params
             row["rmsle"] = fit.rmsle
         rows.append(row)
-    pool = parse_names(args.pool, "pool")
     pooled = fit_pooled(samples, pool, n_starts=args.starts)
     staged, staged_how = staged_fit(samples, pool, args.starts)
     for row in rows:
@@ -172,10 +217,11 @@ def main(argv: list[str] | None = None) -> int:
              "staged": predict_iter_time(configs, staged),
              "staged, T_fwd given": predict_iter_time(
                  configs.assign(fwd_time_plan=rubick_forward(configs)), staged),
+             "staged, bandwidth only": predict_iter_time(configs_bw, bandwidth_only),
              "baseline": linear_baseline(samples, configs)}
     preds["per-model"][own] = predict_iter_time(configs[own], fits)
     short = {"per-model": "own", "pooled": "pooled", "staged": "staged",
-             "staged, T_fwd given": "given", "baseline": "base"}
+             "staged, T_fwd given": "given", "staged, bandwidth only": "bwonly", "baseline": "base"}
     for label, pred in preds.items():
         table[short[label]] = np.abs(pred / table["actual"].to_numpy() - 1.0) * 100
     grouped = table.groupby(["model", "plan"], sort=False)
@@ -185,14 +231,15 @@ def main(argv: list[str] | None = None) -> int:
     groups = groups.join(data.reported.set_index(["model", "plan"])).reset_index()
     print("\nrelative error per (model, plan), % (own_*: per-model fit; pooled_*: pooled fit; "
           "staged_*: staged fit; given_*: staged fit with T_fwd = the forward time Rubick's "
-          "script fed its own model; base_*: linear scaling; rubick_*: reported in the "
+          "script fed its own model; bwonly_*: staged fit without the all-reduce latency (α = 0); "
+          "base_*: linear scaling; rubick_*: reported in the "
           "artifact's validation.md):")
     print(groups.rename(columns={"reported_mean_pct": "rubick_mean",
                                  "reported_max_pct": "rubick_max"})
           .to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
     for label in preds:
         col = table[short[label]]
-        print(f"overall {label:19s} ({int(col.notna().sum())} points): mean {col.mean():.1f}%, "
+        print(f"overall {label:22s} ({int(col.notna().sum())} points): mean {col.mean():.1f}%, "
               f"max {col.max():.1f}%, (model, plan) groups over 10% mean: "
               f"{int((groups[short[label] + '_mean'] > 10).sum())} of {len(groups)}")
     if args.plot:

@@ -178,3 +178,24 @@ def test_measured_plan_forward_replaces_t_fwd() -> None:
     table["fwd_time_plan"] = ["3.0", "-1"]
     with pytest.raises(InputError, match=r"configs\[1\]\.fwd_time_plan"):
         breakdown(table, K)
+
+
+def test_allreduce_latency_per_ring_step() -> None:
+    # α = 1e-4 s per ring step; P·β = 2e9 bytes in 25 MiB buckets: ⌈2e9/26214400⌉ = 77 buckets.
+    # d = 4, t = 1: T_dp gains 2·3·77·α = 0.0462 s.
+    # d = 2, t = 4, p = 2, m = 2 on 2 nodes: gradients of P/(t·p) → ⌈2e9/8/26214400⌉ = 10 buckets,
+    # T_dp gains 2·1·10·α = 0.002 s; the TP all-reduces (4 per layer and micro-batch along the
+    # pipeline's critical path: 4·l·a·(m+p−1)/p = 4·10·1·3/2 = 60 of 2(t−1) = 6 steps) gain 0.036 s.
+    alpha = 1e-4
+    table = configs_frame(SPEC, [Plan(dp=4), Plan(dp=2, tp=4, pp=2, micro_batches=2)],
+                          [res(4), res(16, nodes=2)])
+    base = breakdown(table, K)
+    table["allreduce_latency"] = alpha
+    got = breakdown(table, K)
+    assert (got["t_dp"] - base["t_dp"]).tolist() == pytest.approx([2 * 3 * 77 * alpha, 2 * 1 * 10 * alpha])
+    assert (got["t_tp"] - base["t_tp"]).tolist() == pytest.approx([0.0, 60 * 6 * alpha])
+    table["allreduce_latency"] = [alpha, ""]  # blank: no latency (the bandwidth-only term)
+    assert breakdown(table, K)["t_dp"].iloc[1] == base["t_dp"].iloc[1]
+    table["allreduce_latency"] = [alpha, -1.0]
+    with pytest.raises(InputError, match=r"configs\[1\]\.allreduce_latency"):
+        breakdown(table, K)

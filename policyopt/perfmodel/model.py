@@ -22,10 +22,16 @@ NaN cells keep the formula, anything else that is not a finite number > 0 is an 
 Backward and communication (V in elements, times β bytes, over B)::
 
     T_bwd = k_bwd·T_fwd + gc·T_fwd                 (GC recomputes one forward)
-    T_dp  = 2P(d−1)/(d·t·p)·β / B_dp
+    T_dp  = 2P(d−1)/(d·t·p)·β / B_dp + 2(d−1)·⌈P·β/(t·p·S)⌉·α     (d > 1; α, S below)
     T_tp  = 8(t−1)·b·s·h·l/(d·t)·β / B_tp
     T_pp  = 2p·b·s·h/(d·t)·β / B_pp   if p > 1, else 0 (no pipeline, no stage boundary traffic)
     T_cc  = a·T_fwd + (a−1)·T_bwd + f_{k_sync}(T_bwd, T_dp) + T_tp + T_pp
+
+The second part of T_dp is the latency of the ring all-reduces: gradients are synced in buckets of
+``S`` = :data:`BUCKET_BYTES` (25 MiB, PyTorch DDP's default), and a ring all-reduce of each bucket
+takes 2(d−1) steps of latency α (the optional column ``allreduce_latency``, s per step; blank or
+absent: 0, the bandwidth-only term). Small models' syncs are dominated by it: their measured
+sync time grows with d faster than (d−1)/d (see docs/perf-model.md).
 
 (with a = 1 this is the issue's ``T_fwd + f(T_bwd, T_dp) + T_tp + T_pp``; only the last GA step's
 backward overlaps the gradient sync). Optimizer::
@@ -52,8 +58,12 @@ from policyopt.errors import InputError, UnknownNameError
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
-__all__ = ["Terms", "compute_terms", "optional_seconds", "phase_times", "overlap",
+__all__ = ["BUCKET_BYTES", "Terms", "compute_terms", "optional_seconds", "phase_times", "overlap",
            "iter_time_from_terms", "param_matrix", "predict_iter_time", "breakdown"]
+
+
+#: Gradient bucket size of the data-parallel sync, bytes (PyTorch DDP's ``bucket_cap_mb`` = 25).
+BUCKET_BYTES = 25 * 2**20
 
 
 @dataclass(frozen=True)
@@ -103,7 +113,10 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     given = optional_seconds(table, "fwd_time_plan")
     t_fwd = np.where(np.isnan(given), t_fwd, given)
     t_dp = 2.0 * P * (d - 1) / shard * beta / bw_dp
+    lat = np.nan_to_num(optional_seconds(table, "allreduce_latency"), nan=0.0)
+    t_dp = t_dp + 2.0 * (d - 1) * np.ceil(P * beta / (t * p * BUCKET_BYTES)) * lat
     t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw_tp
+    t_tp = t_tp + 2.0 * (t - 1) * 4.0 * l * a * (m + p - 1) / p * lat
     t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw_pp, 0.0)
     x = np.where(zero == "dp", shard, t * p)
     opt_units = np.where(offload, 0.0, P / x)
