@@ -17,8 +17,12 @@ from policyopt.slurm.audit import (
     deliverable_seconds,
     expected_seconds,
     gpu_indices,
+    gpu_seconds,
     overcommit,
     start_delays,
+    start_losses,
+    stop_delays,
+    transition_gaps,
 )
 from policyopt.slurm.controller import Controller, ControllerConfig, start_estimate
 from policyopt.slurm.mapping import managed_job, parse_opt_in, parse_weights
@@ -238,6 +242,19 @@ def test_start_delays_from_snapshots() -> None:
     assert start_delays(snaps, report) == [
         {"round": 0, "job": "1", "gpu_type": "k80", "seen": 0.75, "gap": 0.5, "controller": 0.9},
         {"round": 0, "job": "2", "gpu_type": "v100", "seen": None, "gap": None, "controller": None}]
+
+
+def test_snapshot_seconds_edges_and_stops() -> None:
+    v, k = (1, [("v1", "v100", [0])]), (1, [("k1", "k80", [0])])
+    snaps = [Snapshot(0.0, {"1": v}), Snapshot(1.0, {"1": v}), Snapshot(2.0), Snapshot(4.0, {"1": k}),
+             Snapshot(5.0, {"1": k})]
+    # a change of state sits in the middle of its gap: v100 until 1.5, k80 from 3.0
+    assert gpu_seconds(snaps) == {"1": {"v100": 1.5, "k80": 2.0}}
+    assert transition_gaps(snaps) == {"1": {"v100": [1.0], "k80": [2.0]}}
+    report = {"rounds": [{"round": 0, "time": 0.5, "actions": {"requeue": ["1"], "place": []}}]}
+    assert stop_delays(snaps, report) == [{"round": 0, "job": "1", "gpu_type": "v100", "seen": 1.0, "gap": 1.0}]
+    assert start_losses([{"job": "1", "gpu_type": "k80", "seen": 0.5}, {"job": "1", "gpu_type": "k80", "seen": 1.0},
+                         {"job": "1", "gpu_type": "k80", "seen": None}]) == {"1": {"k80": 1.5}}
 
 
 def test_start_estimate() -> None:

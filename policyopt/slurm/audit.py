@@ -3,7 +3,8 @@
 :class:`SqueueSampler` polls ``squeue --json`` in a thread and keeps, per snapshot, every running
 job's nodes and GPU indices (``gres_detail``). From the snapshots:
 
-* :func:`gpu_seconds` — seconds each job ran on each GPU type (snapshot intervals it was seen in);
+* :func:`gpu_seconds` — seconds each job ran on each GPU type (a change of state is placed in the
+  middle of the gap between two snapshots); :func:`transition_gaps` — those gaps, per job;
 * :func:`overcommit` — snapshots where a GPU type had more GPUs in use than exist, a job held
   other than its requested count, or two jobs held the same GPU of a node (each should be empty);
 * :func:`decided_seconds` — from ``report.json``: the seconds of the rounds in which the controller
@@ -14,8 +15,8 @@ job's nodes and GPU indices (``gres_detail``). From the snapshots:
 * :func:`deliverable_seconds` — the same for the installed allocation over the rounds the
   controller ran, the time a round overran (the controller late or down) counted as decided;
 * :func:`start_delays` — per start the controller asked for: when Slurm's snapshots first show
-  the job running there, against the start the controller accounted; :func:`start_losses` —
-  their sum per job and type.
+  the job running there, against the start the controller accounted; :func:`stop_delays` — per
+  requeue: when they show it stopped; :func:`start_losses` — their sum per job and type.
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ from typing import Any, Mapping, Sequence
 from policyopt.slurm.slurmcmd import expand_nodelist, gpus_requested, parse_gres
 
 __all__ = ["Snapshot", "SqueueSampler", "decided_seconds", "deliverable_seconds", "expected_seconds", "gpu_indices",
-           "gpu_seconds", "overcommit", "start_delays", "start_losses"]
+           "gpu_seconds", "overcommit", "start_delays", "start_losses", "stop_delays", "transition_gaps"]
 
 
 def gpu_indices(detail: str) -> tuple[str, int, list[int]]:
@@ -103,16 +104,40 @@ class SqueueSampler:
         return self.snapshots
 
 
+def _on(snap: Snapshot, jid: str) -> str | None:
+    """The one GPU type ``jid`` runs on in ``snap`` (``None``: not running, or on several)."""
+    held = snap.running.get(jid)
+    types = {t for _, t, _ in held[1]} if held is not None else set()
+    return types.pop() if len(types) == 1 else None
+
+
 def gpu_seconds(snapshots: Sequence[Snapshot]) -> dict[str, dict[str, float]]:
-    """Job -> GPU type -> seconds seen running there (each snapshot counts until the next one)."""
+    """Job -> GPU type -> seconds seen running there. Between two snapshots a job running in both
+    counts the whole gap, in one of them half of it (a change of state is placed in the middle of
+    the gap, so each start or stop is off by at most half the gap around it)."""
     out: dict[str, dict[str, float]] = {}
     for a, b in zip(snapshots, snapshots[1:]):
-        dt = b.t - a.t
-        for jid, (_, held) in a.running.items():
-            types = {t for _, t, _ in held}
-            if len(types) == 1:
-                t = types.pop()
-                out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + dt
+        half = 0.5 * (b.t - a.t)
+        for snap in (a, b):
+            for jid in snap.running:
+                t = _on(snap, jid)
+                if t is not None:
+                    out.setdefault(jid, {})[t] = out.get(jid, {}).get(t, 0.0) + half
+    return out
+
+
+def transition_gaps(snapshots: Sequence[Snapshot]) -> dict[str, dict[str, list[float]]]:
+    """Job -> GPU type -> the gap between the two snapshots around each start or stop of the job on
+    that type (a move is a stop on one type and a start on the other): the resolution of
+    :func:`gpu_seconds` at each of those edges is half of it."""
+    out: dict[str, dict[str, list[float]]] = {}
+    for a, b in zip(snapshots, snapshots[1:]):
+        for jid in set(a.running) | set(b.running):
+            before, after = _on(a, jid), _on(b, jid)
+            if before != after:
+                for t in {before, after} - {None}:
+                    assert t is not None
+                    out.setdefault(jid, {}).setdefault(t, []).append(b.t - a.t)
     return out
 
 
@@ -212,9 +237,36 @@ def start_delays(snapshots: Sequence[Snapshot], report: Mapping[str, Any]) -> li
     return out
 
 
+def stop_delays(snapshots: Sequence[Snapshot], report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every requeue the controller asked for, as Slurm's snapshots show it: for each round ``r``
+    and job it requeued, ``seen`` = seconds from the round's start until the job no longer runs
+    on the type it ran on (the middle of the gap), ``gpu_type`` that type, ``gap`` the gap."""
+    out = []
+    rounds = report["rounds"]
+    times = [s.t for s in snapshots]
+    for r in rounds:
+        t0 = r["time"]
+        k = bisect.bisect_left(times, t0)
+        if k == 0 or k >= len(snapshots):
+            continue
+        for jid in r["actions"]["requeue"]:
+            gpu_type = _on(snapshots[k - 1], jid)
+            if gpu_type is None:
+                continue
+            prev = snapshots[k - 1].t
+            for snap in snapshots[k:]:
+                if _on(snap, jid) != gpu_type:
+                    out.append({"round": r["round"], "job": jid, "gpu_type": gpu_type,
+                                "seen": 0.5 * (prev + snap.t) - t0, "gap": snap.t - prev})
+                    break
+                prev = snap.t
+    return out
+
+
 def start_losses(delays: Sequence[Mapping[str, Any]]) -> dict[str, dict[str, float]]:
-    """Job -> GPU type -> seconds its starts there cost, as Slurm's snapshots show them: the sum of
-    :func:`start_delays`' ``seen`` (round start to first run; starts never seen are not counted)."""
+    """Job -> GPU type -> the sum of ``seen`` over ``delays`` (:func:`start_delays`: the seconds
+    its starts there cost, as Slurm's snapshots show them; starts never seen are not counted;
+    :func:`stop_delays`: the seconds it ran on after the rounds that requeued it began)."""
     out: dict[str, dict[str, float]] = {}
     for d in delays:
         if d["seen"] is not None:
