@@ -23,7 +23,7 @@ from pathlib import Path
 import pandas as pd
 
 from policyopt.perfmodel.fit import NO_OFFLOAD_FIXED, fit_all
-from policyopt.perfmodel.real import (evaluate_holdout, noise_summary, read_real_samples,
+from policyopt.perfmodel.real import (CPU_COLUMN_GRID, evaluate_holdout, noise_summary, read_real_samples,
                                       summarize_holdout)
 
 COMMITTED = Path(__file__).resolve().parent / "results" / "perfmodel_real_cpu.csv"
@@ -62,6 +62,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--train", type=int, default=7, help="training runs per split (>= 4)")
     ap.add_argument("--splits", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--no-machine-columns", action="store_true",
+                    help="only the plain formula (no parallel_capacity / step_overhead choice)")
     args = ap.parse_args(argv)
     if args.profile:
         run_profile(args.csv, args.seconds_per_run, args.repeats)
@@ -78,12 +80,18 @@ def main(argv: list[str] | None = None) -> int:
     print("\nfit on all runs (k_opt_off, k_off, k_swap held at NO_OFFLOAD_FIXED):")
     print(pd.DataFrame(rows).to_string(index=False, float_format=lambda v: f"{v:.4g}"))
 
-    began = time.perf_counter()
-    results = evaluate_holdout(samples, n_train=args.train, n_splits=args.splits, seed=args.seed)
-    summary = summarize_holdout(results)
-    print(f"\nheld-out error, {args.splits} random splits, {args.train} training runs "
-          f"({time.perf_counter() - began:.1f} s); baseline = T_base / dp:")
-    print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+    variants = [("plain formula", None)] + ([] if args.no_machine_columns else
+                                            [("machine columns chosen on the training runs", CPU_COLUMN_GRID)])
+    for label, grid in variants:
+        began = time.perf_counter()
+        results = evaluate_holdout(samples, n_train=args.train, n_splits=args.splits, seed=args.seed,
+                                   column_grid=grid)
+        summary = summarize_holdout(results)
+        print(f"\nheld-out error, {label}, {args.splits} random splits, {args.train} training runs "
+              f"({time.perf_counter() - began:.1f} s); baseline = T_base / dp:")
+        print(summary.to_string(index=False, float_format=lambda v: f"{v:.3f}"))
+        if grid:
+            print("columns chosen per split:", results["columns"].value_counts().to_dict())
     return 0
 
 

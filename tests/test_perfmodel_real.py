@@ -105,3 +105,18 @@ def test_profiler_rows_need_allreduce_bandwidth() -> None:
     raw.loc[0, "bw_intra"] = ""
     with pytest.raises(InputError, match=r"plan_samples\[0\]\.bw_intra"):
         profiler_rows_to_samples(raw)
+
+
+def test_holdout_chooses_machine_columns_on_training_runs_only() -> None:
+    from policyopt.perfmodel.real import CPU_COLUMN_GRID, evaluate_holdout, read_real_samples
+
+    samples = read_real_samples(Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+                                / "perfmodel_real_cpu.csv")
+    one = samples[samples["model"] == "lstm-bs40@cpu"]
+    plain = evaluate_holdout(one, n_splits=2, n_starts=2)
+    cols = evaluate_holdout(one, n_splits=2, n_starts=2, column_grid=CPU_COLUMN_GRID)
+    # the choice minimizes the training error, so it is never above the plain formula's
+    assert (cols["train_rmsle"].to_numpy() <= plain["train_rmsle"].to_numpy() + 1e-9).all()
+    assert set(cols["columns"]) <= {"-", "parallel_capacity=1.0", "step_overhead=0.001", "step_overhead=0.002",
+                                    "parallel_capacity=1.0, step_overhead=0.001",
+                                    "parallel_capacity=1.0, step_overhead=0.002"}

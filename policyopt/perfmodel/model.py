@@ -19,6 +19,15 @@ the a steps together take a·T_fwd. An optional column ``fwd_time_plan`` (s, the
 time of one GA step of that very plan) replaces T_fwd on the rows where it holds a number; blank /
 NaN cells keep the formula, anything else that is not a finite number > 0 is an InputError.
 
+Two optional machine columns (blank or absent: no effect) for devices that are not a GPU each::
+
+    T_fwd = F / (a·min(d·t, κ)) · (m + p − 1)/(m·p) + σ
+
+``parallel_capacity`` κ: how many ranks' worth of compute the job really gets (CPU ranks on a
+shared machine: κ = 1 when the ranks share one free core); ``step_overhead`` σ (s): a fixed
+cost of every micro-step's forward (Python, dispatch), paid again in its backward through
+``k_bwd·T_fwd`` — both matter only for millisecond iterations.
+
 Backward and communication (V in elements, times β bytes, over B)::
 
     T_bwd = k_bwd·T_fwd + gc·T_fwd                 (GC recomputes one forward)
@@ -109,9 +118,12 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     offload = zero == "offload"
     shard = d * t * p
 
-    t_fwd = col["fwd_time_1gpu"] / (a * d * t) * (m + p - 1) / (m * p)
+    cap = optional_seconds(table, "parallel_capacity")
+    ranks = np.where(np.isnan(cap), d * t, np.minimum(d * t, np.nan_to_num(cap, nan=1.0)))
+    t_fwd = col["fwd_time_1gpu"] / (a * ranks) * (m + p - 1) / (m * p)
     given = optional_seconds(table, "fwd_time_plan")
     t_fwd = np.where(np.isnan(given), t_fwd, given)
+    t_fwd = t_fwd + np.nan_to_num(optional_seconds(table, "step_overhead"), nan=0.0)
     t_dp = 2.0 * P * (d - 1) / shard * beta / bw_dp
     lat = np.nan_to_num(optional_seconds(table, "allreduce_latency"), nan=0.0)
     t_dp = t_dp + 2.0 * (d - 1) * np.ceil(P * beta / (t * p * BUCKET_BYTES)) * lat
