@@ -27,9 +27,10 @@ Methods (option ``method``; ``auto``, the default, takes ``conic`` when cvxpy is
   are added at ``u_m(X)`` for the jobs whose term is over-estimated, until
   ``UB − LB ≤ tol·Σ_m w_m`` over the jobs in the objective (``tol`` per unit of weight: the weighted
   geometric mean of the ``u_m`` is within a factor ``e^{tol}`` of the optimum). A tolerance per job
-  because the LP's own feasibility tolerance leaves about 1e-9 of slack in every job's term: a gap
-  absolute on the whole log-sum grows with ``n`` (measured: 3e-7 at 512 jobs, 1.2e-6 at 2,048) and
-  could not be reached. The LP is loaded once; the ``n`` problems without job ``i`` fix job
+  because the LP's own feasibility tolerance leaves slack in every job's term: with HiGHS at 1e-9,
+  a gap absolute on the whole log-sum stalled at 3e-7 with 512 jobs and 1.2e-6 with 2,048 and
+  could not reach 1e-7. HiGHS's feasibility tolerances are set to ``min(1e-9, tol/10)``.
+  The LP is loaded once; the ``n`` problems without job ``i`` fix job
   ``i``'s columns to 0 and its cost to 0 in place and re-solve warm, reusing every cut (a tangent
   of ``log`` is valid for every problem).
 * ``conic`` — the exact convex program through cvxpy with exponential cones (Clarabel), one
@@ -238,7 +239,7 @@ class MaxMinFairnessStrategyProof(Policy):
         Option("method", str, "auto",
                "conic: exact via cvxpy (exponential cones); pwl: HiGHS with tangent cuts to `tol`; "
                "auto: conic when cvxpy is installed, else pwl", ("auto", "pwl", "conic")),
-        Option("tol", float, 1e-8, "pwl: stop when the NSW log-sum upper bound is within tol per unit of weight "
+        Option("tol", float, 1e-9, "pwl: stop when the NSW log-sum upper bound is within tol per unit of weight "
                "(tol·Σw) of the achieved value"),
         Option("max_rounds", int, 500, "pwl: cut rounds at most per NSW solve"),
     )
