@@ -169,6 +169,27 @@ def test_cutting_planes_reach_their_tolerance_at_512_jobs(gavel) -> None:
     assert 0 <= ub - lb <= pol.config["tol"] * w[nsw.alive].sum()
 
 
+def test_auto_falls_back_to_cutting_planes_when_a_conic_solve_is_inaccurate(monkeypatch) -> None:
+    """`auto` takes the conic path; when one of its NSW solves ends `optimal_inaccurate` (as two
+    leave-one-out solves did at 512 jobs) it returns the cutting-plane result, which is certified,
+    and says so."""
+    from policyopt.formulations import strategy_proof as spm
+
+    exact = spm._ConicNSW.without
+
+    def inaccurate(self, i: int):
+        status, value = exact(self, i)
+        return (policyopt.Status.OPTIMAL_INACCURATE if i == 1 else status), value
+
+    monkeypatch.setattr(spm._ConicNSW, "without", inaccurate)
+    conic = policyopt.solve(problem(HONEST), POLICY, method="conic")
+    assert conic.status is policyopt.Status.OPTIMAL_INACCURATE
+    auto = policyopt.solve(problem(HONEST), POLICY)
+    assert auto.status is policyopt.Status.OPTIMAL
+    assert auto.extra["method"] == "pwl" and auto.extra["conic_status"] == "optimal_inaccurate"
+    np.testing.assert_allclose(list(auto.extra["discount_factors"].values()), 27 / 64, rtol=1e-3)
+
+
 def test_job_restricted_to_one_type() -> None:
     """A job that runs only on K80s gets K80 time only; the allocation is feasible."""
     T = np.array([[3.0, 2.0, 1.0], [0.0, 0.0, 1.0], [1.0, 1.0, 1.0]])
