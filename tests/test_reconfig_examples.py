@@ -120,7 +120,7 @@ def test_measured_vs_model_uses_the_performance_model() -> None:
     row = v[(v["model"] == "t5-3b") & (v["kind"] == "tp+ga") & (v["gpus"] == 4)].iloc[0]
     plan = rubick_two_job_problem().reconfig.jobs["t5"].plan
     assert row["model_s"] == pytest.approx(_iter_time("t5-3b", plan, 4, 48), rel=1e-9)
-    assert not v.loc[(v["kind"] == "tp+ga") & (v["gpus"] == 3), "in_plan_space"].any()  # 2048 % 3 != 0
+    assert v.loc[(v["kind"] == "tp+ga") & (v["gpus"] == 3), "in_plan_space"].all()  # 24 heads % 3 == 0
 
 
 def test_fit_to_measured_reports_rmsle() -> None:
@@ -223,3 +223,22 @@ def test_policy_bench_parses_methods_and_runs_one_simulation() -> None:
     summ = bench.summarize(rows)
     floor = next(s for s in summ if s["method"] == "fluid_srpt_floor")
     assert floor["avg_jct ratio (gmean)"] == pytest.approx(rows[0]["avg_jct"] / rows[1]["avg_jct"])
+
+
+def test_t5_3b_heads_allow_tp3_and_count_in_the_reconfiguration_space() -> None:
+    from policyopt.perfmodel import Plan, enumerate_plans, estimate_memory
+    from policyopt.reconfig import CATALOGUE
+    from policyopt.reconfig.catalog import evaluate_rows
+    from policyopt.reconfig.examples import rubick_two_job_node
+
+    spec = CATALOGUE["t5-3b"].spec
+    assert spec.heads == 24 and spec.hidden % 3 != 0
+    assert 3 in set(enumerate_plans(spec, 3)["tp"])  # a TP rank holds whole heads: 24 % 3 = 0
+    no_heads = type(spec)(**{**spec.__dict__, "heads": 0})
+    assert 3 not in set(enumerate_plans(no_heads, 3)["tp"])  # without heads: hidden % t = 0
+    # the reconfiguration space charges the stored attention scores (it used to drop `heads`)
+    rows = pd.DataFrame([{"model": "t5-3b", "gpus": 2, "cpus": 24, "nodes": 1, **Plan(dp=2).to_row()}])
+    ev = evaluate_rows(rows, {"t5-3b": CATALOGUE["t5-3b"]}, rubick_two_job_node(), 4, 0.9)
+    assert ev["gpu_bytes"].iloc[0] == pytest.approx(estimate_memory(spec, Plan(dp=2)).gpu_bytes)
+    assert ev["gpu_bytes"].iloc[0] > estimate_memory(no_heads, Plan(dp=2)).gpu_bytes
+    assert not bool(ev["feasible"].iloc[0])  # 79 GiB per GPU: plain DP on 2 GPUs does not fit

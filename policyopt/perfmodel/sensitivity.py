@@ -72,7 +72,10 @@ def enumerate_plans(spec: ModelSpec, gpus: int, space: PlanSpace | None = None, 
     max_tp = min(space.max_tp, gpus_per_node or space.max_tp)
     zero = np.array(space.zero, dtype=object)[z]
     m = np.where(p > 1, f * p, 1)
-    keep = ((g % (t * p) == 0) & (t <= max_tp) & (spec.hidden % t == 0)
+    # a TP rank holds whole attention heads (Megatron: heads % t = 0); without a head count the
+    # hidden size must split evenly
+    shards = (spec.heads % t == 0) if spec.heads else (spec.hidden % t == 0)
+    keep = ((g % (t * p) == 0) & (t <= max_tp) & shards
             & (spec.layers % p == 0) & ((p > 1) | (f == space.micro_batch_factors[0])))
     d = np.where(g % (t * p) == 0, g // (t * p), 1)  # rows with t·p ∤ g are dropped by keep
     keep &= spec.global_batch % (d * a * m) == 0

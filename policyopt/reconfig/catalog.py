@@ -66,7 +66,7 @@ def evaluate_rows(rows: pd.DataFrame, models: Mapping[str, ModelEntry],
     table = rows.reset_index(drop=True).copy()
     names = table["model"].to_numpy()
     for col in ("params", "layers", "hidden", "seq_len", "global_batch", "fwd_time_1gpu",
-                "bytes_per_param"):
+                "bytes_per_param", "heads"):
         lookup = {m: getattr(e.spec, col) for m, e in models.items()}
         table[col] = pd.Series(names).map(lookup).to_numpy()
     table["bw_intra"], table["bw_inter"], table["bw_pcie"] = node.bw_intra, node.bw_inter, node.bw_pcie
@@ -74,7 +74,7 @@ def evaluate_rows(rows: pd.DataFrame, models: Mapping[str, ModelEntry],
     table["host_mem_bytes"] = table["nodes"] * node.host_mem_per_node
     table["placeable"] = table["cpus"] <= table["nodes"] * node.cpus_per_node
     params = {m: e.params for m, e in models.items()}
-    ev = evaluate_candidates(table[list(CONFIG_COLUMNS) + ["gpu_mem_bytes", "host_mem_bytes",
+    ev = evaluate_candidates(table[list(CONFIG_COLUMNS) + ["heads", "gpu_mem_bytes", "host_mem_bytes",
                                                            "placeable"]],
                              params, usable_fraction=usable_fraction)
     out = rows.reset_index(drop=True).copy()

@@ -19,7 +19,9 @@ t5-1.2b        1.2B    48      1536    512   128    assumption
 t5-3b          3.34B   12      2048    2048  8      the artifact's T5-3B of the two-job example
                                                     (72_micro_benckmarks/t5_3B_config.py:
                                                     12 layers, hidden 2048, seq 2048, 8 samples
-                                                    per iteration; P from Morphling_scheuler.py)
+                                                    per iteration, 24 attention heads — stored
+                                                    scores counted, TP 3 allowed; P from
+                                                    Morphling_scheuler.py)
 gpt2-1.5b      1.5B    48      1600    1024  128    GPT-2 XL shape; batch assumed
 llama2-7b      6.7B    32      4096    2048  128    LLaMA-2-7B shape; batch assumed
 llama-30b      32.5B   60      6656    2048  128    LLaMA-30B shape; batch assumed
@@ -79,10 +81,11 @@ GPUS_PER_NODE = 8
 PUBLISHED_TWO_JOB = (0.78, 1.44)
 
 
-def _spec(name: str, params: float, layers: int, hidden: int, seq: int, batch: int) -> ModelSpec:
+def _spec(name: str, params: float, layers: int, hidden: int, seq: int, batch: int, heads: int = 0
+          ) -> ModelSpec:
     return ModelSpec(name=name, params=params, layers=layers, hidden=hidden, seq_len=seq,
                      global_batch=batch, fwd_time_1gpu=2.0 * params * batch * seq / EFFECTIVE_FLOPS,
-                     bytes_per_param=2.0)
+                     bytes_per_param=2.0, heads=heads)
 
 
 #: Model name → (shape, performance-model parameters). See the module docstring for sources.
@@ -92,7 +95,7 @@ CATALOGUE: dict[str, ModelEntry] = {
         _spec("roberta-355m", 355e6, 24, 1024, 512, 64),
         _spec("bert-336m", 336e6, 24, 1024, 512, 256),
         _spec("t5-1.2b", 1.2e9, 48, 1536, 512, 128),
-        _spec("t5-3b", 3_338_423_808.0, 12, 2048, 2048, 8),
+        _spec("t5-3b", 3_338_423_808.0, 12, 2048, 2048, 8, heads=24),
         _spec("gpt2-1.5b", 1.5e9, 48, 1600, 1024, 128),
         _spec("llama2-7b", 6.7e9, 32, 4096, 2048, 128),
         _spec("llama-30b", 32.5e9, 60, 6656, 2048, 128),
@@ -376,8 +379,9 @@ def measured_vs_model() -> pd.DataFrame:
 
     Columns: ``model, kind, gpus, plan, measured_s, model_s, ratio`` (model / measured),
     ``gpu_gib`` (our per-GPU estimate) and ``fits`` (within 90% of 80 GiB and of host memory).
-    TP 3 on T5-3B (hidden 2048 is not divisible by 3) is outside our plan space; its row is
-    evaluated by the formula anyway and flagged ``in_plan_space = False``.
+    A TP degree that does not divide the model's heads (or, without a head count, its hidden
+    size) is outside our plan space; such a row is evaluated by the formula anyway and flagged
+    ``in_plan_space = False``.
     """
     node = rubick_two_job_node()
     keys = list(RUBICK_MEASURED_ITER_S)
@@ -387,10 +391,12 @@ def measured_vs_model() -> pd.DataFrame:
     rows["bw_intra"], rows["bw_inter"], rows["bw_pcie"] = node.bw_intra, node.bw_inter, node.bw_pcie
     rows["gpu_mem_bytes"], rows["host_mem_bytes"] = node.gpu_mem_bytes, node.host_mem_per_node
     rows["placeable"] = True
-    ev = evaluate_candidates(rows[list(CONFIG_COLUMNS) + ["gpu_mem_bytes", "host_mem_bytes",
+    rows["heads"] = [CATALOGUE[m].spec.heads for m, _, _ in keys]
+    ev = evaluate_candidates(rows[list(CONFIG_COLUMNS) + ["heads", "gpu_mem_bytes", "host_mem_bytes",
                                                           "placeable"]],
                              {m: CATALOGUE[m].params for m in _TWO_JOB_MODELS})
     hidden = rows["hidden"].to_numpy()
+    heads = np.array([CATALOGUE[m].spec.heads for m, _, _ in keys])
     tp = rows["tp"].to_numpy()
     measured = np.array([RUBICK_MEASURED_ITER_S[k] for k in keys])
     return pd.DataFrame({
@@ -398,7 +404,7 @@ def measured_vs_model() -> pd.DataFrame:
         "plan": [p.label for p in plans], "measured_s": measured,
         "model_s": ev["iter_time"].to_numpy(), "ratio": ev["iter_time"].to_numpy() / measured,
         "gpu_gib": ev["gpu_bytes"].to_numpy() / GiB, "fits": ev["feasible"].to_numpy(),
-        "in_plan_space": hidden % tp == 0})
+        "in_plan_space": np.where(heads > 0, heads % tp == 0, hidden % tp == 0)})
 
 
 def fit_to_measured(n_starts: int = 8, seed: int = 0) -> dict[str, tuple[PerfParams, float]]:
