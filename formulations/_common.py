@@ -247,6 +247,7 @@ class LoadedLP:
         self.solves = 0
         self.has_duals = self.solver.supports(Feature.DUALS)
         self.warm_primal = False
+        self._warm_start = False  # a basis was set before the first solve (set_basis)
         self.stall_retries = 0  # unperturbed re-solves that hit their cap and were re-solved perturbed
 
     @property
@@ -276,10 +277,17 @@ class LoadedLP:
             perturb(self.loaded, False)
             self.warm_primal = True
 
+    def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
+        """Start the next solve from this basis (e.g. carried from the previous problem,
+        :func:`policyopt.warm_start.carry_basis`); a failed warm solve is re-solved cold."""
+        self.loaded.set_basis(col_status, row_status)
+        self._warm_start = True
+
     def solve(self) -> SolveResult:
         t0 = time.perf_counter()
-        # re-solves after in-place updates: an infeasible/unknown answer is checked cold (resolve)
-        res = self.loaded.resolve() if self.solves else self.loaded.solve()
+        # re-solves after in-place updates or from a set basis: an infeasible/unknown answer is
+        # checked cold (resolve)
+        res = self.loaded.resolve() if self.solves or self._warm_start else self.loaded.solve()
         if self.warm_primal and unperturbed_stalled(self.loaded):
             self.stall_retries += 1
             perturb(self.loaded, True)

@@ -39,6 +39,7 @@ from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
+from policyopt.warm_start import BasisSnapshot, carry_basis, recall, remember
 
 from ._common import LoadedLP
 from .makespan import normalized_throughput_costs
@@ -82,7 +83,15 @@ class MaxMinFairness(LPPolicy):
         t = self.build(model, space, X)
         timings.build = time.perf_counter() - t0
         lp = LoadedLP(self, model, timings)
+        warm = self.config["algorithm"] == "auto"
+        prev = recall(self) if warm else None
+        if prev is not None and prev.statuses() is not None:
+            # the previous problem's max-min basis, carried by labels (an arrival or a completion):
+            # optimal there, so dual feasible here — new jobs' columns enter at zero, their rows basic
+            lp.set_basis(*carry_basis(prev, model))
         raw = lp.solve()
+        if warm:  # this LP's basis, copied now (the fill stage changes it), converted when used
+            remember(self, BasisSnapshot(model, source=lp.loaded.basis_reader()) if lp.loaded.has_basis() else None)
         if raw.status is not Status.OPTIMAL or raw.x is None:
             Xf, msg = self.fallback(space, raw, X)
             return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)

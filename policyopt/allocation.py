@@ -353,7 +353,12 @@ class AllocationSpace:
         T = self.T if T is None else T
         allowed = np.where(self.single_mask, T, 0.0)
         out = np.zeros((len(self.jobs), len(self.worker_types)))
-        np.maximum.at(out.T, self.config_type, allowed.T)
+        for t in range(out.shape[1]):  # one vectorized max per type (a few configurations each)
+            cols = np.flatnonzero(self.config_type == t)
+            if cols.size == 1:
+                out[:, t] = np.maximum(allowed[:, cols[0]], 0.0)
+            elif cols.size:
+                out[:, t] = np.maximum(allowed[:, cols].max(axis=1), 0.0)
         return out
 
     def equal_share_throughput(self, T: np.ndarray | None = None) -> np.ndarray:

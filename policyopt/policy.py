@@ -196,16 +196,17 @@ class Policy(ABC):
 
     def result(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
                solver: str, timings: Timings, message: str = "", **extra: Any) -> PolicyResult:
-        """Package an allocation array (rows × configs) as a :class:`PolicyResult`."""
+        """Package an allocation array (rows × configs) as a :class:`PolicyResult`. Its dictionaries
+        (``allocation``, ``colocated_allocation``, ``effective_throughputs``) are built from ``res.X``
+        on first access (:meth:`PolicyResult.defer`): the simulator and the mechanism read the array."""
         t0 = time.perf_counter()
         X = np.clip(X, 0.0, 1.0) + 0.0  # + 0.0 turns -0.0 into 0.0
         X[~space.mask] = 0.0
-        thr = space.throughput_values(X)
-        res = PolicyResult(
-            policy=self.name, solver=solver, status=status, objective=objective,
-            allocation=space.allocation_dict(X), colocated_allocation=space.colocated_list(X),
-            effective_throughputs=dict(zip(space.jobs.labels.tolist(), thr.tolist())),
-            timings=timings, message=message, extra=dict(extra))
+        res = PolicyResult(policy=self.name, solver=solver, status=status, objective=objective, allocation={},
+                           timings=timings, message=message, extra=dict(extra))
+        res.defer(allocation=lambda: space.allocation_dict(X), colocated_allocation=lambda: space.colocated_list(X),
+                  effective_throughputs=lambda: dict(zip(space.jobs.labels.tolist(),
+                                                         space.throughput_values(X).tolist())))
         res.X, res.space = X, space
         res.timings.extract += time.perf_counter() - t0
         return res
@@ -249,15 +250,19 @@ class LPPolicy(Policy):
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
         loaded = solver.load(sf, self.solver_options(sf))
         prev = recall(self)
-        if prev is not None and not model.is_mip and self.config["algorithm"] == "auto":
+        if prev is not None and not model.is_mip and self.config["algorithm"] == "auto" \
+                and prev.statuses() is not None:
             # warm start: the previous problem's optimal basis, carried over by labels (a job more
             # or less after an arrival or completion); a failed warm solve is checked cold (resolve)
             loaded.set_basis(*carry_basis(prev, model))
             raw = loaded.resolve()
         else:
             raw = loaded.solve()
-        basis = loaded.get_basis() if self.config["algorithm"] == "auto" else None
-        remember(self, None if basis is None else BasisSnapshot(model, *basis))
+        snapshot = None
+        if self.config["algorithm"] == "auto" and loaded.has_basis():
+            # the backend's basis, turned into arrays only if a next solve starts from it
+            snapshot = BasisSnapshot(model, source=loaded.basis_reader())
+        remember(self, snapshot)
         timings.build, timings.compile = t1 - t0, t2 - t1
         timings.solve = time.perf_counter() - t2 - raw.timings.extract
         timings.extract = raw.timings.extract

@@ -9,7 +9,7 @@ from __future__ import annotations
 import enum
 import json
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 import numpy as np
 
@@ -123,6 +123,32 @@ class PolicyResult:
     def ok(self) -> bool:
         return self.status is Status.OPTIMAL
 
+    def defer(self, **builders: Callable[[], Any]) -> "PolicyResult":
+        """Build the named fields (``allocation``, ``colocated_allocation``,
+        ``effective_throughputs``) on first access instead of now: ``builders[name]()`` gives the
+        value. Callers that read only ``X`` (the simulator, the mechanism) never pay for the
+        dictionaries; equality, ``repr``, ``to_dict``, copying and pickling build them. Returns self."""
+        unknown = set(builders) - set(_LAZY_FIELDS)
+        if unknown:
+            raise ValueError(f"cannot defer {sorted(unknown)}: only {', '.join(_LAZY_FIELDS)}")
+        pending = self.__dict__.setdefault("_pending", {})
+        for name, build in builders.items():
+            self.__dict__.pop(f"_{name}", None)
+            pending[name] = build
+        return self
+
+    def is_built(self, name: str) -> bool:
+        """Whether field ``name`` holds its value (not a deferred builder, :meth:`defer`)."""
+        return name not in self.__dict__.get("_pending", {})
+
+    def __getstate__(self) -> dict[str, Any]:
+        for name in list(self.__dict__.get("_pending", {})):  # builders are closures: build first
+            getattr(self, name)
+        return {k: v for k, v in self.__dict__.items() if k != "_pending"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
             "policy": self.policy,
@@ -169,6 +195,30 @@ class PolicyResult:
 
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent, default=json_default)
+
+
+_LAZY_FIELDS = ("allocation", "colocated_allocation", "effective_throughputs")
+
+
+def _lazy_field(name: str) -> property:
+    """A dataclass field stored as ``_name`` whose value may be a deferred builder (:meth:`PolicyResult.defer`)."""
+    slot = f"_{name}"
+
+    def get(self: PolicyResult) -> Any:
+        d = self.__dict__
+        if slot not in d:
+            d[slot] = d["_pending"].pop(name)()
+        return d[slot]
+
+    def put(self: PolicyResult, value: Any) -> None:
+        self.__dict__[slot] = value
+        self.__dict__.get("_pending", {}).pop(name, None)
+
+    return property(get, put, doc=f"``{name}`` (built on first access when deferred)")
+
+
+for _name in _LAZY_FIELDS:  # after @dataclass: its __init__ assigns through the properties
+    setattr(PolicyResult, _name, _lazy_field(_name))
 
 
 def _finite_or_none(v: float | None) -> float | None:

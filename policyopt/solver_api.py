@@ -170,6 +170,17 @@ class LoadedModel(ABC):
         not produce one)."""
         return None
 
+    def basis_reader(self) -> Callable[[], tuple[np.ndarray, np.ndarray] | None]:
+        """The current basis, to be read later: a callable that returns what :meth:`get_basis`
+        returns now, even after the model is updated and re-solved (here: read at once; HiGHS keeps a
+        copy of its basis and converts it only when called)."""
+        basis = self.get_basis()
+        return lambda: basis
+
+    def has_basis(self) -> bool:
+        """Whether :meth:`get_basis` may return a basis (cheap; ``False`` only when it surely does not)."""
+        return True
+
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
         """Start the next solve from this basis (possibly *alien*: the wrong number of basic
         variables, completed by the backend). Backends without warm starts: nothing to do."""

@@ -13,8 +13,7 @@ Only the public modeling API is used.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -25,13 +24,42 @@ __all__ = ["BASIC", "LOWER", "UPPER", "ZERO", "BasisSnapshot", "carry_basis", "r
 LOWER, BASIC, UPPER, ZERO = 0, 1, 2, 3
 
 
-@dataclass
 class BasisSnapshot:
-    """A solved model's optimal basis, kept with the model (its variables' and blocks' labels)."""
+    """A solved model's optimal basis, kept with the model (its variables' and blocks' labels).
 
-    model: Model
-    col_status: np.ndarray
-    row_status: np.ndarray
+    Either the statuses themselves, or ``source``: a callable that returns them (or ``None``), e.g.
+    :meth:`~policyopt.solver_api.LoadedModel.basis_reader`, called at the first use
+    (:meth:`statuses`) — most snapshots are never used (a policy object solved once), and turning a
+    backend's basis into arrays costs about as much as a small LP's extraction."""
+
+    def __init__(self, model: Model, col_status: np.ndarray | None = None, row_status: np.ndarray | None = None,
+                 source: Callable[[], tuple[np.ndarray, np.ndarray] | None] | None = None) -> None:
+        self.model = model
+        self._col, self._row = col_status, row_status
+        self._source = source  # dropped once read
+
+    def statuses(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """``(col_status, row_status)``, or ``None`` when the source had no basis."""
+        if self._source is not None:
+            basis = self._source()
+            self._source = None
+            if basis is not None:
+                self._col, self._row = basis
+        return None if self._col is None or self._row is None else (self._col, self._row)
+
+    @property
+    def col_status(self) -> np.ndarray:
+        s = self.statuses()
+        if s is None:
+            raise ValueError("the snapshot holds no basis")
+        return s[0]
+
+    @property
+    def row_status(self) -> np.ndarray:
+        s = self.statuses()
+        if s is None:
+            raise ValueError("the snapshot holds no basis")
+        return s[1]
 
 
 #: the last basis of each owner (a policy object), kept beside it rather than in it: a policy stays

@@ -37,6 +37,8 @@ from . import blocks
 _ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp", "primal": "simplex"}
 #: HiGHS's simplex variants (``simplex_strategy``) for auto_algorithm's answers
 _STRATEGY = {"simplex": 1, "primal": 4}
+#: auto_algorithm's answers that run without presolve
+_NO_PRESOLVE = ("primal",)
 #: the iteration cap of an unperturbed warm primal simplex (see HighsModel._cap)
 _UNPERTURBED_MIN_ITERATIONS = 1000
 _UNPERTURBED_ITERATIONS_PER_DIM = 10
@@ -115,6 +117,29 @@ def _check(status: Any, call: str) -> None:
         raise SolverError(f"HiGHS {call} returned kError")
 
 
+#: per thread, ``Highs`` objects of models that were garbage collected, cleared for reuse: creating
+#: and destroying one costs ~0.1 ms, a fixed cost of every small solve (a 64-job max-sum LP solves in
+#: ~0.3 ms); only objects that held at most _POOL_MAX_COLS columns are kept, at most _POOL_SIZE
+_POOL = threading.local()
+_POOL_SIZE = 4
+_POOL_MAX_COLS = 50_000
+
+
+def _acquire_highs(highspy: Any) -> Any:
+    free = _POOL.__dict__.get("free")
+    return free.pop() if free else highspy.Highs()
+
+
+def _release_highs(h: Any, num_cols: int) -> None:
+    """Clear ``h`` (model, solver state, options back to HiGHS's defaults) and keep it for reuse."""
+    free = _POOL.__dict__.setdefault("free", [])
+    if len(free) >= _POOL_SIZE or num_cols > _POOL_MAX_COLS:
+        return
+    h.clearModel()
+    h.resetOptions()
+    free.append(h)
+
+
 class HighsModel(LoadedModel):
     """A model held by a ``highspy.Highs`` object; updates go straight to HiGHS (warm re-solves)."""
 
@@ -124,7 +149,7 @@ class HighsModel(LoadedModel):
         super().__init__(sf, options)
         self._hs = highspy
         silence_banner()
-        self._h = highspy.Highs()
+        self._h = _acquire_highs(highspy)
         self._passed = False  # the model reaches HiGHS at its first use (not when the fast path answers)
         self._set("output_flag", bool(options.verbose))
         self._set("solver", _ALGORITHMS[options.algorithm])
@@ -148,6 +173,11 @@ class HighsModel(LoadedModel):
         self._small: HighsModel | None = None
         for k, v in options.extra.items():
             self._set(k, v)
+
+    def __del__(self) -> None:
+        h = self.__dict__.get("_h")
+        if h is not None and sys is not None and not sys.is_finalizing():
+            _release_highs(h, self.sf.num_cols)
 
     @property
     def h(self) -> Any:
@@ -253,6 +283,18 @@ class HighsModel(LoadedModel):
             return None
         return np.array(b.col_status, np.int8), np.array(b.row_status, np.int8)
 
+    def has_basis(self) -> bool:
+        return self._warm
+
+    def basis_reader(self) -> Any:
+        """A copy of HiGHS's current basis (a few µs), converted to arrays only when called."""
+        if not self._warm:
+            return lambda: None
+        b = self.h.getBasis()
+        if not b.valid:
+            return lambda: None
+        return lambda: (np.array(b.col_status, np.int8), np.array(b.row_status, np.int8))
+
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
         self._last = None  # another basis: its point is unknown here
         S = self._hs.HighsBasisStatus
@@ -306,7 +348,7 @@ class HighsModel(LoadedModel):
             if "simplex_strategy" not in self.options.extra:
                 self._set("simplex_strategy", _STRATEGY[algorithm])
             if "presolve" not in self.options.extra:
-                self._set("presolve", "off" if algorithm == "primal" or not self._presolve else "choose")
+                self._set("presolve", "off" if algorithm in _NO_PRESOLVE or not self._presolve else "choose")
         self._cap(algorithm == "primal" and self._warm and self._last is not None)
 
     def _cap(self, on: bool) -> None:
@@ -349,7 +391,7 @@ class HighsModel(LoadedModel):
         else:
             alg = auto_algorithm(red, structured=False, degenerate=self.options.degenerate)
             variant = {"simplex_strategy": _STRATEGY[alg]} if alg in _STRATEGY else {}
-            small = HighsModel(red, self.options.with_(algorithm="simplex" if alg == "primal" else alg,
+            small = HighsModel(red, self.options.with_(algorithm="simplex" if alg in _NO_PRESOLVE else alg,
                                                        extra={**variant, **self.options.extra, **_TIGHT}))
             raw = small.solve()
         self._agg, self._small = agg, small

@@ -70,3 +70,48 @@ def test_policy_stays_picklable_after_a_warm_solve() -> None:
     assert recall(pol) is not None
     copy = pickle.loads(pickle.dumps(pol))
     assert recall(copy) is None and copy.config == pol.config
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_max_min_with_fill_carries_its_first_lp_basis(seed: int) -> None:
+    """``max_min_fairness`` with ``fill`` (two LPs through ``LoadedLP``) keeps the basis of its
+    max-min LP and starts the next problem's from it: same optima as cold solves after an arrival,
+    a completion and a reordering, and the warm max-min LP needs fewer simplex iterations."""
+    import highspy
+
+    base = distinct_problem(41, seed)
+    jobs = list(base.jobs)
+    sequence = [jobs[:40], jobs[:41], jobs[1:41], jobs[1:40] + jobs[:1]]
+    warm = get_policy("max_min_fairness")
+    iters: list[int] = []
+    run = highspy.Highs.run
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        out = run(self)
+        iters.append(int(self.getInfo().simplex_iteration_count))
+        return out
+
+    for k, js in enumerate(sequence):
+        p = base.with_jobs(js)
+        iters.clear()
+        highspy.Highs.run = counting
+        try:
+            got = warm.solve(p)
+        finally:
+            highspy.Highs.run = run
+        warm_iters = iters[0]
+        iters.clear()
+        highspy.Highs.run = counting
+        try:
+            ref = get_policy("max_min_fairness").solve(p)
+        finally:
+            highspy.Highs.run = run
+        cold_iters = iters[0]
+        snap = recall(warm)
+        assert snap is not None and snap.statuses() is not None
+        assert got.objective == pytest.approx(ref.objective, rel=1e-7)
+        assert got.extra["fill"]["normalized_throughput_after"] == pytest.approx(
+            ref.extra["fill"]["normalized_throughput_after"], rel=1e-7)
+        assert not got.space.check(got.X, tol=1e-9)
+        if k:
+            assert warm_iters < cold_iters, (warm_iters, cold_iters)

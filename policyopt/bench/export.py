@@ -144,6 +144,12 @@ class _RecordingModel(LoadedModel):
     def get_basis(self) -> tuple[np.ndarray, np.ndarray] | None:
         return self._inner.get_basis()
 
+    def has_basis(self) -> bool:
+        return self._inner.has_basis()
+
+    def basis_reader(self) -> Any:
+        return self._inner.basis_reader()
+
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
         self._inner.set_basis(col_status, row_status)
 

@@ -146,13 +146,20 @@ def mechanism_arrays(result: PolicyResult, worker_types: Sequence[str], counts: 
     same floating-point operations in the same order, so the same numbers. ``None`` when the result
     has no array form (then use :func:`mechanism_allocation`)."""
     space, X = result.space, result.X
-    if space is None or X is None or result.colocated_allocation:
+    if space is None or X is None:
         return None
     if getattr(space, "num_pairs", None) != 0:  # pair rows: the dictionary path
         return None
     jobs = [str(j) for j in space.jobs.labels.tolist()]
-    if list(result.allocation) != jobs:
+    # dictionaries not built yet (Policy.result defers them) come from this space and X as they are
+    if not result.is_built("colocated_allocation") and not result.is_built("allocation"):
+        if space.jobs.labels.tolist() != jobs:  # the dictionary's keys would differ from the ids
+            return None
+        lazy = True
+    elif result.colocated_allocation or list(result.allocation) != jobs:
         return None
+    else:
+        lazy = False
     type_pos = {t: k for k, t in enumerate(worker_types)}
     cols: list[int] = []
     for c in space.configs.labels.tolist():
@@ -168,9 +175,12 @@ def mechanism_arrays(result: PolicyResult, worker_types: Sequence[str], counts: 
         F[:, t] += np.where(keep[:, c], single[:, c], 0.0)
     # per-job total, shrunk past 1; near 1 summed as the dictionaries are (a job's types in its own order)
     total = F.sum(axis=1)
+    labels = np.asarray(space.configs.labels, dtype=object)
     for i in np.flatnonzero(total > 1.0 - 1e-9).tolist():
         row: dict[str, float] = {}
-        for cfg, f in result.allocation[jobs[i]].items():
+        items = (zip(labels[space.single_mask[i]].tolist(), single[i, space.single_mask[i]].tolist()) if lazy
+                 else result.allocation[jobs[i]].items())  # Policy.result's allocation_dict, row i
+        for cfg, f in items:
             if f > 1e-9:
                 row[physical_type(cfg)] = row.get(physical_type(cfg), 0.0) + float(f)
         total[i] = sum(row.values())

@@ -1,0 +1,114 @@
+"""The fixed cost of a solve, cut without changing any answer: result dictionaries built on first
+access (``PolicyResult.defer``), the warm-start basis read only when a next solve uses it, and
+``Highs`` objects reused."""
+from __future__ import annotations
+
+import copy
+import pickle
+
+import numpy as np
+import pytest
+
+from policyopt import Cluster, Job, Problem, SolverOptions, get_policy
+from policyopt.result import PolicyResult, Status
+from policyopt.warm_start import recall
+
+
+def problem(n: int, seed: int) -> Problem:
+    rng = np.random.default_rng(seed)
+    types = ("v100", "p100", "k80")
+    jobs = tuple(Job(f"j{i}", {t: float(rng.uniform(0.5, 10)) for t in types if rng.random() < 0.8 or t == "k80"},
+                     scale_factor=int(rng.choice([1, 1, 2])), weight=float(rng.choice([1.0, 2.0])))
+                 for i in range(n))
+    return Problem(Cluster.from_counts({t: max(2, n // 4) for t in types},
+                                       prices={"v100": 3.06, "p100": 1.46, "k80": 0.90}), jobs)
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput", "makespan"])
+@pytest.mark.parametrize("space_sharing", [False, True])
+def test_deferred_dictionaries_equal_the_eager_ones(gavel, name: str, space_sharing: bool) -> None:
+    p = gavel.problem(list(range(0, len(gavel.job_types), 4)), {"v100": 8, "p100": 8, "k80": 8},
+                      colocated="types" if space_sharing else False)
+    res = get_policy(name, space_sharing=space_sharing).solve(p)
+    assert not space_sharing or res.space.num_pairs > 0
+    space, X = res.space, res.X
+    for field in ("allocation", "colocated_allocation", "effective_throughputs"):
+        assert not res.is_built(field)
+    assert res.allocation == space.allocation_dict(X)
+    assert res.colocated_allocation == space.colocated_list(X)
+    thr = space.throughput_values(X)
+    assert res.effective_throughputs == dict(zip(space.jobs.labels.tolist(), thr.tolist()))
+    assert res.is_built("allocation") and res.is_built("effective_throughputs")
+
+
+def test_deferred_result_pickles_copies_and_serializes() -> None:
+    res = get_policy("max_sum_throughput").solve(problem(10, 1))
+    ref = copy.copy(res.space.allocation_dict(res.X))
+    clone = pickle.loads(pickle.dumps(res))  # builders are closures: built before pickling
+    assert clone.allocation == ref and clone.effective_throughputs == res.effective_throughputs
+    res2 = get_policy("max_sum_throughput").solve(problem(10, 1))
+    assert copy.deepcopy(res2).allocation == ref
+    res3 = get_policy("max_sum_throughput").solve(problem(10, 1))
+    assert res3.to_dict()["allocation"] == ref
+    res3.allocation = {"x": {}}  # assigning replaces a pending builder
+    assert res3.allocation == {"x": {}} and res3.is_built("allocation")
+    with pytest.raises(ValueError, match="cannot defer"):
+        PolicyResult("p", "s", Status.OPTIMAL, 0.0, {}).defer(timings=dict)
+
+
+def test_mechanism_arrays_same_from_deferred_and_built_dictionaries() -> None:
+    from policyopt.sim.scheduling import mechanism_arrays
+
+    p = problem(16, 5)
+    scale = {j.id: j.scale_factor for j in p.jobs}
+    counts = {"v100": 4, "p100": 2, "k80": 4}
+    lazy = get_policy("max_min_fairness").solve(p)
+    eager = get_policy("max_min_fairness").solve(p)
+    _ = eager.allocation, eager.colocated_allocation  # built
+    a = mechanism_arrays(lazy, tuple(counts), counts, scale)
+    b = mechanism_arrays(eager, tuple(counts), counts, scale)
+    assert a is not None and b is not None and not lazy.is_built("allocation")
+    np.testing.assert_array_equal(a.x, b.x)
+    assert a.job_ids == b.job_ids and a.combos == b.combos
+
+
+def test_warm_basis_is_read_only_when_the_next_solve_uses_it() -> None:
+    pol = get_policy("max_sum_throughput")
+    p = problem(30, 2)
+    pol.solve(p)
+    snap = recall(pol)
+    assert snap is not None and snap._source is not None  # not read yet
+    pol.solve(p.with_jobs(list(p.jobs)[:-1]))  # the next solve reads and carries it
+    assert snap._source is None and snap.statuses() is not None
+
+
+def test_reused_highs_object_starts_clean() -> None:
+    """A ``Highs`` object handed back by a collected model is reused with HiGHS's default options
+    and no model, basis or solution left from before."""
+    import gc
+
+    from policyopt.solvers import highs as hb
+
+    forms = []
+
+    class Recording(hb.HighsSolver):
+        def load(self, sf, options):  # type: ignore[no-untyped-def]
+            forms.append(sf.copy())
+            return super().load(sf, options)
+
+    pol = get_policy("max_sum_throughput")
+    pol.config["solver"] = Recording()
+    pol.solve(problem(20, 4))
+    sf = forms[0]
+    first = hb.HighsSolver().load(sf.copy(), SolverOptions(time_limit=5.0, extra={"presolve": "off"}))
+    r1 = first.solve()
+    h = first.h
+    del first
+    gc.collect()
+    second = hb.HighsSolver().load(sf.copy(), SolverOptions())
+    assert second._h is h  # reused
+    assert h.getOptionValue("time_limit")[1] == float("inf")  # (status, value)
+    assert h.getOptionValue("presolve")[1] == "choose"
+    assert h.getNumCol() == 0  # no model until the solve passes it
+    r2 = second.solve()
+    assert r2.ok and r2.objective == pytest.approx(r1.objective, rel=1e-12) and r2.iterations and r2.iterations > 0
