@@ -22,7 +22,9 @@ among themselves (``max_min_fairness_water_filling`` does that, with more LPs). 
 returns the first LP's allocation. If the second LP does not solve to optimality, the first
 optimum is returned with a ``message``. ``extra["fill"]`` reports its seconds, the smallest level
 of the returned allocation (``min_level``, ``t*`` to 10⁻⁹ relative and the solver's feasibility
-tolerance) and the total normalized throughput before and after.
+tolerance) and the total normalized throughput before and after. With ``algorithm=auto`` a policy
+object keeps the first LP's basis and starts its next problem's first LP from it, carried by labels
+(:mod:`policyopt.warm_start`): after an arrival or a completion, as the simulator re-solves.
 
 ``max_min_fairness_agnostic`` is the heterogeneity-agnostic baseline: the policy sees every
 throughput as 1 (pairs as their packed/alone ratios), so it shares time, not speed; the reported
