@@ -89,9 +89,11 @@ class NodePool:
         # tenant quota use
         self.quota_left = {name: np.array([np.inf if v is None else float(v) for v in
                                            (q.gpus, q.cpus, q.host_mem)]) for name, q in spec.quotas.items()}
-        # quotas bound the admitted guaranteed jobs (the tenant's reservation)
+        # quotas bound the admitted guaranteed jobs (the tenant's reservation), each charged at most
+        # its quota_charge_cap (a job pinned past its quota under "reserve": its request)
         self.tenant = np.where(np.isin(np.arange(len(space.jobs)), space.sla_jobs),
                                space.jobs_frame["tenant"].to_numpy(dtype=object), None)
+        self.charge_cap = space.quota_charge_cap()
         # running jobs' current nodes (``CurrentConfig.node_ids``), for a job on its current column
         self.home: dict[int, tuple[int, ...]] = {}
         for m, jid in enumerate(space.jobs.labels.tolist()):
@@ -110,12 +112,12 @@ class NodePool:
 
     def _quota_ok(self, job: int, g: float, c: float, h: float) -> bool:
         q = self._quota_of(job)
-        return q is None or bool(np.all(np.array([g, c, h]) <= q + 1e-9))
+        return q is None or bool(np.all(np.minimum([g, c, h], self.charge_cap[job]) <= q + 1e-9))
 
     def _quota_use(self, job: int, g: float, c: float, h: float, sign: float) -> None:
         q = self._quota_of(job)
         if q is not None:
-            q -= sign * np.array([g, c, h])
+            q -= sign * np.minimum([g, c, h], self.charge_cap[job])
 
     # ------------------------------------------------------------------ placement
     def place(self, job: int, col: int) -> Placement | None:

@@ -369,11 +369,13 @@ class MultiResourceSpace(AllocationSpace):
         tenant = self.jobs_frame["tenant"].to_numpy(dtype=object)
         in_quota = np.zeros(len(self.jobs), bool)
         in_quota[self.sla_jobs] = True
+        most = self.quota_charge_cap()[jj]
         for name, q in spec.quotas.items():
             mine = (tenant[jj] == name) & in_quota[jj]
-            for res, lim, coef in (("gpus", q.gpus, self.cfg_gpus[cc]), ("cpus", q.cpus, self.cfg_cpus[cc]),
+            for res, lim, coef in (("gpus", q.gpus, np.minimum(self.cfg_gpus[cc], most[:, 0])),
+                                   ("cpus", q.cpus, np.minimum(self.cfg_cpus[cc], most[:, 1])),
                                    ("host_mem_gib", None if q.host_mem is None else q.host_mem / GiB,
-                                    self.H[jj, cc] / GiB)):
+                                    np.minimum(self.H[jj, cc], most[:, 2]) / GiB)):
                 if lim is None:
                     continue
                 names.append(f"quota.{name}.{res}")
@@ -388,6 +390,25 @@ class MultiResourceSpace(AllocationSpace):
             np.concatenate(rows) if rows else np.zeros(0, np.int64),
             np.concatenate(cols) if cols else np.zeros(0, np.int64),
             np.concatenate(vals) if vals else np.zeros(0), (len(names), len(self.rows) * len(self.configs)))
+
+    def quota_charge_cap(self) -> np.ndarray:
+        """``(jobs × 3)``: the most a job's configuration is charged against its tenant's quota (GPUs,
+        cores, host bytes). Under ``options.quota = "reserve"`` a running job pinned to its current
+        configuration by the reconfiguration rule is charged at most its *request* (what admission
+        reserved for it): what it holds beyond that is idle capacity that flowed on to it in an
+        earlier round, and charging it in full would make its own guarantee infeasible. ``inf``
+        for every other job, and for all jobs under ``"cap"``."""
+        n = len(self.jobs)
+        out = np.full((n, 3), np.inf)
+        if self.spec.options.quota != "reserve" or n == 0:
+            return out
+        jf = self.jobs_frame
+        pinned = jf["running"].to_numpy(bool) & ~jf["eligible"].to_numpy(bool)
+        gpus = jf["gpus"].to_numpy(float)
+        request = np.column_stack([gpus, jf["cpus"].to_numpy(float),
+                                   self.ref_host + self.spec.options.host_mem_per_gpu * gpus])
+        out[pinned] = request[pinned]
+        return out
 
     def quota_rows(self) -> np.ndarray:
         """Mask over ``resources``: the tenant quota rows (``quota.<tenant>.<resource>``)."""
@@ -429,7 +450,7 @@ class MultiResourceSpace(AllocationSpace):
         self.sla_allocation = np.zeros((n, len(self.configs)))
         if admitted.size:
             X0 = self._cheapest_sla_allocation()
-            if X0 is not None and not self._violations(X0, sla=False):
+            if X0 is not None and not self._violations(X0, sla=False, quotas=True):
                 self.sla_allocation = X0
             else:
                 self._solve_shortfall()
@@ -607,12 +628,13 @@ class MultiResourceSpace(AllocationSpace):
         names = [f"{t}.gpus" for t in self.worker_types.labels.tolist()] + self.resources.labels.tolist()
         return dict(zip(names, vals.tolist()))
 
-    def _violations(self, X: np.ndarray, tol: float = 1e-6, sla: bool = True) -> list[str]:
+    def _violations(self, X: np.ndarray, tol: float = 1e-6, sla: bool = True, quotas: bool = False) -> list[str]:
+        """Rows ``X`` breaks; quota rows only under ``"cap"`` or with ``quotas`` (the policy's stage)."""
         problems = AllocationSpace.check(self, X, tol)
         if len(self.resources):
             use = self.resource_matrix() @ X.ravel()
             over = use > self.resource_limits + tol * np.maximum(1.0, self.resource_limits)
-            if self.spec.options.quota == "reserve":  # a quota reserves: idle capacity may flow past it
+            if self.spec.options.quota == "reserve" and not quotas:  # idle capacity may flow past a quota
                 over &= ~self.quota_rows()
             for i in np.flatnonzero(over):
                 problems.append(f"{self.resources.labels[i]} exceeded: {use[i]:.6g} > {self.resource_limits[i]:.6g}")
