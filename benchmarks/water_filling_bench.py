@@ -11,7 +11,8 @@ cluster (each entity gets ``W_s/ΣW`` of every type and water-fills inside its s
 
 The published method (``water_filling_milp``, ``--milp-sizes``) may end by Gavel's stopping rule or
 its MILP node budget: its rows then show status ``stopped`` and the objective of the allocation it
-returned. With ``--fresh-process`` each of its runs is made in a new process, which reports its own
+returned (``--milp-sizes 0``: Gavel's own multilevel test input, :func:`gavel_multilevel_problem`).
+With ``--fresh-process`` each of its runs is made in a new process, which reports its own
 peak resident memory (``ru_maxrss``) and CPU seconds; ``--mip-node-limit`` sets its node budget.
 
 Run::
@@ -33,7 +34,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from policyopt import Cluster, Entity, Problem, get_policy
+from policyopt import Cluster, Entity, Job, Problem, get_policy
 from policyopt.data.gavel import GavelThroughputs, load_gavel
 from policyopt.formulations.hierarchical import entity_groups
 from policyopt.formulations.water_filling import FillGroup, WaterFillingEngine, normalized_throughput
@@ -133,11 +134,43 @@ def run_policy(name: str, problem: Problem, **options: Any) -> dict[str, Any]:
             "unfrozen_at_stop": wf.get("unfrozen_at_stop"), "node_limit_hits": wf.get("milp_node_limit_hits")}
 
 
+def gavel_multilevel_problem(seed: int = 0, num_jobs: int = 300, num_entities: int = 10,
+                             gpus_per_type: int = 64) -> Problem:
+    """The input of Gavel's ``scheduler/tests/water_filling_tests_hierarchical.py`` (its first
+    problem for ``random.seed(seed)``): each entity draws its policy (fifo or fairness) and weight
+    1–5; each job three uniform throughputs sorted ascending for k80 < p100 < v100, scale factor
+    1, 2 or 4, a random entity and priority 1–5 (1 in a fifo entity); 64 GPUs of each type.
+    Python's ``random`` draws in Gavel's order, so the numbers are Gavel's."""
+    import random
+
+    rng = random.Random(seed)
+    entities: dict[str, Entity] = {}
+    for i in range(num_entities):
+        policy = ["fifo", "fairness"][rng.randint(0, 1)]
+        entities[f"entity{i}"] = Entity(f"entity{i}", float(rng.randint(1, 5)), policy)
+    types = ["k80", "p100", "v100"]
+    jobs = []
+    for i in range(num_jobs):
+        thr = sorted(rng.random() for _ in types)
+        sf = 2 ** rng.randint(0, 2)
+        ent = f"entity{rng.randint(0, num_entities - 1)}"
+        weight = float(rng.randint(1, 5))
+        if entities[ent].policy == "fifo":
+            weight = 1.0
+        jobs.append(Job(str(i), dict(zip(types, thr)), sf, weight, entity=ent))
+    cluster = Cluster.from_counts(dict.fromkeys(types, gpus_per_type), gpus_per_server=4)
+    return Problem(cluster, tuple(jobs), entities=entities)
+
+
 def _milp_case(n: int, seed: int, options: dict[str, Any]) -> dict[str, Any]:
-    """``water_filling_milp(hierarchical=True)`` on the n-job "2 fair + 1 fifo" case, with this
-    process's CPU seconds and peak resident memory (MB) — meant to run in a fresh process."""
-    spec = ENTITY_SETS["2 fair + 1 fifo"]
-    hp = with_entities(gavel_problem(n, seed), [w for w, _ in spec], [p for _, p in spec], seed)
+    """``water_filling_milp(hierarchical=True)`` on the n-job "2 fair + 1 fifo" case (``n = 0``:
+    Gavel's own multilevel test input), with this process's CPU seconds and peak resident memory
+    (MB) — meant to run in a fresh process."""
+    if n == 0:
+        hp = gavel_multilevel_problem(seed)
+    else:
+        spec = ENTITY_SETS["2 fair + 1 fifo"]
+        hp = with_entities(gavel_problem(n, seed), [w for w, _ in spec], [p for _, p in spec], seed)
     c0 = time.process_time()
     row = run_policy("water_filling_milp", hp, hierarchical=True, **options)
     row["cpu_s"] = time.process_time() - c0
@@ -163,7 +196,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--sizes", type=int, nargs="*", default=[256, 1024, 2048])
     ap.add_argument("--pairs-sizes", type=int, nargs="*", default=[64, 128, 256])
-    ap.add_argument("--milp-sizes", type=int, nargs="*", default=[16, 32, 64])
+    ap.add_argument("--milp-sizes", type=int, nargs="*", default=[16, 32, 64],
+                    help="jobs of the water_filling_milp cases; 0 = Gavel's own multilevel test input (300 jobs)")
     ap.add_argument("--entities", nargs="+", default=list(ENTITY_SETS), choices=list(ENTITY_SETS))
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--fresh-process", action="store_true",
@@ -193,15 +227,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     stops = []
 
     for n in args.milp_sizes:  # the published method (LP + MILP per level) against ours
-        base = gavel_problem(n, args.seed, data=data)
-        spec = ENTITY_SETS["2 fair + 1 fifo"]
-        hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
+        if n == 0:  # Gavel's own multilevel test input
+            hp, label = gavel_multilevel_problem(args.seed), "Gavel's multilevel test (10 entities)"
+        else:
+            spec = ENTITY_SETS["2 fair + 1 fifo"]
+            hp = with_entities(gavel_problem(n, args.seed, data=data), [w for w, _ in spec], [p for _, p in spec],
+                               args.seed)
+            label = "2 fair + 1 fifo"
         if args.fresh_process:
             ref = milp_in_fresh_process(n, args.seed, milp_options)
         else:
             ref = run_policy("water_filling_milp", hp, hierarchical=True, **milp_options)
-        show(ref, "2 fair + 1 fifo")
-        show(run_policy("hierarchical", hp), "2 fair + 1 fifo")
+        show(ref, label)
+        show(run_policy("hierarchical", hp), label)
         stops.append(ref)
     for n in args.sizes:
         base = gavel_problem(n, args.seed, data=data)
@@ -219,7 +257,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             show(run_policy("hierarchical", hp, space_sharing=True), name)
     if stops:
         print()
-        print("water_filling_milp(hierarchical=True), 2 fair + 1 fifo: how it ended")
+        print("water_filling_milp(hierarchical=True): how it ended (0 jobs = Gavel's multilevel test input)")
         print("| jobs | status | jobs never settled | MILPs at the node limit | wall s | CPU s | peak memory MB "
               "| message |")
         print("|---|---|---|---|---|---|---|---|")
