@@ -23,23 +23,26 @@ def problem(jobs: dict[str, tuple[float, float, float | None]]) -> policyopt.Pro
     })
 
 
-def gavel_ftf_optimum(jobs: dict[str, tuple[float, float, float]]) -> float:
-    """min_X max_m (t_m + s_m/thr_m(X)) / (c_m + s_m/iso_m) by bisection on ρ with an LP feasibility
-    test per level (Gavel's formula; iso_m = thr_m with 1/n of every type)."""
-    ids = list(jobs)
-    n, K = len(ids), len(TYPES)
-    T = np.array([THR[j] for j in ids])
-    iso = T.sum(axis=1) / n
-    s, t, c = (np.array([jobs[j][k] for j in ids]) for k in range(3))
-    D = c + s / iso
+def gavel_isolated_throughputs(T: np.ndarray, counts: np.ndarray, sf: np.ndarray) -> np.ndarray:
+    """Gavel's isolated allocation: each of the ``n`` jobs gets ``count_t/n`` of every type divided
+    by its scale factor, rows scaled down to sum to at most 1; its throughput ``Σ_t T·x``."""
+    x = np.tile(counts / T.shape[0], (T.shape[0], 1)) / sf[:, None]
+    x /= np.maximum(x.sum(axis=1), 1.0)[:, None]
+    return (T * x).sum(axis=1)
+
+
+def gavel_rho_optimum(T: np.ndarray, counts: np.ndarray, s: np.ndarray, t: np.ndarray, c: np.ndarray) -> float:
+    """``min_X max_m (t_m + s_m/thr_m(X))/(c_m + s_m/iso_m)`` over Gavel's constraints (job time ≤ 1,
+    ``Σ_m x[m, t] ≤ count_t``, scale factors 1), by bisection on ρ with a scipy LP feasibility test."""
+    n, K = T.shape
+    D = c + s / gavel_isolated_throughputs(T, counts, np.ones(n))
+    A_ub = np.vstack([-np.kron(np.eye(n), np.ones(K)) * T.ravel()[None, :],
+                      np.kron(np.eye(n), np.ones(K)), np.kron(np.ones(n), np.eye(K))])
 
     def feasible(rho: float) -> bool:
         if np.any(rho * D <= t):
             return False
-        need = s / (rho * D - t)  # thr_m ≥ need_m
-        A_ub = np.vstack([-np.kron(np.eye(n), np.ones(K)) * np.repeat(T, 1, axis=0).ravel()[None, :],
-                          np.kron(np.eye(n), np.ones(K)), np.kron(np.ones(n), np.eye(K))])
-        b_ub = np.concatenate([-need, np.ones(n), np.ones(K)])
+        b_ub = np.concatenate([-s / (rho * D - t), np.ones(n), counts])
         return linprog(np.zeros(n * K), A_ub=A_ub, b_ub=b_ub, bounds=(0, 1), method="highs").status == 0
 
     lo, hi = 1e-6, 1e3
@@ -47,6 +50,15 @@ def gavel_ftf_optimum(jobs: dict[str, tuple[float, float, float]]) -> float:
         mid = 0.5 * (lo + hi)
         lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
     return hi
+
+
+def gavel_ftf_optimum(jobs: dict[str, tuple[float, float, float]]) -> float:
+    """min_X max_m (t_m + s_m/thr_m(X)) / (c_m + s_m/iso_m) on one GPU of each type
+    (:func:`gavel_rho_optimum`; iso_m = thr_m with 1/n of every type)."""
+    ids = list(jobs)
+    T = np.array([THR[j] for j in ids])
+    s, t, c = (np.array([jobs[j][k] for j in ids]) for k in range(3))
+    return gavel_rho_optimum(T, np.ones(len(TYPES)), s, t, c)
 
 
 def test_two_calls_hand_computed() -> None:
@@ -107,35 +119,6 @@ def test_simulator_fills_isolated_time(gavel) -> None:
 GAVEL_TYPES = ("v100", "p100", "k80")
 GAVEL_COUNTS = np.array([1.0, 2.0, 3.0])
 GAVEL_THR = np.array([[2.0, 1.0, 0.5], [3.0, 2.0, 1.0]])  # scheduler/tests/policies_tests.py, jobs 0 and 1
-
-
-def gavel_isolated_throughputs(T: np.ndarray, counts: np.ndarray, sf: np.ndarray) -> np.ndarray:
-    """Gavel's isolated allocation: each of the ``n`` jobs gets ``count_t/n`` of every type divided
-    by its scale factor, rows scaled down to sum to at most 1; its throughput ``Σ_t T·x``."""
-    x = np.tile(counts / T.shape[0], (T.shape[0], 1)) / sf[:, None]
-    x /= np.maximum(x.sum(axis=1), 1.0)[:, None]
-    return (T * x).sum(axis=1)
-
-
-def gavel_rho_optimum(T: np.ndarray, counts: np.ndarray, s: np.ndarray, t: np.ndarray, c: np.ndarray) -> float:
-    """``min_X max_m (t_m + s_m/thr_m(X))/(c_m + s_m/iso_m)`` over Gavel's constraints (job time ≤ 1,
-    ``Σ_m x[m, t] ≤ count_t``, scale factors 1), by bisection on ρ with a scipy LP feasibility test."""
-    n, K = T.shape
-    D = c + s / gavel_isolated_throughputs(T, counts, np.ones(n))
-    A_ub = np.vstack([-np.kron(np.eye(n), np.ones(K)) * T.ravel()[None, :],
-                      np.kron(np.eye(n), np.ones(K)), np.kron(np.ones(n), np.eye(K))])
-
-    def feasible(rho: float) -> bool:
-        if np.any(rho * D <= t):
-            return False
-        b_ub = np.concatenate([-s / (rho * D - t), np.ones(n), counts])
-        return linprog(np.zeros(n * K), A_ub=A_ub, b_ub=b_ub, bounds=(0, 1), method="highs").status == 0
-
-    lo, hi = 1e-6, 1e3
-    for _ in range(100):
-        mid = 0.5 * (lo + hi)
-        lo, hi = (lo, mid) if feasible(mid) else (mid, hi)
-    return hi
 
 
 def gavel_problem(steps: tuple[float, float], c: tuple[float, float] | None) -> policyopt.Problem:
