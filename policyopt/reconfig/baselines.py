@@ -48,7 +48,8 @@ from policyopt.policy import Option, Policy, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
 
-from .placement import Assignment, Greedy, integralize, keep_current_nodes
+from .home_nodes import keep_current_nodes
+from .placement import Assignment, Greedy, integralize
 from .space import MultiResourceSpace
 from .spec import ReconfigProblem
 
@@ -84,7 +85,7 @@ def assignment_result(policy: Policy, space: MultiResourceSpace, assign: Assignm
                       solver: str, **extra: Any) -> PolicyResult:
     """Package an integral assignment: ``X`` 0/1, placed throughputs, per-job placements. Running
     jobs that keep their configuration stay on their current nodes where the others fit around them
-    (:func:`~.placement.keep_current_nodes`)."""
+    (:func:`~.home_nodes.keep_current_nodes`)."""
     assign = keep_current_nodes(space, assign)
     X = assign.X(space)
     thr = assign.throughputs(len(space.jobs))
