@@ -23,6 +23,7 @@ import socket
 import sys
 import time
 from pathlib import Path
+from queue import Empty
 from typing import Any
 
 import pandas as pd
@@ -107,7 +108,7 @@ def nccl_check(ranks: int, steps: int, job_type: str, kind: str = "cuda") -> lis
     while len(records) < ranks and time.monotonic() < deadline:
         try:
             records.append(queue.get(timeout=5.0))
-        except Exception:  # noqa: BLE001 - queue.Empty: poll again until the deadline
+        except Empty:  # poll again until the deadline
             if not any(p.is_alive() for p in procs) and queue.empty():
                 break
     for p in procs:
