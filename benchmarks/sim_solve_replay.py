@@ -24,6 +24,9 @@ import numpy as np
 
 
 def record(path: str, jobs: int, rate: float, seed: int) -> None:
+    """Simulate ``jobs`` Gavel jobs at ``rate`` jobs/hour (trace ``seed``) under ``max_min_fairness``
+    and write every problem its policy was asked to solve, in order, to ``path`` (a JSON list of
+    ``Problem.to_dict``)."""
     from policyopt.data.gavel import load_gavel
     from policyopt.policy import get_policy
     from policyopt.sim.simulator import SimConfig, Simulator
@@ -57,6 +60,9 @@ def record(path: str, jobs: int, rate: float, seed: int) -> None:
 
 
 def replay(path: str, policy: str, first: int | None) -> None:
+    """Solve the problems recorded in ``path`` (the first ``first``, or all) in order with one
+    ``policy`` object; print the mean CPU milliseconds per solve (``time.process_time`` around each
+    ``solve``) and the sum of the objectives."""
     import policyopt
     from policyopt.policy import get_policy
     from policyopt.problem import Problem

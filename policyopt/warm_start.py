@@ -49,6 +49,7 @@ class BasisSnapshot:
 
     @property
     def col_status(self) -> np.ndarray:
+        """The columns' basis statuses (:data:`LOWER`, :data:`BASIC`, ...); ``ValueError`` without a basis."""
         s = self.statuses()
         if s is None:
             raise ValueError("the snapshot holds no basis")
@@ -56,6 +57,7 @@ class BasisSnapshot:
 
     @property
     def row_status(self) -> np.ndarray:
+        """The rows' basis statuses; ``ValueError`` without a basis."""
         s = self.statuses()
         if s is None:
             raise ValueError("the snapshot holds no basis")
