@@ -27,19 +27,40 @@ def test_rubick_greedy_does_not_replace_unchanged_jobs() -> None:
     assert d1.jobs[unchanged[0]].current().node_ids == d1.jobs[unchanged[0]].nodes
 
 
-def test_keeping_nodes_changes_neither_columns_nor_throughputs_nor_capacity() -> None:
+def test_keeping_nodes_changes_neither_columns_nor_throughputs_nor_capacity(monkeypatch) -> None:
+    """Against the greedy's own assignment (the same solve with ``keep_current_nodes`` switched off),
+    keeping nodes changes no job's column or throughput and moves at least one job; no node holds
+    more GPUs, cores or host memory than it has."""
+    from policyopt.reconfig import baselines
+    from policyopt.reconfig.placement import NodePool
+
+    moved = 0
     for seed in range(3):
         jobs = transformers_trace(32, static=True, seed=seed, max_gpus=16)
-        d1, d2 = _two_rounds(jobs, 4, [j for i, j in enumerate(jobs) if i % 4])
+        d1 = reconfig_round(trace_problem(jobs, nodes=4), "rubick_greedy")
+        states = {j: JobState(current=d.current()) for j, d in d1.jobs.items()}
+        problem = trace_problem([j for i, j in enumerate(jobs) if i % 4], nodes=4, states=states)
+        d2 = reconfig_round(problem, "rubick_greedy")
+        with monkeypatch.context() as m:
+            m.setattr(baselines, "keep_current_nodes", lambda space, assign: assign)
+            raw = reconfig_round(problem, "rubick_greedy")
         sp, assign = d2.space, d2.assignment
-        X = assign.X(sp)
-        np.testing.assert_array_equal(X, d2.result.X)  # what the policy decided
-        used = np.zeros(4)
+        np.testing.assert_array_equal(assign.X(sp), raw.assignment.X(raw.space))
+        assert sorted(assign.placements) == sorted(raw.assignment.placements)
+        for m_, p in assign.placements.items():
+            q = raw.assignment.placements[m_]
+            assert (p.col, p.thr, sorted(p.gpus), p.spread) == (q.col, q.thr, sorted(q.gpus), q.spread)
+            moved += p.nodes != q.nodes
+        pool = NodePool(sp)  # fresh: every node's capacity
+        used = [np.zeros((a.size, 3)) for a in pool.free_gpu]
         for p in assign.placements.values():
-            np.add.at(used, list(p.nodes), p.gpus)
-        assert (used <= 8).all()
+            np.add.at(used[p.node_type], list(p.nodes), np.column_stack([p.gpus, p.cpus, p.host]))
+        for t, u in enumerate(used):
+            assert (u[:, 0] <= pool.free_gpu[t]).all() and (u[:, 1] <= pool.free_cpu[t] + 1e-9).all()
+            assert (u[:, 2] <= pool.free_mem[t] + 1e-6).all()
         for j, e in d2.jobs.items():
-            assert not e.running or e.throughput == pytest.approx(d2.result.effective_throughputs[j])
+            assert not e.running or e.throughput == pytest.approx(raw.jobs[j].throughput)
+    assert moved > 0
 
 
 def test_node_ids_are_read_and_checked() -> None:
