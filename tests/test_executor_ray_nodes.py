@@ -22,6 +22,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -44,6 +45,19 @@ def _wait(what: str, predicate, timeout: float, proc: subprocess.Popen[bytes]) -
         assert proc.poll() is None, f"the executor exited ({proc.returncode}) while waiting for {what}"
         assert time.time() - t0 < timeout, f"timed out waiting for {what}"
         time.sleep(0.3)
+
+
+def _state(path: Path) -> ExecutorState | None:
+    """The executor's state, or None while its process has not created the file or written its
+    first page (the file exists with 0 bytes for a moment, which the state check refuses)."""
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    return ExecutorState(path)
+
+
+def _topology(path: Path) -> dict[str, Any]:
+    st = _state(path)
+    return (st.get("topology") if st is not None else None) or {}
 
 
 def test_ray_multinode_node_loss_and_return(tmp_path: Path) -> None:
@@ -72,14 +86,14 @@ def test_ray_multinode_node_loss_and_return(tmp_path: Path) -> None:
             env=env, stdout=log, stderr=subprocess.STDOUT)
 
         def b_slots() -> set[str]:
-            topo = ExecutorState(state_path).get("topology") or {}
+            topo = _topology(state_path)
             names = {str(i): f"cpu1-{k}" for i, k in ((0, 0), (1, 1))}
             return {names[i] for i, n in (topo.get("nodes") or {}).items() if n == node_b.node_id and i in names}
 
         def dp_job_training_on_b() -> bool:
-            if not state_path.exists():
+            st = _state(state_path)
+            if st is None:
                 return False
-            st = ExecutorState(state_path)
             on_b = b_slots()
             for rec in st.jobs().values():
                 p = rec.process or {}
@@ -98,7 +112,7 @@ def test_ray_multinode_node_loss_and_return(tmp_path: Path) -> None:
         cluster.remove_node(node_b)
         removed_at = time.time()
         _wait("the executor to take the lost slot out", lambda: any(
-            e["event"] == "lost" for e in (ExecutorState(state_path).get("topology") or {}).get("events", [])),
+            e["event"] == "lost" for e in _topology(state_path).get("events", [])),
             4 * ROUND + 30, proc)
         noticed = time.time() - removed_at
         cluster.add_node(num_cpus=1, resources={"pw:cpu1": 1}, object_store_memory=MEM)
