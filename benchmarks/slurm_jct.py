@@ -13,7 +13,9 @@ of four zoo types on 1, 2 and 4 GPUs, all submitted at once):
 * one arm per policy: the jobs are submitted held with the opt-in comment and ``policyopt slurm``
   drives them round by round.
 
-JCT = Slurm's end time - submit time of each job (from ``squeue --json``). Writes
+JCT = Slurm's end time - the job's submit time as Slurm listed it right after ``sbatch`` (from
+``squeue --json``; Slurm resets a requeued job's submit time, so the final record's would measure
+from the last requeue). Writes
 ``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the arms of
 one run, not numbers across runs.
 """
@@ -28,7 +30,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from policyopt.slurm.demo import DEMO_WORKLOAD, submit, write_throughputs
+from policyopt.slurm.demo import DEMO_THROUGHPUTS, DEMO_WORKLOAD, submit, write_throughputs
 from policyopt.slurm.localcluster import LocalSlurm, slurm_missing
 from policyopt.slurm.slurmcmd import Slurm
 
@@ -52,6 +54,8 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
         table = write_throughputs(work / "throughputs.json")
         t0 = time.time()
         ids = submit(cluster, work, DEMO_WORKLOAD, opt_in=policy is not None, hold=policy is not None)
+        # Slurm resets a requeued job's submit time: keep the original one
+        submitted = {j.job_id: j.submit_time for j in Slurm(cluster.env).jobs(["gpu"]) if j.job_id in ids}
         proc = None
         if policy is not None:
             argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
@@ -71,7 +75,11 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             progress = json.loads((work / "progress" / f"{jid}.json").read_text())
             if progress["steps_done"] != job.steps or progress["status"] != "completed":
                 raise RuntimeError(f"job {jid}: {progress['status']} at {progress['steps_done']}/{job.steps}")
-        jct = {jid: jobs[jid].end_time - jobs[jid].submit_time for jid in ids}
+        jct = {jid: jobs[jid].end_time - submitted[jid] for jid in ids}
+        for jid, job in zip(ids, DEMO_WORKLOAD):  # no job can finish faster than at its best speed
+            fastest = job.steps / max(DEMO_THROUGHPUTS[job.job_type].values())
+            if jct[jid] < fastest - 1.0:
+                raise RuntimeError(f"job {jid}: JCT {jct[jid]:.0f} s is below its {fastest:.0f} s at full speed")
         states = {jid: jobs[jid].state for jid in ids}
         restarts = {jid: jobs[jid].restarts for jid in ids}
     return {"arm": policy or "slurm (backfill, no controller)", "jct": jct, "states": states, "restarts": restarts,
