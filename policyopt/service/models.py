@@ -56,7 +56,7 @@ RECONFIG_SCHEMA: dict[str, Any] = {
         "quotas": {"type": "object", "description": "tenant -> gpus, cpus, host_mem"},
         "options": {"type": "object", "description": "reconfigure (all | plans | resources | none | dp_only | "
                     "cpus_only), threshold, gpu_counts, cpus_per_gpu, host_mem_per_gpu, round_seconds, "
-                    "usable_fraction, max_tp, quota (cap | reserve)"}}}
+                    "usable_fraction, max_tp, quota (reserve, default: idle capacity flows past a quota | cap)"}}}
 
 
 def _problem_schema() -> dict[str, Any]:
