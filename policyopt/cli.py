@@ -144,7 +144,8 @@ def _cmd_solvers(args: argparse.Namespace) -> int:
 def add_subparser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("solve", help="solve one allocation problem with a policy",
                        description="Solve an interchange-format problem (docs/schema.md) with a registered policy.")
-    p.add_argument("--policy", required=True, help="registered policy name (policyopt policies)")
+    p.add_argument("--policy", default="max_min_fairness",
+                   help="registered policy name (policyopt policies; default: max_min_fairness)")
     p.add_argument("--input", help="problem JSON file ('-' = stdin)")
     p.add_argument("--example", help="a built-in example problem: small, gavel-small")
     p.add_argument("--solver", help="highs (default), cvxpy[:SOLVER], pulp[:PULP_CBC_CMD|HiGHS]")

@@ -41,6 +41,10 @@ def test_solve_stdout_is_json_only(tmp_path: Path) -> None:
                           f" | {sys.executable} -m json.tool", shell=True, capture_output=True, text=True, timeout=300,
                           check=False)
     assert pipe.returncode == 0 and '"status": "optimal"' in pipe.stdout, pipe.stderr
+    # the command exactly as a new user types it: --policy defaults to max_min_fairness
+    bare = subprocess.run(f"{sys.executable} -m policyopt solve --input {p} | {sys.executable} -m json.tool",
+                          shell=True, capture_output=True, text=True, timeout=300, check=False)
+    assert bare.returncode == 0 and '"policy": "max_min_fairness"' in bare.stdout, bare.stderr
 
 
 @pytest.mark.parametrize("extra", [["--pop-k", "2"], ["--solver", "pulp:HiGHS"], ["--solver", "cvxpy:HIGHS"],
