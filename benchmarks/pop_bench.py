@@ -41,15 +41,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+from water_filling_bench import gavel_problem  # the sibling benchmark's generator (the script's folder is on the path)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from water_filling_bench import gavel_problem  # noqa: E402
-
-from policyopt import Problem, get_policy  # noqa: E402
-from policyopt.allocation import AllocationSpace  # noqa: E402
-from policyopt.data.gavel import load_gavel  # noqa: E402
-from policyopt.pop import Partition, PopState, pop  # noqa: E402
+from policyopt import Problem, get_policy
+from policyopt.allocation import AllocationSpace
+from policyopt.data.gavel import load_gavel
+from policyopt.pop import Partition, PopState, pop
 
 
 class ReferencePartition(PopState):

@@ -31,9 +31,7 @@ import argparse
 import json
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -45,8 +43,7 @@ from policyopt.pop import pop
 from policyopt.reconfig.pop_support import allocation_array
 from policyopt.reconfig.trace import simulate_fluid, trace_problem, transformers_trace
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from pop_bench import parallel_capacity  # noqa: E402  (the POP part's machine probe)
+from pop_bench import parallel_capacity  # the POP part's machine probe (the script's folder is on the path)
 
 METHODS: list[tuple[str, str, dict[str, Any]]] = [
     ("LP fluid_srpt", "fluid_srpt", {}),
