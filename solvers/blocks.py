@@ -118,13 +118,32 @@ def _block_sum(blk: np.ndarray, v: np.ndarray, B: int) -> np.ndarray:
     return lo + (hi << np.uint64(32))
 
 
-def _item_hash(kind: int | np.ndarray, a: np.ndarray, b: np.ndarray | int, v: np.ndarray) -> np.ndarray:
-    """``mix(key(kind, a, b)·C ^ bits(v))`` per item: ``kind`` the item's kind, ``a``, ``b`` its
-    local indices, ``v`` its value."""
-    key = (np.asarray(kind).astype(np.uint64) * np.uint64(0x100000001B3) + a.astype(np.uint64)) \
-        * np.uint64(0x9E3779B97F4A7C15) + np.asarray(b).astype(np.uint64)
-    bits = np.ascontiguousarray(np.asarray(v, np.float64) + 0.0).view(np.uint64)  # -0.0 → 0.0
-    return _mix(bits ^ (key * np.uint64(0xD6E8FEB86659FD93)))
+#: a linking row's or column's code offset in the entry keys (local indices stay below it)
+_LINK = np.uint64(1 << 30)
+#: key offsets of a block column's and a block row's own data (cost and bounds; bounds) in the
+#: block hash: entry keys are ``row code·2³² + column code`` with both codes below 2³¹ (below
+#: 2⁶³), so these (2⁶³ + 2⁶² and 2⁶³ + local index) meet no entry key and not each other
+_COL_KEY = np.uint64(3 << 62)
+_ROW_KEY = np.uint64(1 << 63)
+
+
+def _codes(owner: np.ndarray, local: np.ndarray) -> np.ndarray:
+    """Per row (column): its local index in its block, or ``_LINK`` + its rank among the linking
+    ones (``owner < 0``), as uint64."""
+    link = owner < 0
+    code = local.astype(np.uint64)
+    code[link] = _LINK + np.arange(np.count_nonzero(link), dtype=np.uint64)
+    return code
+
+
+def _value_hash(key: np.ndarray, *values: np.ndarray) -> np.ndarray:
+    """``mix(… mix(key·C ^ bits(v₁)) ^ bits(v₂) …)`` per item: ``key`` (uint64) its kind and local
+    indices, ``values`` its values (``-0.0`` hashed as ``0.0``)."""
+    h = key * np.uint64(0xD6E8FEB86659FD93)
+    for v in values:
+        h ^= np.ascontiguousarray(np.asarray(v, np.float64) + 0.0).view(np.uint64)
+        h = _mix(h)
+    return h
 
 
 def detect(sf: StandardForm) -> BlockStructure | None:
@@ -154,48 +173,58 @@ def detect(sf: StandardForm) -> BlockStructure | None:
         return None
     inner = ~link_row[rows]
     inner &= ~link_col[cols]
-    # the bipartite column–row graph of the inner entries, as CSR straight from the CSC arrays
-    # (column j's neighbours are rows N + i; rows have no out-edges; undirected components)
-    ptr = np.zeros(N + R + 1, np.int64)
-    np.cumsum(np.bincount(cols[inner], minlength=N), out=ptr[1:N + 1])
-    ptr[N + 1:] = ptr[N]
-    nbr = (rows[inner] + N).astype(np.int32)
-    g = sp.csr_matrix((np.ones(nbr.size), nbr, ptr), shape=(N + R, N + R))
-    _, label = connected_components(g, directed=False)
-    col_label, row_label = label[:N], label[N:]
-    # blocks: components holding a non-linking column; rows of other components stay as they are
-    has_col = np.zeros(label.max() + 1, bool)
-    has_col[col_label[~link_col]] = True
-    block_id = np.cumsum(has_col) - 1
-    cb = np.where(link_col, -1, block_id[col_label])
-    rb = np.where(link_row | ~has_col[row_label], -1, block_id[row_label])
-    B = int(block_id[-1] + 1)
-    if B < 4:
-        return None
+    in_cols, in_rows = cols[inner], rows[inner]
+    in_cnt = np.bincount(in_cols, minlength=N)
+    if np.all(in_cnt[~link_col] == 1):
+        # star blocks (max-sum throughput's shape): every block column meets exactly one inner row,
+        # so the components are those rows with their columns — no graph search; one row per block
+        col_row = np.zeros(N, np.int64)
+        col_row[in_cols] = in_rows
+        row_has = np.zeros(R, bool)
+        row_has[in_rows] = True
+        block_id = np.cumsum(row_has) - 1
+        B = int(block_id[-1] + 1)
+        if B < 4:
+            return None
+        cb = np.where(link_col, -1, block_id[col_row])
+        rb = np.where(row_has, block_id, -1)
+        row_order = np.flatnonzero(row_has)
+        row_start = np.arange(B + 1)
+        lr = rb.copy()
+        lr[row_order] = 0
+    else:
+        # the bipartite column–row graph of the inner entries, as CSR straight from the CSC arrays
+        # (column j's neighbours are rows N + i; rows have no out-edges; undirected components)
+        ptr = np.zeros(N + R + 1, np.int64)
+        np.cumsum(in_cnt, out=ptr[1:N + 1])
+        ptr[N + 1:] = ptr[N]
+        nbr = (in_rows + N).astype(np.int32)
+        g = sp.csr_matrix((np.ones(nbr.size), nbr, ptr), shape=(N + R, N + R))
+        _, label = connected_components(g, directed=False)
+        col_label, row_label = label[:N], label[N:]
+        # blocks: components holding a non-linking column; rows of other components stay as they are
+        has_col = np.zeros(label.max() + 1, bool)
+        has_col[col_label[~link_col]] = True
+        block_id = np.cumsum(has_col) - 1
+        cb = np.where(link_col, -1, block_id[col_label])
+        rb = np.where(link_row | ~has_col[row_label], -1, block_id[row_label])
+        B = int(block_id[-1] + 1)
+        if B < 4:
+            return None
+        row_order, row_start, lr = _local_ranks(rb, B)
     # local index of every block column / row (rank by index inside its block)
     col_order, col_start, lc = _local_ranks(cb, B)
-    row_order, row_start, lr = _local_ranks(rb, B)
-    link_rows = np.flatnonzero(rb < 0)
-    link_cols = np.flatnonzero(cb < 0)
-    lrow_rank = np.full(R, -1, np.int64)
-    lrow_rank[link_rows] = np.arange(link_rows.size)
-    lcol_rank = np.full(N, -1, np.int64)
-    lcol_rank[link_cols] = np.arange(link_cols.size)
-    # the matrix part of each block's hash: its entries keyed by kind and local indices
-    # (2 inner, 3 block column in a linking row, 4 block row on a linking column)
-    ent_cb, ent_rb = cb[cols], rb[rows]
-    in_c, in_r = ent_cb >= 0, ent_rb >= 0
-    use = in_c | in_r
-    ent_cb, ent_rb, ecols, erows, evals = ent_cb[use], ent_rb[use], cols[use], rows[use], vals[use]
-    in_c, in_r = in_c[use], in_r[use]
-    e2 = in_c & in_r
-    e3 = in_c & ~in_r
-    kind = np.where(e2, 2, np.where(e3, 3, 4)).astype(np.uint64)
-    ent_a = np.where(in_r, lr[erows], lc[ecols])
-    ent_b = np.where(e2, lc[ecols], np.where(e3, lrow_rank[erows], lcol_rank[ecols]))
-    ent_blk = np.where(in_c, ent_cb, ent_rb)
-    h_mat = _block_sum(ent_blk, _item_hash(kind, ent_a, ent_b, evals), B)
-    n_mat = np.bincount(ent_blk, minlength=B)
+    # the matrix part of each block's hash: each entry keyed by the codes of its row and column (a
+    # block row or column: its local index; a linking one: _LINK + its rank among the linking ones),
+    # so an inner entry, a block column in a linking row and a block row on a linking column all
+    # have distinct keys; each entry belongs to the block of its row or column (both: the same)
+    row_code = _codes(rb, lr)
+    col_code = _codes(cb, lc)
+    key = (row_code[rows] << np.uint64(32)) | col_code[cols]
+    ent_blk = np.maximum(cb[cols], rb[rows])
+    ent_blk[ent_blk < 0] = B  # linking row × linking column: in no block (bin B, dropped)
+    h_mat = _block_sum(ent_blk, _value_hash(key, vals), B + 1)[:B]
+    n_mat = np.bincount(ent_blk, minlength=B + 1)[:B]
     return BlockStructure(A, cb, rb, B, col_order, col_start, lc, row_order, row_start, lr,
                           np.flatnonzero(cb >= 0), np.flatnonzero(rb >= 0), h_mat, n_mat)
 
@@ -214,12 +243,13 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
     # ---- one 64-bit hash per block: the sum over its items of mix(key(item) ^ bits(value)), where
     # the key holds the item's kind and local indices (order-free, so no sort); blocks with equal
     # (item count, hash) are grouped. A collision could only make the certificate below fail.
-    lcb, lrb = lc[bc], lr[br]
-    hc = _item_hash(0, lcb, 0, sf.c[bc]) + _item_hash(0, lcb, 1, sf.col_lower[bc]) \
-        + _item_hash(0, lcb, 2, sf.col_upper[bc])
-    hr = _item_hash(1, lrb, 0, sf.row_lower[br]) + _item_hash(1, lrb, 1, sf.row_upper[br])
-    h = st.h_mat + _block_sum(cb[bc], hc, B) + _block_sum(rb[br], hr, B)
-    n_items = st.n_mat + 3 * np.diff(st.col_start) + 2 * np.diff(st.row_start)
+    # (a block column: its cost and bounds under key _COL_KEY + local index; a block row: its
+    # bounds under _ROW_KEY + local index)
+    bcb, brb = cb[bc], rb[br]
+    hc = _value_hash(lc[bc].astype(np.uint64) + _COL_KEY, sf.c[bc], sf.col_lower[bc], sf.col_upper[bc])
+    hr = _value_hash(lr[br].astype(np.uint64) + _ROW_KEY, sf.row_lower[br], sf.row_upper[br])
+    h = st.h_mat + _block_sum(bcb, hc, B) + _block_sum(brb, hr, B)
+    n_items = st.n_mat + np.diff(st.col_start) + np.diff(st.row_start)
     sig = _mix(h ^ _mix(n_items.astype(np.uint64)))
     _, first, group = np.unique(sig, return_index=True, return_inverse=True)
     # groups numbered in the order of their first block: equal arrays ⇔ equal partitions
@@ -240,16 +270,16 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
     is_rep = np.zeros(B, bool)
     is_rep[rep] = True
     keep_col = cb < 0
-    keep_col[bc] = is_rep[cb[bc]]
+    keep_col[bc] = is_rep[bcb]
     keep_row = rb < 0
-    keep_row[br] = is_rep[rb[br]]
+    keep_row[br] = is_rep[brb]
     keep_cols, keep_rows = np.flatnonzero(keep_col), np.flatnonzero(keep_row)
     red_col = np.full(N, -1, np.int64)
     red_col[keep_cols] = np.arange(keep_cols.size)
     red_row = np.full(R, -1, np.int64)
     red_row[keep_rows] = np.arange(keep_rows.size)
     m_col = np.ones(N)
-    m_col[bc] = mult[group[cb[bc]]]
+    m_col[bc] = mult[group[bcb]]
     # the kept entries straight from the CSC arrays (column order and row order within a column kept)
     col_nnz = np.diff(A.indptr)
     ent_keep = np.repeat(keep_col, col_nnz)
@@ -269,13 +299,13 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
         row_scale=np.ones(keep_rows.size), row_scale_applied=True)
     # ---- maps back: every block column/row takes its representative's (same local index)
     col_src = red_col.copy()
-    rep_b = rep[group[cb[bc]]]
+    rep_b = rep[group[bcb]]
     col_src[bc] = red_col[st.col_order[st.col_start[rep_b] + lc[bc]]]
     row_src = red_row.copy()
-    rep_r = rep[group[rb[br]]]
+    rep_r = rep[group[brb]]
     row_src[br] = red_row[st.row_order[st.row_start[rep_r] + lr[br]]]
     row_div = np.ones(R)
-    row_div[br] = mult[group[rb[br]]]
+    row_div[br] = mult[group[brb]]
     if np.any(col_src < 0) or np.any(row_src < 0):
         return None  # blocks of one group differ in shape: cannot happen with equal token tables
     return BlockAggregation(reduced, keep_cols, keep_rows, col_src, row_src, row_div, B, n_groups, group, st)
