@@ -137,13 +137,17 @@ def _codes(owner: np.ndarray, local: np.ndarray) -> np.ndarray:
 
 
 def _value_hash(key: np.ndarray, *values: np.ndarray) -> np.ndarray:
-    """``mix(… mix(key·C ^ bits(v₁)) ^ bits(v₂) …)`` per item: ``key`` (uint64) its kind and local
-    indices, ``values`` its values (``-0.0`` hashed as ``0.0``)."""
+    """``mix((…(key·C ⊕ bits(v₁))·P + bits(v₂))·P + …)`` per item: ``key`` (uint64) its kind and
+    local indices, ``values`` its values (``-0.0`` hashed as ``0.0``); one finalizer per item."""
     h = key * np.uint64(0xD6E8FEB86659FD93)
-    for v in values:
-        h ^= np.ascontiguousarray(np.asarray(v, np.float64) + 0.0).view(np.uint64)
-        h = _mix(h)
-    return h
+    for i, v in enumerate(values):
+        bits = np.ascontiguousarray(np.asarray(v, np.float64) + 0.0).view(np.uint64)
+        if i:
+            h *= np.uint64(0x9E3779B97F4A7C15)
+            h += bits
+        else:
+            h ^= bits
+    return _mix(h)
 
 
 def detect(sf: StandardForm) -> BlockStructure | None:

@@ -390,6 +390,11 @@ class HighsModel(LoadedModel):
             raw = small.resolve()
         else:
             alg = auto_algorithm(red, structured=False, degenerate=self.options.degenerate)
+            if alg == "simplex":
+                # a cold reduced LP by primal simplex: on Gavel's 1,024- and 2,048-job reduced LPs
+                # (~355 columns) 0.41 ms against dual simplex's 0.53 (max-sum), 1.24 against 1.49
+                # (max-min); the certificate below checks its answer either way
+                alg = "primal"
             variant = {"simplex_strategy": _STRATEGY[alg]} if alg in _STRATEGY else {}
             small = HighsModel(red, self.options.with_(algorithm="simplex" if alg in _NO_PRESOLVE else alg,
                                                        extra={**variant, **self.options.extra, **_TIGHT}))

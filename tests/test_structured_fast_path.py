@@ -228,3 +228,35 @@ def test_reduced_lp_re_solved_warm_matches_simplex(p: Problem, factors: list[flo
     a3, b3 = fast.resolve(), ref.resolve()
     assert a3.ok and b3.ok and a3.objective == pytest.approx(b3.objective, rel=1e-7, abs=1e-9)
     assert fast.sf.violation(a3.x) <= 1e-9
+
+
+@pytest.mark.parametrize("policy", ["max_sum_throughput", "max_min_fairness"])
+def test_detected_blocks_are_the_components_of_the_inner_graph(policy: str) -> None:
+    """Max-sum's blocks (one time row and its columns: labelled without a graph search) and
+    max-min's (time and epigraph rows: connected components) are exactly the connected components
+    of the non-linking rows and columns, with local ranks by index inside each block."""
+    import scipy.sparse as sp
+    from scipy.sparse.csgraph import connected_components
+
+    kinds = [({"v100": 3.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "p100": 1.5}, 2, 1.0),
+             ({"p100": 1.0, "k80": 0.5}, 4, 2.0)]
+    p = kinds_problem(kinds, [7, 5, 9], {"v100": 4, "p100": 4, "k80": 4})
+    sf, _, _ = compiled(policy, p)
+    st = blocks.detect(sf)
+    assert st is not None and st.B == 21
+    bc, br = np.flatnonzero(st.cb >= 0), np.flatnonzero(st.rb >= 0)
+    sub = sp.csc_matrix(sf.A)[br][:, bc]
+    n = bc.size + br.size
+    g = sp.bmat([[None, sub.T], [sub, None]]).tocsr()
+    k, label = connected_components(g, directed=False)
+    assert k == st.B and n == st.col_start[-1] + st.row_start[-1]
+    # the same partition: block ids and component labels determine each other
+    ids = np.concatenate([st.cb[bc], st.rb[br]])
+    pairs = np.unique(np.stack([ids, label]), axis=1)
+    assert pairs.shape[1] == k
+    for owner, order, start, local in ((st.cb, st.col_order, st.col_start, st.lc),
+                                       (st.rb, st.row_order, st.row_start, st.lr)):
+        idx = np.flatnonzero(owner >= 0)
+        assert np.array_equal(order, idx[np.argsort(owner[idx], kind="stable")])
+        assert np.array_equal(local[order], np.arange(order.size) - start[owner[order]])
+        assert np.all(local[owner < 0] == -1)
