@@ -24,7 +24,9 @@ Its solution expands to ``x_b = x_g`` for every ``b ∈ g``; its duals expand to
 objective to ``gap_tol`` relative. Otherwise the caller solves the full LP.
 
 Detection (all vectorized, ``O(nnz log nnz)``): rows and columns with more than ``τ`` non-zeros
-are linking (``τ = max(2, 2·p90(row nnz))``); the connected components of the rest are the blocks;
+are linking (``τ = max(2, 2·p90(row nnz))``); the connected components of the rest are the blocks
+(when every block column meets exactly one non-linking row — max-sum throughput's shape — the
+blocks are those rows with their columns, found without a graph search);
 each block gets a 64-bit hash of its items (its columns' costs and bounds, its rows' bounds, its
 inner entries, its entries in linking rows and columns, each keyed by its local indices) and
 blocks with equal hashes form a group. A hash collision cannot give a wrong answer: the
