@@ -246,3 +246,23 @@ def test_gavel_stopping_rule_is_reported_as_stopped(gavel) -> None:
             assert normalized(hp, r) == pytest.approx(normalized(hp, solve(hp, "hierarchical")), rel=2e-3, abs=1e-6)
         seen.add(r.status)
     assert seen == {Status.STOPPED, Status.OPTIMAL}
+
+
+@pytest.mark.slow
+def test_gavel_multilevel_input_stops_and_says_why() -> None:
+    """Gavel's own hierarchical test input (``water_filling_tests_hierarchical.py``'s first problem,
+    300 jobs in 10 entities, drawn in Gavel's order): Gavel's stopping rule ends the MILP method with
+    jobs never settled, so the status is ``stopped`` and the message counts them and names the node
+    limit; the allocation stays feasible and, checked against the exact ``hierarchical`` policy
+    (LP levels with dual certificates, another algorithm), loses nothing on this input."""
+    p = _water_filling_bench().gavel_multilevel_problem(0)
+    r = solve(p, "water_filling_milp", hierarchical=True, mip_node_limit=1000)
+    info = r.extra["water_filling"]
+    assert r.status is Status.STOPPED and r.objective is None
+    assert info["unfrozen_at_stop"] > 0
+    assert f"{info['unfrozen_at_stop']} of 300 jobs never settled" in r.message
+    assert "node limit (1000)" in r.message
+    assert not r.space.check(r.X, tol=1e-6)
+    exact = solve(p, "hierarchical")
+    assert info["objective_of_allocation"] == pytest.approx(exact.objective, rel=1e-6)
+    assert normalized(p, r) == pytest.approx(normalized(p, exact), rel=2e-3, abs=1e-6)
