@@ -202,11 +202,14 @@ def test_allreduce_latency_per_ring_step() -> None:
 
 
 def test_parallel_capacity_and_step_overhead() -> None:
-    # d = 4, a = 2: T_fwd = 8/(2·4) = 1; κ = 2 ranks' worth: 8/(2·2) = 2; σ = 0.01 s per micro-step.
+    # d = 4, a = 2: T_fwd = 8/(2·4) = 1; κ = 2 ranks' worth: 8/(2·2) = 2; σ = 0.01 s per
+    # micro-step, which the 4 ranks sharing 2 cores also pay at half speed: 2·σ = 0.02.
     table = configs_frame(SPEC, [Plan(dp=4, ga_steps=2), Plan(dp=1)], [res(4), res(1)])
     assert breakdown(table, K)["t_fwd"].tolist() == pytest.approx([1.0, 8.0])
     table["parallel_capacity"] = 2.0
     table["step_overhead"] = 0.01
     bd = breakdown(table, K)
-    assert bd["t_fwd"].tolist() == pytest.approx([2.01, 8.01])  # κ ≥ d·t = 1: no change
-    assert bd["t_bwd"].tolist() == pytest.approx([2 * 2.01, 2 * 8.01])
+    assert bd["t_fwd"].tolist() == pytest.approx([2.02, 8.01])  # κ ≥ d·t = 1: σ once
+    assert bd["t_bwd"].tolist() == pytest.approx([2 * 2.02, 2 * 8.01])
+    table["parallel_capacity"] = ""  # blank κ: every rank has its own core, σ once
+    assert breakdown(table, K)["t_fwd"].tolist() == pytest.approx([1.01, 8.01])

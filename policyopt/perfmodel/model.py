@@ -21,12 +21,13 @@ NaN cells keep the formula, anything else that is not a finite number > 0 is an 
 
 Two optional machine columns (blank or absent: no effect) for devices that are not a GPU each::
 
-    T_fwd = F / (a·min(d·t, κ)) · (m + p − 1)/(m·p) + σ
+    T_fwd = F / (a·min(d·t, κ)) · (m + p − 1)/(m·p) + σ·max(1, d·t/κ)
 
 ``parallel_capacity`` κ: how many ranks' worth of compute the job really gets (CPU ranks on a
 shared machine: κ = 1 when the ranks share one free core); ``step_overhead`` σ (s): a fixed
 cost of every micro-step's forward (Python, dispatch), paid again in its backward through
-``k_bwd·T_fwd`` — both matter only for millisecond iterations.
+``k_bwd·T_fwd`` — both matter only for millisecond iterations. σ is work of every rank, so
+when d·t ranks share κ cores each rank's σ stretches by d·t/κ like its compute (κ blank: 1).
 
 Backward and communication (V in elements, times β bytes, over B)::
 
@@ -123,7 +124,10 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     t_fwd = col["fwd_time_1gpu"] / (a * ranks) * (m + p - 1) / (m * p)
     given = optional_seconds(table, "fwd_time_plan")
     t_fwd = np.where(np.isnan(given), t_fwd, given)
-    t_fwd = t_fwd + np.nan_to_num(optional_seconds(table, "step_overhead"), nan=0.0)
+    # The per-step overhead σ is work of every rank too: d·t ranks sharing κ cores each get
+    # κ/(d·t) of a core, so it stretches by max(1, d·t/κ) (κ blank: every rank has its core).
+    share = np.where(np.isnan(cap), 1.0, np.maximum(1.0, d * t / np.nan_to_num(cap, nan=1.0)))
+    t_fwd = t_fwd + np.nan_to_num(optional_seconds(table, "step_overhead"), nan=0.0) * share
     t_dp = 2.0 * P * (d - 1) / shard * beta / bw_dp
     lat = np.nan_to_num(optional_seconds(table, "allreduce_latency"), nan=0.0)
     t_dp = t_dp + 2.0 * (d - 1) * np.ceil(P * beta / (t * p * BUCKET_BYTES)) * lat
