@@ -213,3 +213,27 @@ def test_parallel_capacity_and_step_overhead() -> None:
     assert bd["t_bwd"].tolist() == pytest.approx([2 * 2.02, 2 * 8.01])
     table["parallel_capacity"] = ""  # blank κ: every rank has its own core, σ once
     assert breakdown(table, K)["t_fwd"].tolist() == pytest.approx([1.01, 8.01])
+
+
+def test_dp_overlap_zero_adds_the_sync_after_the_backward() -> None:
+    # d = 4, a = 2: T_bwd = 2·T_fwd; with dp_overlap = 0 the last backward and the DP sync add up
+    # (T_bwd + T_dp) instead of f_{k_sync}(T_bwd, T_dp) = (T_bwd² + T_dp²)^(1/2) at k_sync = 2.
+    table = configs_frame(SPEC, [Plan(dp=4, ga_steps=2), Plan(dp=4, ga_steps=2)], [res(4), res(4)])
+    base = breakdown(table, K)
+    t_bwd, t_dp = base["t_bwd"].iloc[0], base["t_dp"].iloc[0]
+    assert t_dp > 0
+    table["dp_overlap"] = [0, ""]  # blank: overlapped, as without the column
+    got = breakdown(table, K)
+    gain = t_bwd + t_dp - math.hypot(t_bwd, t_dp)
+    assert got["iter_time"].tolist() == pytest.approx([base["iter_time"].iloc[0] + gain,
+                                                       base["iter_time"].iloc[1]])
+    assert got["t_cc"].iloc[0] == pytest.approx(base["t_cc"].iloc[0] + gain)
+    # k_sync no longer enters the serial row: the fit's information check sees that.
+    from policyopt.perfmodel.fit import depends
+    from policyopt.perfmodel.model import compute_terms
+    from policyopt.perfmodel.params import PARAM_NAMES
+    dep = depends(compute_terms(table))[:, PARAM_NAMES.index("k_sync")]
+    assert dep.tolist() == [False, True]
+    table["dp_overlap"] = [0, 2]
+    with pytest.raises(InputError, match=r"configs\[1\]\.dp_overlap"):
+        breakdown(table, K)

@@ -69,7 +69,7 @@ _SCALE_PARAMS = ("k_opt", "k_opt_off", "k_const")
 
 
 #: What a sample must have for a parameter to enter its predicted time.
-_NEEDS = {"k_bwd": "any sample", "k_sync": "a sample with dp > 1",
+_NEEDS = {"k_bwd": "any sample", "k_sync": "a sample with dp > 1 (and dp_overlap not 0)",
           "k_opt": "a sample with zero = none or dp", "k_opt_off": "a sample with zero = offload",
           "k_off": "a sample with zero = offload and dp > 1", "k_swap": "a sample with zero = offload",
           "k_const": "any sample"}
@@ -79,7 +79,8 @@ def depends(terms: Terms) -> np.ndarray:
     """(n, 7) bool: does row i's predicted time depend on parameter j."""
     n = len(terms)
     every = np.ones(n, dtype=bool)
-    cols = {"k_bwd": every, "k_sync": terms.t_dp > 0, "k_opt": terms.opt_units > 0,
+    cols = {"k_bwd": every, "k_sync": (terms.t_dp > 0) & terms.sync_overlap,
+            "k_opt": terms.opt_units > 0,
             "k_opt_off": terms.off_units > 0, "k_off": terms.offload & (terms.t_dp > 0),
             "k_swap": terms.offload, "k_const": every}
     # k_off enters through f(T_dp, T_off), which is T_off whatever k_off when T_dp = 0.

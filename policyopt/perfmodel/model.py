@@ -36,12 +36,19 @@ Backward and communication (V in elements, times β bytes, over B)::
     T_tp  = 8(t−1)·b·s·h·l/(d·t)·β / B_tp
     T_pp  = 2p·b·s·h/(d·t)·β / B_pp   if p > 1, else 0 (no pipeline, no stage boundary traffic)
     T_cc  = a·T_fwd + (a−1)·T_bwd + f_{k_sync}(T_bwd, T_dp) + T_tp + T_pp
+            (T_bwd + T_dp in place of f_{k_sync} on rows with dp_overlap = 0, below)
 
 The second part of T_dp is the latency of the ring all-reduces: gradients are synced in buckets of
 ``S`` = :data:`BUCKET_BYTES` (25 MiB, PyTorch DDP's default), and a ring all-reduce of each bucket
 takes 2(d−1) steps of latency α (the optional column ``allreduce_latency``, s per step; blank or
 absent: 0, the bandwidth-only term). Small models' syncs are dominated by it: their measured
 sync time grows with d faster than (d−1)/d (see docs/perf-model.md).
+
+The optional column ``dp_overlap`` (0 / 1, blank or absent: 1) says whether the gradient
+all-reduce runs during the backward pass (1: PyTorch DDP's bucket hooks, DeepSpeed's
+``overlap_comm``) or after it (0: Megatron-LM's ``local`` DDP, which all-reduces the gradients
+once ``forward_backward_func`` has returned, and pipeline engines, which reduce after the
+pipeline flush); with 0 the sync adds to the backward whatever ``k_sync``.
 
 (with a = 1 this is the issue's ``T_fwd + f(T_bwd, T_dp) + T_tp + T_pp``; only the last GA step's
 backward overlaps the gradient sync). Optimizer::
@@ -68,7 +75,8 @@ from policyopt.errors import InputError, UnknownNameError
 from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
-__all__ = ["BUCKET_BYTES", "Terms", "compute_terms", "optional_seconds", "phase_times", "overlap",
+__all__ = ["BUCKET_BYTES", "Terms", "compute_terms", "optional_seconds", "optional_flag",
+           "phase_times", "overlap",
            "iter_time_from_terms", "param_matrix", "predict_iter_time", "breakdown"]
 
 
@@ -90,6 +98,7 @@ class Terms:
     off_units: np.ndarray  # P/(d·t·p·c) on CPU (0 for non-offload rows)
     t_off: np.ndarray      # GPU<->CPU swap time, s (0 for non-offload rows)
     offload: np.ndarray    # bool
+    sync_overlap: np.ndarray  # bool: the DP sync overlaps the backward (dp_overlap column)
 
     def __len__(self) -> int:
         return int(self.t_fwd.size)
@@ -139,7 +148,8 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     off_units = np.where(offload, P / (shard * col["cpus"]), 0.0)
     t_off = np.where(offload, P * beta / (shard * col["bw_pcie"]), 0.0)
     return Terms(t_fwd=t_fwd, ga=a, gc=col["gc"], t_dp=t_dp, t_tp=t_tp, t_pp=t_pp,
-                 opt_units=opt_units, off_units=off_units, t_off=t_off, offload=offload)
+                 opt_units=opt_units, off_units=off_units, t_off=t_off, offload=offload,
+                 sync_overlap=optional_flag(table, "dp_overlap", default=True))
 
 
 def optional_seconds(table: pd.DataFrame, column: str, name: str = "configs") -> np.ndarray:
@@ -160,6 +170,31 @@ def optional_seconds(table: pd.DataFrame, column: str, name: str = "configs") ->
     return np.where(blank, np.nan, given)
 
 
+def optional_flag(table: pd.DataFrame, column: str, *, default: bool, name: str = "configs"
+                  ) -> np.ndarray:
+    """The optional 0/1 column ``column`` as bools, ``default`` where blank or absent.
+
+    A cell that is neither blank nor 0 / 1 is an InputError naming the cell.
+    """
+    if column not in table.columns:
+        return np.full(len(table), default)
+    raw = table[column]
+    given = pd.to_numeric(raw, errors="coerce").to_numpy(dtype=float)
+    blank = raw.isna().to_numpy() | (raw.astype(str).str.strip().isin(["", "nan"])).to_numpy()
+    bad = ~blank & ~np.isin(given, (0.0, 1.0))
+    if bad.any():
+        i = int(np.flatnonzero(bad)[0])
+        raise InputError(f"{name}[{i}].{column}", raw.iloc[i], "must be 0, 1 or blank")
+    return np.where(blank, default, given == 1.0)
+
+
+def sync_with_backward(terms: Terms, t_bwd: np.ndarray, k_sync: np.ndarray | float
+                       ) -> np.ndarray:
+    """The last backward with the DP gradient sync: f_{k_sync}(T_bwd, T_dp) where the sync
+    overlaps the backward, T_bwd + T_dp where it runs after it (``dp_overlap`` = 0)."""
+    return np.where(terms.sync_overlap, overlap(t_bwd, terms.t_dp, k_sync), t_bwd + terms.t_dp)
+
+
 def phase_times(terms: Terms, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(T_cc − a·T_fwd, T_oo) of every row: the phases a profiler can time besides the forward.
 
@@ -170,7 +205,7 @@ def phase_times(terms: Terms, k: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     k = np.asarray(k, dtype=float)
     k_bwd, k_sync, k_opt, k_opt_off, k_off, k_swap, _ = np.moveaxis(k, -1, 0)
     t_bwd = (k_bwd + terms.gc) * terms.t_fwd
-    cc = ((terms.ga - 1.0) * t_bwd + overlap(t_bwd, terms.t_dp, k_sync) + terms.t_tp
+    cc = ((terms.ga - 1.0) * t_bwd + sync_with_backward(terms, t_bwd, k_sync) + terms.t_tp
           + terms.t_pp)
     t_opt = k_opt * terms.opt_units + k_opt_off * terms.off_units
     oo = np.where(terms.offload,
@@ -234,7 +269,7 @@ def breakdown(configs: pd.DataFrame, params: PerfParams | Mapping[str, PerfParam
     t_opt = k_opt * terms.opt_units + k_opt_off * terms.off_units
     t_iter = iter_time_from_terms(terms, k)
     t_cc = (terms.ga * terms.t_fwd + (terms.ga - 1.0) * t_bwd
-            + overlap(t_bwd, terms.t_dp, k_sync) + terms.t_tp + terms.t_pp)
+            + sync_with_backward(terms, t_bwd, k_sync) + terms.t_tp + terms.t_pp)
     return pd.DataFrame({
         "t_fwd": terms.t_fwd, "t_bwd": t_bwd, "t_dp": terms.t_dp, "t_tp": terms.t_tp,
         "t_pp": terms.t_pp, "t_cc": t_cc, "t_opt": t_opt, "t_off": terms.t_off,

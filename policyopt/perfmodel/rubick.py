@@ -309,7 +309,15 @@ def samples_table(data: RubickData, *, phases: bool = False) -> pd.DataFrame:
 
 def configs_table(data: RubickData) -> pd.DataFrame:
     """CONFIG columns for every validation point, plus ``plan``, ``actual`` (s), ``rubick_fwd``
-    (the forward-time input Rubick's script fed its own model, s)."""
+    (the forward-time input Rubick's script fed its own model, s).
+
+    ``dp_overlap`` (see :mod:`.model`): 1 for the data-parallel plans (``throughput`` calls: the
+    artifact's DeepSpeed configurations set ``overlap_comm``), 0 for the TP/PP plans
+    (``throughput_3D``): they run on the artifact's Megatron-LM (``benchmark/models/train_code/
+    megatron``), whose ``train_step`` all-reduces the data-parallel gradients
+    (``allreduce_gradients``, ``local`` DDP) after ``forward_backward_func`` has returned, and
+    whose DeepSpeed pipeline engine reduces them after the pipeline flush.
+    """
     rows = []
     for _, pt in data.points.iterrows():
         row = _spec_columns(data, pt["model"])
@@ -320,13 +328,14 @@ def configs_table(data: RubickData) -> pd.DataFrame:
             g = int(g)
             row.update(dp=g, tp=1, pp=1, micro_batches=1, ga_steps=int(a_b),
                        gc=int(a_f > a_b), zero=_ZERO[int(zero)], gpus=g, cpus=int(threads),
-                       nodes=math.ceil(g / GPUS_PER_NODE), global_batch=int(batch))
+                       nodes=math.ceil(g / GPUS_PER_NODE), global_batch=int(batch),
+                       dp_overlap=1)
         else:
             _, fwd, pp, tp, nodes, per_node, batch, _sh, _layers = args
             g = int(nodes * per_node)
             row.update(dp=g // int(tp * pp), tp=int(tp), pp=int(pp), micro_batches=1,
                        ga_steps=1, gc=0, zero="none", gpus=g, cpus=1, nodes=int(nodes),
-                       global_batch=int(batch))
+                       global_batch=int(batch), dp_overlap=0)
         row.update(A800_BANDWIDTH)
         row.update(plan=pt["plan"], call=pt["call"], actual=pt["actual_ms"] / 1e3,
                    rubick_fwd=fwd / 1e3)
