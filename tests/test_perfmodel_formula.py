@@ -237,3 +237,16 @@ def test_dp_overlap_zero_adds_the_sync_after_the_backward() -> None:
     table["dp_overlap"] = [0, 2]
     with pytest.raises(InputError, match=r"configs\[1\]\.dp_overlap"):
         breakdown(table, K)
+
+
+def test_measured_plan_forward_keeps_only_the_backward_half_of_tp_and_pp_traffic() -> None:
+    # A measured forward holds its own TP all-reduces and stage-boundary sends: T_tp and T_pp
+    # of that row are halved (the backward's half); a row without it keeps them whole.
+    plan = Plan(dp=1, tp=4, pp=2, micro_batches=2)
+    table = configs_frame(SPEC, [plan, plan], [res(8, nodes=2), res(8, nodes=2)])
+    base = breakdown(table, K)
+    assert (base["t_tp"] > 0).all() and (base["t_pp"] > 0).all()
+    table["fwd_time_plan"] = [0.5, np.nan]
+    got = breakdown(table, K)
+    assert got["t_tp"].tolist() == pytest.approx([base["t_tp"].iloc[0] / 2, base["t_tp"].iloc[1]])
+    assert got["t_pp"].tolist() == pytest.approx([base["t_pp"].iloc[0] / 2, base["t_pp"].iloc[1]])

@@ -17,7 +17,10 @@ micro-batch through the whole (TP-sharded) model, ``/p`` its time on one stage, 
 the stage-slots of a GPipe/1F1B forward sweep. For p = m = 1 this is the DP/TP scaling F/(a·d·t);
 the a steps together take a·T_fwd. An optional column ``fwd_time_plan`` (s, the measured forward
 time of one GA step of that very plan) replaces T_fwd on the rows where it holds a number; blank /
-NaN cells keep the formula, anything else that is not a finite number > 0 is an InputError.
+NaN cells keep the formula, anything else that is not a finite number > 0 is an InputError. A
+measured forward already contains the forward's TP all-reduces (2 of the 4 per layer) and its
+stage-boundary sends (half of T_pp's volume), so on those rows T_tp and T_pp keep only their
+backward half: T_tp/2, T_pp/2.
 
 Two optional machine columns (blank or absent: no effect) for devices that are not a GPU each::
 
@@ -143,6 +146,11 @@ def compute_terms(table: pd.DataFrame) -> Terms:
     t_tp = 8.0 * (t - 1) * b * s * h * l / (d * t) * beta / bw_tp
     t_tp = t_tp + 2.0 * (t - 1) * 4.0 * l * a * (m + p - 1) / p * lat
     t_pp = np.where(p > 1, 2.0 * p * b * s * h / (d * t) * beta / bw_pp, 0.0)
+    # A measured forward (fwd_time_plan) already holds the forward's own TP all-reduces and
+    # stage-boundary sends: only the backward's half of T_tp and T_pp is added to it.
+    measured = ~np.isnan(given)
+    t_tp = np.where(measured, 0.5 * t_tp, t_tp)
+    t_pp = np.where(measured, 0.5 * t_pp, t_pp)
     x = np.where(zero == "dp", shard, t * p)
     opt_units = np.where(offload, 0.0, P / x)
     off_units = np.where(offload, P / (shard * col["cpus"]), 0.0)
