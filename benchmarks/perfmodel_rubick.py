@@ -162,6 +162,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--pool", default=HARDWARE_POOL, help="parameters shared in the pooled fit")
     ap.add_argument("--allreduce-latency", default="auto",
                     help="s per ring step of an all-reduce: a number, or auto (chosen on the samples)")
+    ap.add_argument("--write-csv", type=Path, default=None, metavar="DIR",
+                    help="write DIR/samples.csv and DIR/configs.csv (with the chosen "
+                         "allreduce_latency and dp_overlap) for policyopt perf-model fit / predict")
     ap.add_argument("--phases", action="store_true",
                     help="fit also to the samples' measured Tcc / Topt (cc_time, opt_time)")
     args = ap.parse_args(argv)
@@ -182,6 +185,11 @@ def main(argv: list[str] | None = None) -> int:
             ap.error(f"--allreduce-latency: a number of seconds or auto (got {args.allreduce_latency!r})")
         print(f"all-reduce latency α = {alpha:g} s per ring step (given)")
     samples, configs = with_latency(samples, alpha), with_latency(configs, alpha)
+    if args.write_csv:
+        args.write_csv.mkdir(parents=True, exist_ok=True)
+        samples.to_csv(args.write_csv / "samples.csv", index=False)
+        configs.to_csv(args.write_csv / "configs.csv", index=False)
+        print(f"samples / configs -> {args.write_csv}/samples.csv, configs.csv")
 
     fits, rows, refused = {}, [], {}
     for model, grp in samples.groupby("model", sort=False):
