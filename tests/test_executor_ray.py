@@ -11,7 +11,7 @@ pytest.importorskip("torch")
 pytest.importorskip("sklearn")
 ray = pytest.importorskip("ray", reason="the Ray backend needs the 'ray' package (pip install 'ray[default]')")
 
-from policyopt.executor.backends import RayBackend  # noqa: E402
+from policyopt.executor.ray_backend import RayBackend  # noqa: E402
 from policyopt.executor.cluster import build_slots  # noqa: E402
 from policyopt.executor.executor import Executor, ExecutorConfig  # noqa: E402
 from policyopt.executor.spec import example_throughputs_path, load_throughput_table, parse_jobs  # noqa: E402

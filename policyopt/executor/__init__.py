@@ -32,7 +32,7 @@ _EXPORTS = {
     "Launch": "backends",
     "ProcessHandle": "backends",
     "LocalProcessBackend": "backends",
-    "RayBackend": "backends",
+    "RayBackend": "ray_backend",
     "build_report": "report",
     "write_report": "report",
     "fidelity_section": "fidelity",

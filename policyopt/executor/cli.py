@@ -168,7 +168,7 @@ def run_command(args: argparse.Namespace) -> int:
     if args.backend == "ray":
         import hashlib
 
-        from .backends import RayBackend
+        from .ray_backend import RayBackend
         from .cluster import build_slots, worker_type_kind
 
         # GPUs live on the Ray nodes, not necessarily here: number them per type, each actor gets one
