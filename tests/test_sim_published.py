@@ -112,6 +112,16 @@ def test_published_scale_definition() -> None:
         assert exp.common["until"] == "window" and exp.seeds == (0, 1, 2)
         np.testing.assert_allclose(exp.rates, rates)
     assert ex.scaled(ex.EXPERIMENTS["las_single"]) == ex.EXPERIMENTS["las_single"]
+    # FTF: Gavel's artifact runs it on the continuous-multiple trace (multi-GPU jobs, the multi-GPU sweep)
+    ftf = ex.scaled(ex.EXPERIMENTS["ftf"], "published")
+    assert ftf.trace["multi_gpu"] is True and not ex.EXPERIMENTS["ftf"].trace["multi_gpu"]
+    assert ftf.cluster == "v100=36,p100=36,k80=36" and ftf.common["until"] == "window"
+    assert steady_state_window(ftf.trace["jobs"], ftf.common["window"]) == (4000, 5000)
+    np.testing.assert_allclose(ftf.rates, np.linspace(0, 3, 11)[1:])
+    # makespan: a static trace of 500 jobs (the largest of Gavel's static sweep) on 36 GPUs per type
+    mk = ex.scaled(ex.EXPERIMENTS["makespan"], "published")
+    assert mk.trace["jobs"] == 500 and mk.trace["static"] and mk.rates == (None,)
+    assert mk.cluster == "v100=36,p100=36,k80=36" and mk.common == ex.EXPERIMENTS["makespan"].common
 
 
 def test_scale_option_errors() -> None:

@@ -11,11 +11,12 @@ experiment), and writes ``OUTPUT/NAME.csv`` (one row per run), ``OUTPUT/NAME.jso
 ratios and the published numbers) and figures ``OUTPUT/NAME_*.png``. Experiments whose policies are
 not registered (``policyopt.list_policies()``) are skipped with a message naming them.
 
-``--scale published`` (``las_single``, ``las_multi``) runs the published setup instead: 36 GPUs of
+``--scale published`` (``las_single``, ``las_multi``, ``ftf``; ``makespan``: 500 jobs at t = 0, the
+largest of Gavel's static sweep) runs the published setup instead: 36 GPUs of
 each type, a Gavel trace of 6,000 jobs (Poisson arrivals) of which jobs 4,000–5,000 are measured
 (window ``[4000, 5000)``, simulated until they have finished, arrivals continuing), 3 seeds per rate,
 and the published rate sweep (Gavel's ``run_sweep_continuous.py -a 0 -b 6 -n 16`` single-GPU:
-0.4, 0.8, …, 6.0 jobs/hour; ``-a 0 -b 3 -n 11`` multi-GPU: 0.3, 0.6, …, 3.0 jobs/hour). Files are
+0.4, 0.8, …, 6.0 jobs/hour; ``-a 0 -b 3 -n 11`` multi-GPU, also FTF's trace: 0.3, 0.6, …, 3.0 jobs/hour). Files are
 named ``NAME_published.*``; the CSV is rewritten as each simulation finishes. ``--jobs N``
 shrinks the trace (the window stays at the same fractions) and ``--rates`` picks rates, for quick
 looks; each row records ``arrivals_cover_window`` (whether jobs were still arriving when the
@@ -55,6 +56,8 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import numpy as np
+
+from .traces import _more_seed, continue_arrivals  # noqa: F401  (the trace continued by --keep-arriving)
 
 log = logging.getLogger(__name__)
 
@@ -155,7 +158,9 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
          Arm("fifo_agnostic", {"policy": "fifo_agnostic"})),
         baseline="fifo_agnostic", treatment="makespan", common={"migration": "none"},
         metrics=("makespan_hours", "avg_jct_hours", "utilization"),
-        extra_comparisons=(("fifo_agnostic", "makespan+ss"), ("fifo (aware LP)", "makespan"))),
+        extra_comparisons=(("fifo_agnostic", "makespan+ss"), ("fifo (aware LP)", "makespan")),
+        # Gavel's run_sweep_static.py -c 36:36:36 -a 0 -b 500 -n 6: 100-500 jobs; the largest by default
+        published_scale={"cluster": _PUB_CLUSTER, "jobs": 500, "rates": (None,), "common": {}}),
     Experiment(
         "ftf", "Finish-time fairness (Themis): heterogeneity-aware vs agnostic",
         "Gavel (OSDI'20) Fig. 11: ~3x lower average JCT and 2.8x better FTF",
@@ -163,7 +168,10 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         (Arm("aware", {"policy": "finish_time_fairness"}),
          Arm("agnostic", {"policy": "finish_time_fairness_agnostic"})),
         baseline="agnostic", treatment="aware", rates=(3.0,), common=dict(_WINDOW),
-        metrics=("avg_jct_hours", "rho_mean", "rho_p99")),
+        metrics=("avg_jct_hours", "rho_mean", "rho_p99"),
+        # Gavel's artifact runs FTF on the continuous-multiple trace (run_sweep_continuous.py ... -b 3.0 -n 11 -m)
+        published_scale={"cluster": _PUB_CLUSTER, "jobs": _PUB_JOBS, "rates": _PUB_RATES_MULTI,
+                         "common": _PUB_WINDOW, "trace": {"multi_gpu": True}}),
     Experiment(
         "cost", "Cost: min_cost and min_cost_slo vs max_sum_throughput (SLO = 1.2/2/10 x duration)",
         "Gavel (OSDI'20) sec. 7.3: min cost ~1.4x cheaper, ~35% of jobs miss SLOs; "
@@ -233,7 +241,7 @@ def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
             with_pub = [n for n, e in EXPERIMENTS.items() if e.published_scale is not None]
             raise InputError("scale", scale, f"experiment {exp.name!r} has no published-scale setup yet "
                                              f"(those with one: {', '.join(with_pub)})")
-        exp = replace(exp, cluster=pub["cluster"], trace={**exp.trace, "jobs": pub["jobs"]},
+        exp = replace(exp, cluster=pub["cluster"], trace={**exp.trace, "jobs": pub["jobs"], **pub.get("trace", {})},
                       rates=tuple(pub["rates"]), common={**exp.common, **pub["common"]})
     if jobs is not None:
         exp = replace(exp, trace={**exp.trace, "jobs": jobs})
@@ -270,22 +278,6 @@ def _make_trace(exp: Experiment, seed: int, rate: float | None, table: Any) -> l
     if ents:
         trace = assign_entities(trace, list(ents), seed=seed, probabilities=ent_p)
     return trace
-
-
-def _more_seed(seed: int) -> int:
-    """The seed of the jobs that continue trace ``seed`` (a stream of its own, so the first jobs are unchanged)."""
-    return int(np.random.SeedSequence([int(seed), 21]).generate_state(1)[0])
-
-
-def continue_arrivals(trace: Sequence[Any], more: Sequence[Any]) -> list[Any]:
-    """``trace`` followed by ``more[1:]``: ``more`` is a trace of the same generator and rate whose first
-    job arrives at 0, so its arrival times shifted by ``trace``'s last arrival continue the Poisson
-    process (the gaps of ``more`` are exponential draws); the added jobs are numbered on from ``len(trace)``."""
-    from dataclasses import replace
-
-    last = max(j.arrival for j in trace)
-    n = len(trace)
-    return [*trace, *(replace(j, id=str(n + i), arrival=last + j.arrival) for i, j in enumerate(more[1:]))]
 
 
 def _row(exp: Experiment, arm: Arm, seed: int, rate: float | None, res: Any, wall: float) -> dict[str, Any]:
@@ -325,6 +317,7 @@ def _row(exp: Experiment, arm: Arm, seed: int, rate: float | None, res: Any, wal
 
 def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str, Any], Any]:
     from ..data.gavel import load_gavel
+    from .metrics import window_backlog
     from .simulator import SimConfig, Simulator
 
     exp, seed, rate, arm_index = task
@@ -340,21 +333,28 @@ def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str,
     if settings.get("max_seconds") == "arrivals":  # simulate while jobs keep arriving
         settings["max_seconds"] = max(j.arrival for j in trace) - min(j.arrival for j in trace)
     cfg = SimConfig(**settings)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     res = Simulator(exp.cluster, cfg, table).run(trace)
     wall = time.perf_counter() - t0
     row = _row(exp, arm, seed, rate, res, wall)
+    row["cpu_seconds"] = time.process_time() - c0  # this process's CPU time (the machine may be shared)
     # the published methodology: jobs keep arriving until the measured window has finished
     win = res.jobs["in_window"].to_numpy(bool)
     fin = res.jobs["finish"].to_numpy(float)[win]
     row["arrivals_cover_window"] = bool(fin.size and np.isfinite(fin).all()
                                         and float(res.jobs["arrival"].max()) >= float(fin.max()))
+    # steady state: jobs in the system over four quarters of the window's arrivals, and while it drains
+    bl = window_backlog(res.jobs["arrival"].to_numpy(float), res.jobs["finish"].to_numpy(float), win)
+    row.update({f"active_q{q + 1}": a for q, a in enumerate(bl["active"])}, active_drain=bl["active_drain"],
+               active_growth=bl["active_growth"], window_done_h=bl["t2_h"],
+               last_arrival_h=(float(res.jobs["arrival"].max()) - float(res.jobs["arrival"].min())) / 3600.0)
     if exp.trace.get("extra_jobs") and not row["arrivals_cover_window"]:
         log.warning("%s seed=%s rate=%s %s: arrivals ended before the window finished (trace of %d jobs)",
                     exp.name, seed, rate, arm.label, len(trace))
     # keep per-job JCTs of the window and per-round utilization for the figures (small)
     keep = {"jct": res.jobs.loc[res.jobs["in_window"], "jct"].to_numpy(float),
-            "util_t": res.rounds["start"].to_numpy(float), "util": res.rounds["utilization"].to_numpy(float)}
+            "util_t": res.rounds["start"].to_numpy(float), "util": res.rounds["utilization"].to_numpy(float),
+            "active": res.rounds["active_jobs"].to_numpy(float)}
     return row, keep
 
 
@@ -388,7 +388,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     ``ray_address`` — each as a Ray task (:func:`_run_on_ray`); the files are the same either way."""
     import pandas as pd
 
-    from .plots import bar_figure, jct_cdf_figure, jct_vs_load_figure, utilization_figure
+    from .plots import active_jobs_figure, bar_figure, jct_cdf_figure, jct_vs_load_figure, utilization_figure
 
     if name not in EXPERIMENTS:
         from ..errors import UnknownNameError
@@ -456,6 +456,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
     cdf_runs = {row["arm"]: _Stub(keep) for row, keep in sel}
     jct_cdf_figure(cdf_runs, out / f"{stem}_jct_cdf.png")
     utilization_figure(cdf_runs, out / f"{stem}_utilization.png")
+    active_jobs_figure(cdf_runs, out / f"{stem}_active.png")
     log.info("%s", _markdown(summary))
     return summary
 
@@ -516,7 +517,8 @@ class _Stub:
         import pandas as pd
 
         self.jobs = pd.DataFrame({"jct": keep["jct"], "in_window": True})
-        self.rounds = pd.DataFrame({"start": keep["util_t"], "utilization": keep["util"]})
+        self.rounds = pd.DataFrame({"start": keep["util_t"], "utilization": keep["util"],
+                                    "active_jobs": keep.get("active", np.full(len(keep["util"]), np.nan))})
 
 
 def _report(progress: bool, k: int, tasks: Sequence[Any], row: dict[str, Any]) -> None:
@@ -563,7 +565,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--replot", action="store_true", help="redraw the load / bar figures from OUTPUT/NAME.csv")
     p.add_argument("--scale", default="small", choices=SCALES,
                    help="small: the sizes above; published: 36 GPUs/type, 6,000 jobs, jobs 4000-5000, "
-                        "the published rate sweep (las_single, las_multi)")
+                        "the published rate sweep (las_single, las_multi, ftf; makespan: 500 jobs)")
     p.add_argument("--jobs", type=int, default=None, help="trace length override (window fractions kept)")
     p.add_argument("--rates", default=None, help="comma-separated job rates (jobs/hour) instead of the sweep")
     p.add_argument("--keep-arriving", action="store_true",

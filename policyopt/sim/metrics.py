@@ -23,8 +23,8 @@ import numpy as np
 
 from ..errors import InputError
 
-__all__ = ["steady_state_window", "isolated_throughput", "average_contention", "summary", "percentiles",
-           "compute_metrics", "realized_over_planned", "DEFAULT_WINDOW"]
+__all__ = ["steady_state_window", "isolated_throughput", "average_contention", "mean_active", "window_backlog",
+           "summary", "percentiles", "compute_metrics", "realized_over_planned", "DEFAULT_WINDOW"]
 
 DEFAULT_WINDOW: tuple[float, float] = (0.25, 0.75)
 
@@ -92,6 +92,56 @@ def average_contention(arrival: np.ndarray, finish: np.ndarray) -> np.ndarray:
         val = integral(finish[ok]) - integral(arrival[ok])
         out[ok] = np.where(span > 0, val / np.where(span > 0, span, 1.0), 1.0)
     return out
+
+
+def mean_active(arrival: np.ndarray, finish: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Time-average of ``n(t) = #{k: arrival_k <= t < finish_k}`` over each interval ``[start_i, end_i]``
+    (``n(start_i)`` where the interval is empty); an unfinished job (NaN or infinite finish) is counted
+    as in the system from its arrival on."""
+    arrival = np.asarray(arrival, float)
+    finish = np.where(np.isfinite(finish), np.asarray(finish, float), np.inf)
+    arr_sorted, fin_sorted = np.sort(arrival), np.sort(finish[np.isfinite(finish)])
+
+    def integral(t: np.ndarray) -> np.ndarray:
+        # ∫_{-inf}^{t} n = Σ_k (t - a_k)^+ - Σ_k (t - f_k)^+ , by prefix sums of the sorted times
+        def ramp(times: np.ndarray) -> np.ndarray:
+            k = np.searchsorted(times, t, side="right")
+            csum = np.concatenate(([0.0], np.cumsum(times)))
+            return k * t - csum[k]
+        return ramp(arr_sorted) - ramp(fin_sorted)
+
+    start, end = np.asarray(start, float), np.asarray(end, float)
+    span = end - start
+    point = (np.searchsorted(arr_sorted, start, side="right")
+             - np.searchsorted(fin_sorted, start, side="right")).astype(float)
+    return np.where(span > 0, (integral(end) - integral(start)) / np.where(span > 0, span, 1.0), point)
+
+
+def window_backlog(arrival: np.ndarray, finish: np.ndarray, in_window: np.ndarray, parts: int = 4) -> dict[str, Any]:
+    """Whether the measured window ran in steady state: jobs in the system over the window's arrivals.
+
+    With ``t0, t1`` the first and last arrival of the window's jobs and ``t2`` the last finish among
+    them, returns (hours from the first arrival of the trace) ``t0_h``, ``t1_h``, ``t2_h`` (None when a
+    window job is unfinished), ``active[q]`` (:func:`mean_active` over the ``q``-th of ``parts`` equal
+    slices of ``[t0, t1]``), ``active_drain`` (over ``[t1, t2]``) and ``active_growth`` = last slice's
+    mean / first slice's − 1. In steady state the number in the system does not trend while the
+    window's jobs arrive (growth near 0); an overloaded policy's queue grows (growth well above 0)."""
+    arrival = np.asarray(arrival, float)
+    finish = np.asarray(finish, float)
+    win = np.asarray(in_window, bool)
+    if not win.any():
+        raise InputError("in_window", 0, "the window has no jobs")
+    origin = float(arrival.min())
+    t0, t1 = float(arrival[win].min()), float(arrival[win].max())
+    done = bool(np.isfinite(finish[win]).all())
+    t2 = float(finish[win].max()) if done else np.nan
+    edges = np.linspace(t0, t1, parts + 1)
+    act = mean_active(arrival, finish, edges[:-1], edges[1:])
+    drain = mean_active(arrival, finish, np.array([t1]), np.array([t2]))[0] if done else np.nan
+    h = 3600.0
+    return {"t0_h": (t0 - origin) / h, "t1_h": (t1 - origin) / h, "t2_h": (t2 - origin) / h if done else None,
+            "active": [float(a) for a in act], "active_drain": float(drain) if done else None,
+            "active_growth": float(act[-1] / act[0] - 1.0) if act[0] > 0 else None}
 
 
 def percentiles(x: np.ndarray) -> dict[str, float | None]:

@@ -18,7 +18,8 @@ from typing import Any, Mapping
 
 import numpy as np
 
-__all__ = ["jct_cdf_figure", "utilization_figure", "resources_figure", "jct_vs_load_figure", "bar_figure"]
+__all__ = ["jct_cdf_figure", "utilization_figure", "active_jobs_figure", "resources_figure", "jct_vs_load_figure",
+           "bar_figure"]
 
 
 def _subplots(*args: Any, figsize: tuple[float, float], **kwargs: Any) -> tuple[Any, Any]:
@@ -70,6 +71,23 @@ def utilization_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
     ax.set_xlabel("simulated time (hours)")
     ax.set_ylabel("GPU utilization")
     ax.set_ylim(0, 1.05)
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=8)
+    return _save(fig, path)
+
+
+def active_jobs_figure(runs: Mapping[str, Any], path: str | Path) -> Path:
+    """Jobs in the system (arrived, not finished) at each round's start against simulated hours: flat
+    while a policy keeps up with the arrivals (steady state), rising while its queue grows."""
+    fig, ax = _subplots(figsize=(6, 3.2))
+    for label, res in runs.items():
+        r = res.rounds
+        if not len(r) or "active_jobs" not in r or not np.isfinite(r["active_jobs"].to_numpy(float)).any():
+            continue
+        t = (r["start"].to_numpy(float) - r["start"].iloc[0]) / 3600.0
+        ax.plot(t, r["active_jobs"].to_numpy(float), label=label, lw=1)
+    ax.set_xlabel("simulated time (hours)")
+    ax.set_ylabel("jobs in the system")
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8)
     return _save(fig, path)

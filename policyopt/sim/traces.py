@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import csv
 import json
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable, Sequence
 
@@ -33,7 +33,7 @@ from ..data.gavel import GavelThroughputs
 from ..errors import InputError
 
 __all__ = ["TraceJob", "gavel_trace", "shockwave_trace", "load_trace", "save_trace", "job_type_name",
-           "parse_job_type", "assign_entities", "GENERATORS"]
+           "parse_job_type", "assign_entities", "continue_arrivals", "GENERATORS"]
 
 SCALE_FACTORS = (1, 2, 4, 8)
 
@@ -236,8 +236,6 @@ def assign_entities(jobs: Sequence[TraceJob], entities: Sequence[str], *, seed: 
                     probabilities: Sequence[float] | None = None) -> list[TraceJob]:
     """A copy of ``jobs`` with each job's ``entity`` drawn (seeded) from ``entities`` — uniformly, or
     with ``probabilities`` (for the hierarchical-policy experiments)."""
-    from dataclasses import replace
-
     names = list(entities)
     if not names:
         raise InputError("entities", names, "at least one entity is required")
@@ -250,3 +248,17 @@ def assign_entities(jobs: Sequence[TraceJob], entities: Sequence[str], *, seed: 
     rng = np.random.default_rng(np.random.SeedSequence([int(seed), 11]))
     draw = rng.choice(len(names), size=len(jobs), p=p)
     return [replace(j, entity=names[int(k)]) for j, k in zip(jobs, draw)]
+
+
+def _more_seed(seed: int) -> int:
+    """The seed of the jobs that continue trace ``seed`` (a stream of its own, so the first jobs are unchanged)."""
+    return int(np.random.SeedSequence([int(seed), 21]).generate_state(1)[0])
+
+
+def continue_arrivals(trace: Sequence[Any], more: Sequence[Any]) -> list[Any]:
+    """``trace`` followed by ``more[1:]``: ``more`` is a trace of the same generator and rate whose first
+    job arrives at 0, so its arrival times shifted by ``trace``'s last arrival continue the Poisson
+    process (the gaps of ``more`` are exponential draws); the added jobs are numbered on from ``len(trace)``."""
+    last = max(j.arrival for j in trace)
+    n = len(trace)
+    return [*trace, *(replace(j, id=str(n + i), arrival=last + j.arrival) for i, j in enumerate(more[1:]))]
