@@ -128,3 +128,19 @@ def test_staged_fit_keeps_offload_only_models_off_the_offload_terms(data, tmp_pa
     assert plain.mean() > 2.0 and staged.mean() < 0.4, (plain.mean(), staged.mean())
     with pytest.raises(InputError, match="every model has only ZeRO-Offload samples"):
         fit_staged(samples[samples["zero"] == "offload"], pool, n_starts=1)
+
+
+def test_llama30b_forward_scaled_by_forward_flops(data) -> None:
+    # llama30b has no samples of its own (its folder copies llama7b's): its one-GPU forward is
+    # llama7b's samples median (381·8, 749·4, 1497·2 ms → 2.996 s) times the forward-FLOPs ratio
+    # b·s·(2P + 4·l·s·h): 7B: 8·2048·(2·6426.26·2^20 + 4·32·2048·4096), 30B (the script's shape):
+    # 4·2048·(2·31633.67·2^20 + 4·40·2048·5120) → ratio 2.3373, forward 7.003 s (the P·b ratio,
+    # which ignores the attention scores, gave 7.374 s).
+    p7, p30 = 6426.26171875 * 2**20, data.specs["llama30b"]["parameter_size_mib"] * 2**20
+    f7 = 8 * 2048 * (2 * p7 + 4 * 32 * 2048 * 4096)
+    f30 = 4 * 2048 * (2 * p30 + 4 * 40 * 2048 * 5120)
+    got, source = data.fwd_time_1gpu("llama30b")
+    assert got == pytest.approx(2.996 * f30 / f7)
+    assert got == pytest.approx(7.003, abs=5e-3)
+    assert source == "llama7b samples median x FLOPs ratio"
+    assert data.fwd_time_1gpu("llama7b") == (pytest.approx(2.996), "samples median")

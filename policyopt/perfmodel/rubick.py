@@ -24,7 +24,8 @@ script states 3 ms against ~3000 ms measured), else the median of ``forward_time
 the model's samples; plans as above with ``micro_batches`` = 1 (the artifact states no
 micro-batch count; its measured times do not fall with pp, as with one micro-batch);
 ``cpus`` = threads per GPU; samples of ``llama30b`` are the artifact's copy of the ``llama7b``
-rows and keep the LLaMA-7B spec (its forward time scaled by the P·b ratio for LLaMA-30B);
+rows and keep the LLaMA-7B spec (its forward time scaled for LLaMA-30B by the ratio of forward
+FLOPs ``b·s·(2P + 4·l·s·h)``: weights plus attention scores, with the script's shape);
 ``nodes`` = ⌈g/8⌉ (throughput) or the node count (3D); bandwidths :data:`A800_BANDWIDTH`
 (bytes/s) are what one GPU gets from the testbed's nominal figures (400 GB/s NVLink, 100 GB/s
 RDMA per node, PCIe 4.0): NVLink's 400 GB/s counts both directions, so 200 GB/s per direction at
@@ -237,9 +238,13 @@ class RubickData:
             return stated, "profile_fwd_time"
         if owner == model:
             return median, "samples median"
-        scale = (spec["parameter_size_mib"] / self.specs[owner]["parameter_size_mib"]
-                 * spec["batch_size"] / self.specs[owner]["batch_size"])
-        return median * scale, f"{owner} samples median x P·b ratio"
+        # Forward FLOPs per sample: 2·P·s for the weights plus 4·l·s²·h for the attention
+        # scores (QKᵀ and their product with V), the standard transformer count.
+        def flops(m: str) -> float:
+            sp = self.specs[m]
+            return (sp["batch_size"] * sp["seq_len"] * (2.0 * sp["parameter_size_mib"] * 2.0 ** 20
+                    + 4.0 * sp["layers"] * sp["seq_len"] * sp["hidden"]))
+        return median * flops(model) / flops(owner), f"{owner} samples median x FLOPs ratio"
 
     def sample_owner(self, model: str) -> str:
         """The model whose size the samples of ``model`` were measured with.
