@@ -34,9 +34,13 @@ from policyopt.mechanism.state import mechanism_from_state, mechanism_to_state, 
 from policyopt.placement import ClusterLayout, Placement, RoundPipeline
 from policyopt.placement.packing import PairThroughputTable
 from policyopt.placement.stages import MIGRATION_MINIMIZERS, PLACERS, JobInfo
-from policyopt.problem import physical_type
+from policyopt.problem import Problem, physical_type
+
+from .store import JobRow
 
 __all__ = [
+    "fits_cluster",
+    "session_problem",
     "mechanism_to_state",
     "mechanism_from_state",
     "with_worker_counts",
@@ -262,3 +266,34 @@ def place_round(mech: RoundMechanism, layout: ClusterLayout, worker_of: Sequence
                            "renewed": bool(renewed.get(first, False))})
     return RoundPlan(result.selection, placements, assignment, [list(p) for p in sorted(pl.pairs)],
                      dict(result.timings), rule)
+
+
+def fits_cluster(spec: Mapping[str, Any], counts: Mapping[str, int]) -> bool:
+    """Whether a job (its interchange spec) can run on the live ``counts``: some configuration with a
+    positive throughput whose physical type has at least ``scale_factor`` workers."""
+    sf = spec["scale_factor"]
+    return any(t > 0 and sf <= counts.get(physical_type(c), 0) for c, t in spec["throughputs"].items())
+
+
+def session_problem(cfg: Mapping[str, Any], counts: Mapping[str, int], jobs: Sequence[JobRow],
+                    coloc: Sequence[Mapping[str, Any]], now: float) -> Problem:
+    """The allocation problem of this moment: live worker counts, active schedulable jobs with
+    their live ``steps_remaining``, ``time_since_start`` and remaining SLO. Built through the
+    interchange format, so job fields added to it later pass through unchanged."""
+    cl = cfg["cluster"]
+    types = {t: {"count": counts[t], **{k: cl[t][k] for k in ("gpus_per_server", "price_per_hour")
+                                         if cl[t][k] is not None}} for t in cfg["worker_types"]}
+    out = []
+    for j in jobs:
+        age = now - j.added_at
+        spec = dict(j.spec, steps_remaining=j.steps_remaining, time_since_start=j.time_since_start + age)
+        slo = spec.get("slo_seconds")
+        spec["slo_seconds"] = None if slo is None or slo - age <= 0 else slo - age
+        if spec.get("arrival") is None:
+            spec["arrival"] = j.added_at
+        out.append(spec)
+    ids = {j.job_id for j in jobs}
+    pairs = [e for e in coloc if e["jobs"][0] in ids and e["jobs"][1] in ids]
+    return Problem.from_dict({"cluster": {"worker_types": types}, "jobs": out, "colocated": pairs,
+                              "colocated_types": cfg.get("colocated_types", []),
+                              "entities": cfg["entities"]})

@@ -36,12 +36,13 @@ from policyopt.errors import InputError, UnknownNameError
 from policyopt.mechanism import RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock
 from policyopt.placement.stages import JobInfo
-from policyopt.problem import Problem, physical_type
+from policyopt.problem import Problem
 
 from . import rounds as R
 from .limits import Limits
 from .store import Changes, JobRow, NotFoundError, RoundRow, SessionRow, Store, WorkerRow
-from .validation import check_json_numbers, make_policy, prefixed, solve_checked
+from .session_errors import ItemNotFound, RoundConflict, SessionNotFound
+from .validation import check_json_numbers, finite_number, make_policy, prefixed, solve_checked
 
 __all__ = ["Limits", "SessionManager", "SessionNotFound", "ItemNotFound", "RoundConflict"]
 
@@ -66,46 +67,8 @@ def _replay(store: Store, scope: str) -> dict[str, Any] | None:
     return prior[1]
 
 
-class SessionNotFound(Exception):
-    """Unknown session id (HTTP 404)."""
-
-    def __init__(self, session_id: str) -> None:
-        super().__init__(f"no session {session_id!r}")
-        self.session_id = session_id
-
-
-class ItemNotFound(Exception):
-    """Unknown worker or job inside a session (HTTP 404)."""
-
-    def __init__(self, field: str, value: str, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field, self.value, self.problem = field, value, problem
-
-
-class RoundConflict(Exception):
-    """A request about a round that is not the open one (HTTP 409)."""
-
-    def __init__(self, field: str, value: Any, problem: str) -> None:
-        super().__init__(f"{field}: {problem}")
-        self.field, self.value, self.problem = field, value, problem
-
-
 _JOB_FIELDS = ("id", "throughputs", "scale_factor", "weight", "steps_remaining", "time_since_start",
                "entity", "slo_seconds", "arrival", "priority")
-
-
-def _finite(field: str, value: Any, *, low: float | None = None, strict: bool = False,
-            high: float | None = None) -> float:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise InputError(field, value, "must be a number")
-    v = float(value)
-    if not math.isfinite(v):
-        raise InputError(field, value, "must be finite")
-    if low is not None and (v <= low if strict else v < low):
-        raise InputError(field, value, f"must be {'>' if strict else '>='} {low:g}")
-    if high is not None and v > high:
-        raise InputError(field, value, f"must be <= {high:g}")
-    return v
 
 
 class SessionManager:
@@ -171,10 +134,10 @@ class SessionManager:
         policy, options = make_policy(body["policy"], body.get("options") or {},
                                       default_time_limit=self.limits.default_time_limit,
                                       max_time_limit=self.limits.max_time_limit)
-        round_length = _finite("round_length", body.get("round_length", 360.0), low=0.0, strict=True)
-        min_interval = _finite("min_recompute_interval", body.get("min_recompute_interval", 0.0), low=0.0)
+        round_length = finite_number("round_length", body.get("round_length", 360.0), low=0.0, strict=True)
+        min_interval = finite_number("min_recompute_interval", body.get("min_recompute_interval", 0.0), low=0.0)
         cap = body.get("deficit_cap")
-        cap = None if cap is None else _finite("deficit_cap", cap, low=0.0)
+        cap = None if cap is None else finite_number("deficit_cap", cap, low=0.0)
         placer, migration = body.get("placer", "consolidate"), body.get("migration", "matching")
         try:
             R.check_stage_names(placer, "none")
@@ -437,10 +400,10 @@ class SessionManager:
             for j, v in table.items():
                 if j not in ran:
                     raise InputError(f"{prefix}{name}.{j}", j, f"job did not run in round {rnd}")
-                _finite(f"{prefix}{name}.{j}", v, low=0.0, high=L if name == "durations" else None)
+                finite_number(f"{prefix}{name}.{j}", v, low=0.0, high=L if name == "durations" else None)
         rd = report.get("round_duration")
         if rd is not None:
-            _finite(f"{prefix}round_duration", rd, low=0.0, strict=True)
+            finite_number(f"{prefix}round_duration", rd, low=0.0, strict=True)
         completed = list(report.get("completed") or [])
         for i, j in enumerate(completed):
             if j not in ran:
@@ -534,14 +497,14 @@ class SessionManager:
             active = [j for j in view.values() if j.status == "active"]
             recompute = bool(state["force_recompute"]) or clock.due(now) or (mech is None and bool(active))
             solve_seconds = 0.0
-            unschedulable = [j.job_id for j in active if not self._fits(j.spec, counts)]
+            unschedulable = [j.job_id for j in active if not R.fits_cluster(j.spec, counts)]
             if recompute:
                 clock.mark_recomputed(now)
                 state["force_recompute"] = False
                 bad = set(unschedulable)
                 sched = [j for j in active if j.job_id not in bad]
                 if sched and sum(counts.values()) > 0:
-                    problem = self._problem(cfg, counts, sched, coloc, now)
+                    problem = R.session_problem(cfg, counts, sched, coloc, now)
                     policy, _ = make_policy(cfg["policy"], cfg["options"], default_time_limit=None, max_time_limit=None)
                     t0 = time.perf_counter()
                     res = solve_checked(policy, problem, "jobs")
@@ -626,32 +589,3 @@ class SessionManager:
     @staticmethod
     def _next_index(state: Mapping[str, Any]) -> int:
         return 0 if state["round"] is None else int(state["round"]) + 1
-
-    @staticmethod
-    def _fits(spec: Mapping[str, Any], counts: Mapping[str, int]) -> bool:
-        sf = spec["scale_factor"]
-        return any(t > 0 and sf <= counts.get(physical_type(c), 0) for c, t in spec["throughputs"].items())
-
-    @staticmethod
-    def _problem(cfg: Mapping[str, Any], counts: Mapping[str, int], jobs: Sequence[JobRow],
-                 coloc: Sequence[Mapping[str, Any]], now: float) -> Problem:
-        """The allocation problem of this moment: live worker counts, active schedulable jobs with
-        their live ``steps_remaining``, ``time_since_start`` and remaining SLO. Built through the
-        interchange format, so job fields added to it later pass through unchanged."""
-        cl = cfg["cluster"]
-        types = {t: {"count": counts[t], **{k: cl[t][k] for k in ("gpus_per_server", "price_per_hour")
-                                             if cl[t][k] is not None}} for t in cfg["worker_types"]}
-        out = []
-        for j in jobs:
-            age = now - j.added_at
-            spec = dict(j.spec, steps_remaining=j.steps_remaining, time_since_start=j.time_since_start + age)
-            slo = spec.get("slo_seconds")
-            spec["slo_seconds"] = None if slo is None or slo - age <= 0 else slo - age
-            if spec.get("arrival") is None:
-                spec["arrival"] = j.added_at
-            out.append(spec)
-        ids = {j.job_id for j in jobs}
-        pairs = [e for e in coloc if e["jobs"][0] in ids and e["jobs"][1] in ids]
-        return Problem.from_dict({"cluster": {"worker_types": types}, "jobs": out, "colocated": pairs,
-                                  "colocated_types": cfg.get("colocated_types", []),
-                                  "entities": cfg["entities"]})

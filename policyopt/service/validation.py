@@ -22,7 +22,7 @@ from policyopt.errors import InputError, ModelingError, PolicyOptError, SolverNo
 from policyopt.policy import Policy, get_policy
 from policyopt.schema import MAGNITUDE
 
-__all__ = ["check_json_numbers", "make_policy", "prefixed", "solve_checked"]
+__all__ = ["check_json_numbers", "finite_number", "make_policy", "prefixed", "solve_checked"]
 
 _INT_LIMIT = 2 ** 63
 
@@ -131,3 +131,19 @@ def solve_checked(policy: Policy, problem: Any, field: str = "problem") -> Any:
         return policy.solve(problem)
     except ModelingError as exc:
         raise InputError(field, None, f"the model cannot be built from these numbers: {exc}") from None
+
+
+def finite_number(field: str, value: Any, *, low: float | None = None, strict: bool = False,
+            high: float | None = None) -> float:
+    """``value`` as a float: a finite number (not a bool), ``>= low`` (``> low`` with ``strict``) and
+    ``<= high`` where given; otherwise :class:`InputError` naming ``field``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise InputError(field, value, "must be a number")
+    v = float(value)
+    if not math.isfinite(v):
+        raise InputError(field, value, "must be finite")
+    if low is not None and (v <= low if strict else v < low):
+        raise InputError(field, value, f"must be {'>' if strict else '>='} {low:g}")
+    if high is not None and v > high:
+        raise InputError(field, value, f"must be <= {high:g}")
+    return v
