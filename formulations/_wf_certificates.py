@@ -43,39 +43,62 @@ class _LevelSteps:
         return cls
 
     # ------------------------------------------------------------------ speculative fifo chains
-    def _plan(self, state: np.ndarray, level: np.ndarray, lookahead: np.ndarray) -> dict[int, np.ndarray]:
-        """Per fifo group with lookahead ``L > 1``: the chain ``[head, next, ...]`` of up to ``L`` jobs.
-        All but the last are *speculated* to rise to their cap ``c_m`` (the largest ``u_m`` any
-        allocation can give them); the last is the active job."""
+    def _plan(self, state: np.ndarray, beta: np.ndarray, events: int) -> dict[int, np.ndarray]:
+        """Speculative fifo chains for the next ``events`` cap events of all fifo groups together.
+
+        In fifo group ``g`` the head ``h`` rises as ``β_h + W_g·Δ``; if every job ahead reaches its
+        cap ``c_m`` (the largest ``u_m`` any allocation can give it), the ``j``-th job of ``g`` in
+        line (``0`` = the head) reaches its cap at ``Δ_gj = (Σ_{i≤j} c_i − β_h)/W_g``. These events,
+        merged over the groups in order of ``Δ``, are taken up to ``events`` of them; per group the
+        jobs of its taken events are *speculated* (held at their caps) and the job after them is the
+        chain's last, active job: ``{group: [head, next, ..., last]}`` (at most ``max_lookahead``
+        jobs). Ordering the events over all groups is what lets several groups' chains land in one
+        LP: a chain reaching past another group's earlier cap event would fail there."""
         plan: dict[int, np.ndarray] = {}
-        # a job at its cap runs all the time on a cap slot: a chain is cut where the workers its jobs
-        # need on their cap type exceed what the last solution left free (a heuristic that avoids
-        # most infeasible chain steps; a chain that fails anyway is re-solved shorter)
-        counts = np.asarray(self.capacity if self.capacity is not None else self.space.counts, float)
-        if self._xp is None:
+        if events < 1 or self._xp is None:
             return plan
+        # a job at its cap runs all the time on a cap slot: the events are cut where the workers the
+        # speculated jobs need on their cap types exceed what the last solution left free (a heuristic
+        # that avoids most infeasible chain steps; a chain that fails anyway is re-solved shorter)
+        counts = np.asarray(self.capacity if self.capacity is not None else self.space.counts, float)
         cap_m = self.space.capacity_matrix()
-        used = np.bincount(cap_m.rows, weights=cap_m.vals * self._xp.ravel()[cap_m.cols], minlength=counts.size)
+        use_slot = cap_m.vals * self._xp.ravel()[cap_m.cols]
+        used = np.bincount(cap_m.rows, weights=use_slot, minlength=counts.size)
         memb = self.space.membership_matrix()
-        for gi in np.flatnonzero(self.is_fifo & (lookahead > 1)).tolist():
+        chains: list[np.ndarray] = []
+        gids: list[int] = []
+        when: list[np.ndarray] = []
+        for gi in np.flatnonzero(self.is_fifo).tolist():
             mem = self.groups[gi].members
             live = mem[(state[mem] == _ACTIVE) | (state[mem] == _WAITING)]
             if live.size < 2 or state[live[0]] != _ACTIVE:
                 continue
-            chain = live[: int(lookahead[gi])]
-            spec = chain[:-1]
-            on_head = np.isin(cap_m.cols, memb.cols[memb.rows == chain[0]])
-            head_use = np.bincount(cap_m.rows[on_head], minlength=counts.size,
-                                   weights=cap_m.vals[on_head] * self._xp.ravel()[cap_m.cols[on_head]])
-            t = self.cap_type[spec]
-            need = np.zeros((spec.size, used.size))
-            ok_t = t >= 0
-            need[np.flatnonzero(ok_t), t[ok_t]] = self.space.scale[spec[ok_t]]
-            over = np.any(used - head_use + np.cumsum(need, axis=0) > counts * (1 + 1e-9), axis=1)
-            fits = int(np.argmax(over)) if over.any() else spec.size
-            if fits >= 1:
-                plan[gi] = chain[: fits + 1]
-                used = used + need[:fits].sum(axis=0)
+            chain = live[: self.max_lookahead]
+            W = self.W[gi] if len(self.groups) > 1 else 1.0
+            chains.append(chain)
+            gids.append(gi)
+            when.append((np.cumsum(self.cap[chain[:-1]]) - beta[self.k_of_job[chain[0]]]) / W)
+        if not chains:
+            return plan
+        # the first `events` events in order of Δ (within a group they come in line order)
+        ev_g = np.concatenate([np.full(w.size, i) for i, w in enumerate(when)])
+        ev_j = np.concatenate([np.arange(w.size) for w in when])
+        order = np.lexsort((ev_j, ev_g, np.concatenate(when)))[:events]
+        ev_g, ev_j = ev_g[order], ev_j[order]
+        jobs = np.array([chains[g][j] for g, j in zip(ev_g.tolist(), ev_j.tolist())], np.int64)
+        need = np.zeros((jobs.size, counts.size))
+        t = self.cap_type[jobs]
+        ok_t = t >= 0
+        need[np.flatnonzero(ok_t), t[ok_t]] = self.space.scale[jobs[ok_t]]
+        # a group's head stops using what it holds now once it is held at its cap (its first event)
+        for e in np.flatnonzero(ev_j == 0).tolist():
+            on_head = np.isin(cap_m.cols, memb.cols[memb.rows == chains[ev_g[e]][0]])
+            need[e] -= np.bincount(cap_m.rows[on_head], weights=use_slot[on_head], minlength=counts.size)
+        over = np.any(used + np.cumsum(need, axis=0) > counts * (1 + 1e-9), axis=1)
+        taken = int(np.argmax(over)) if over.any() else jobs.size
+        per_group = np.bincount(ev_g[:taken], minlength=len(chains))
+        for i in np.flatnonzero(per_group).tolist():
+            plan[gids[i]] = chains[i][: int(per_group[i]) + 1]
         return plan
 
     def _speculative_state(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray,
@@ -86,7 +109,7 @@ class _LevelSteps:
         for chain in plan.values():
             spec, last = chain[:-1], chain[-1]
             st[spec] = _FROZEN
-            lv[spec] = self.cap[spec] * (1.0 - 1e-9)
+            lv[spec] = self.cap[spec] * (1.0 - 1e-12)
             st[last] = _ACTIVE
             bt[self.k_of_job[last]] = beta[self.k_of_job[chain[0]]] - float(self.cap[spec].sum())
         return st, lv, bt

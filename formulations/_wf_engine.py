@@ -48,8 +48,9 @@ __all__ = ["FAIRNESS", "FIFO", "FillGroup", "FillOutcome", "WaterFillingEngine",
 class _Loop:
     """What :meth:`WaterFillingEngine.run` carries from level to level: job states, frozen jobs'
     floors ``ℓ``, group levels ``β``, the outcome so far, the throughput matrix of the current
-    model, fifo look-ahead (jobs per chain step) and streaks (jobs frozen at their caps in a row),
-    the last level LP's solution and how many levels in a row were stuck."""
+    model, per fifo group the length of its last chain (sizes its window), the speculated cap events
+    per level LP (``events``, 0 = off) and how many levels in a row froze fifo jobs only at their
+    caps (``streak``), the last level LP's solution and how many levels in a row were stuck."""
 
     state: np.ndarray
     level: np.ndarray
@@ -57,7 +58,9 @@ class _Loop:
     out: FillOutcome
     thr: Any
     lookahead: np.ndarray
-    streak: np.ndarray
+    events: int = 0
+    streak: int = 0
+    spec_failed: bool = False
     x_last: np.ndarray | None = None
     stuck_run: int = 0
 
@@ -245,7 +248,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
                           status=Status.OPTIMAL, trace=[] if self.record_trace else None)
         return _Loop(state=self._initial_state(), level=level, beta=np.zeros(K), out=out,
                      thr=self.space.throughput_matrix(),
-                     lookahead=np.ones(len(self.groups), np.int64), streak=np.zeros(len(self.groups), np.int64))
+                     lookahead=np.ones(len(self.groups), np.int64))
 
     def _maybe_compact(self, lp: _Loop) -> None:
         """Rebuild the model without settled jobs when nothing is active but jobs wait, or when
@@ -266,7 +269,8 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         does not land), then the new levels taken from it (:meth:`_take_levels`). ``None`` when the
         LP fails (the outcome says why)."""
         out = lp.out
-        plan = self._plan(lp.state, lp.level, lp.lookahead)
+        plan = self._plan(lp.state, lp.beta, lp.events)
+        lp.spec_failed = False
         while True:
             st, lv, bt = self._speculative_state(lp.state, lp.level, lp.beta, plan)
             k_act = self._apply(st, lv, bt)
@@ -275,8 +279,9 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
             if not failed:
                 break
             out.speculation_failures += 1
+            lp.spec_failed = True
             for gi, landed in failed.items():
-                lp.lookahead[gi], lp.streak[gi] = 1, 0  # contention ahead: speculate again only after 2 caps
+                lp.lookahead[gi] = 1
                 if landed == 0:
                     del plan[gi]
                 else:
@@ -288,6 +293,8 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         for gi, chain in plan.items():  # verified: the speculated jobs froze at their caps
             out.speculated += len(chain) - 1
             lp.lookahead[gi] = len(chain)
+        if lp.spec_failed:  # a bottleneck came before the last cap event: as many events as landed
+            lp.events, lp.streak = sum(len(c) - 1 for c in plan.values()), 0
         spec_frozen = int((st == _FROZEN).sum() - (lp.state == _FROZEN).sum())
         lp.state, lp.level, lp.beta = st, lv, bt
         active, inc = self._take_levels(lp, res, k_act)
@@ -354,21 +361,22 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         return cert
 
     def _freeze(self, lp: _Loop, cert: np.ndarray, spec_frozen: int) -> None:
-        """Freeze the certified jobs at their levels; fifo jobs freezing at their caps one after
-        another make that group look further ahead (doubling from the second), one that froze below
-        its cap met contention (stop speculating there); fifo groups move to their next jobs."""
+        """Freeze the certified jobs at their levels and move fifo groups on. Speculation adapts:
+        levels whose fifo freezes are all at caps make a streak, and from the second one the cap
+        events speculated per level LP double (up to ``max_lookahead − 1``); a fifo job frozen below
+        its cap (contention) halves them and ends the streak."""
         state, level, beta = lp.state, lp.level, lp.beta
         newly = np.flatnonzero(cert)
         level[newly] = self.omega[newly] * beta[self.k_of_job[newly]]
         state[newly] = _FROZEN
-        for h in newly[self.is_fifo[self.group_of[newly]]].tolist():
-            gi = self.group_of[h]
-            if level[h] >= self.cap[h] * (1.0 - 1e-6):
-                lp.streak[gi] += 1
-                if lp.streak[gi] >= 2:
-                    lp.lookahead[gi] = min(2 * lp.lookahead[gi], self.max_lookahead)
+        fifo_new = newly[self.is_fifo[self.group_of[newly]]]
+        if fifo_new.size:
+            if np.all(level[fifo_new] >= self.cap[fifo_new] * (1.0 - 1e-6)):
+                lp.streak += 1
+                if lp.streak >= 2 and not lp.spec_failed:
+                    lp.events = min(max(1, 2 * lp.events), self.max_lookahead - 1)
             else:
-                lp.lookahead[gi], lp.streak[gi] = 1, 0
+                lp.events, lp.streak = lp.events // 2, 0
         nfrozen = newly.size + spec_frozen
         nfrozen += self._advance_fifo(state, level, beta, newly, lp.out)
         lp.out.frozen_per_iteration.append(int(nfrozen))

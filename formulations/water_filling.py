@@ -46,10 +46,15 @@ simplex re-solve (the first, cold LP uses interior point + crossover).
    later for everyone. A fifo job that froze at 0 triggers the same test for its group's waiting
    jobs (their columns opened for the test): if none can gain more than ``1e-6`` (u units), all
    freeze at 0 (levels only rise, so each would on its turn).
-5. *Speculative fifo chains.* After fifo jobs froze at their caps twice in a row, the next step
-   holds the next ``L`` jobs at their caps and raises the one after them; if the water reached that
-   job, each held job hit its cap at a lower water level where every requirement was lower — the
-   step is exact; otherwise it is re-solved with a shorter chain (``L`` doubles on success).
+5. *Speculative fifo chains.* After levels froze fifo jobs only at their caps twice in a row, the
+   next ``L`` cap events of all fifo groups together (in the order in which their water would reach
+   them if every job ahead reached its cap) are speculated in one LP: per group the jobs of those
+   events are held at their caps and the one after them rises. If every group's water reached its
+   chain's last job, each held job hit its cap at a lower water level where every requirement was
+   lower (the feasible requirements are closed downwards) — the step is exact; otherwise it is
+   re-solved with each chain cut to the events its water did reach (that LP's optimum is at least
+   the first one's, so it lands). ``L`` doubles on success, is cut to what landed on a failure
+   and halves when a fifo job freezes below its cap.
 
 **Keeping the LPs small.** Two exact reductions:
 
