@@ -182,8 +182,8 @@ class _LevelSteps:
                 lo = hi
                 break
             start = lo
-            if start >= waiting.size:
-                return frozen
+            if start >= waiting.size:  # every waiting job in the model is stuck at 0: and beyond it?
+                return frozen + self._zero_beyond_model(gi, out)
         nxt = waiting[start]
         state[nxt] = _ACTIVE
         beta[self.k_of_job[nxt]] = 0.0
@@ -224,6 +224,7 @@ class _LevelSteps:
         L.set_costs(self.col_delta, np.zeros(1))
         L.set_costs(self.col_s, cap)
         res = self._solve()
+        self._exceed_res = res
         L.set_costs(self.col_s, np.zeros(n))
         L.set_costs(self.col_delta, np.ones(1))
         L.set_col_bounds(self.col_s, np.zeros(n), np.zeros(n))

@@ -53,6 +53,7 @@ class FillOutcome:
     certified_by_duals: int = 0
     certified_by_slack: int = 0
     certified_by_twins: int = 0         # by reaching their cap, or as twins of certified jobs
+    certified_by_prices: int = 0        # waiting fifo jobs outside the model settled at 0 by a zero test's prices
     forced: int = 0                     # jobs frozen without a certificate (numerical fallback)
     speculated: int = 0                 # fifo jobs frozen at their caps by verified chain steps
     speculation_failures: int = 0       # chain steps re-solved with a shorter chain
@@ -70,7 +71,7 @@ class FillOutcome:
                 "compactions": self.compactions, "cold_retries": self.cold_retries,
                 "stall_retries": self.stall_retries,
                 "certified_by_duals": self.certified_by_duals, "certified_by_twins": self.certified_by_twins,
-                "certified_by_slack": self.certified_by_slack,
+                "certified_by_slack": self.certified_by_slack, "certified_by_prices": self.certified_by_prices,
                 "forced": self.forced, "speculated": self.speculated,
                 "speculation_failures": self.speculation_failures, "deltas": self.deltas,
                 "frozen_per_iteration": self.frozen_per_iteration}

@@ -6,7 +6,7 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from ._wf_common import _FROZEN, _WAITING, _ZERO_TOL, FillGroup, _ClassSpace
+from ._wf_common import _FROZEN, _WAITING, _ZERO_TOL, FillGroup, FillOutcome, _ClassSpace
 
 
 class _CompactionSteps:
@@ -42,6 +42,44 @@ class _CompactionSteps:
                 np.maximum.at(in_pair, sp_.pair_jobs[:, side], busy)
             out &= in_pair <= 1e-12
         return out
+
+    def _zero_beyond_model(self, gi: int, out: FillOutcome) -> int:
+        """After the zero test proved every waiting job of fifo group ``gi`` in the model stuck at 0,
+        settle at 0 the group's jobs waiting outside the model (in fifo order, up to the first that
+        may gain) from that LP's prices alone, without bringing them in.
+
+        Column generation's argument: a job ``m`` outside the model would add columns ``x_mc`` (in its
+        own time and floor rows and the capacity rows) and ``s_m`` (cost 1, in its floor row
+        ``ν_m·Σ_c T_mc·x_mc − s_m ≥ 0``). With the test's optimal duals, the capacity prices
+        ``y_t ≥ 0``, and the floor row's dual set to 1, the Lagrangian bound of the test with ``m``
+        added is ``z* + max(0, max_c (ν_m·T_mc − y_t(c)·sf_m))`` (the time row ``Σ_c x_mc ≤ 1`` kept),
+        ``z*`` the test's optimum. Where that is at most ``1e-6`` (u units, the zero test's own
+        threshold) the job can gain nothing now, and — levels only rise — nothing on its turn: it
+        freezes at 0. Only for spaces without pair rows (a pair column would also meet its partner's
+        rows); the first job that fails the bound stops the walk (fifo order) and enters the model
+        as usual."""
+        res = self._exceed_res
+        s0 = self.s0
+        if (not self.compact or res is None or not res.ok or res.row_duals is None or res.objective is None
+                or s0.num_pairs):
+            return 0
+        members = self.groups0[gi].members
+        outside = members[self._pending()[members]]
+        if not outside.size:
+            return 0
+        rows = np.arange(*self.sf.row_blocks["X_capacity"])
+        price = np.maximum(res.row_duals[rows], 0.0)
+        T = np.where(s0.single_mask[outside], s0.T[outside], 0.0)
+        sf = self._mult0(outside) * s0.scale[outside]
+        gain = self.per_job0["nu"][outside, None] * T - price[s0.config_type][None, :] * sf[:, None]
+        bound = max(float(res.objective), 0.0) + np.maximum(gain.max(axis=1, initial=0.0), 0.0)
+        ok = bound <= _ZERO_TOL
+        k = int(np.argmin(ok)) if not ok.all() else ok.size
+        zero = outside[:k]
+        self.settled0[zero] = True
+        self.level0[zero] = 0.0
+        out.certified_by_prices += k
+        return k
 
     def _fifo_window(self, lookahead: np.ndarray) -> np.ndarray:
         """Waiting jobs per fifo group held in the model: enough for the longest speculative chain."""

@@ -163,6 +163,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
                          "cap": self.cap, "cap_type": self.cap_type}
         self.groups0 = list(self.groups)
         self._zero_run = np.zeros(len(self.groups), bool)  # fifo: last job froze at 0 (test the next first)
+        self._exceed_res: Any = None  # the last exceed test's LP result (its prices settle jobs outside the model)
         self._build()
 
     def _initial_state(self) -> np.ndarray:

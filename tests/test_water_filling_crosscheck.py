@@ -78,3 +78,33 @@ def test_chains_of_several_groups_land_in_one_lp() -> None:
     # one group's chain at a time (each cut short by the other groups' earlier cap events) took 58
     # level LPs here, against 71 one by one
     assert s_fast["iterations"] * 2 < s_slow["iterations"]
+
+
+def test_zero_test_prices_settle_jobs_outside_the_model() -> None:
+    """Fifo order a0, a1, ..., a99 (GPU type A only), then c (type B only); one GPU of each type and
+    a window of 8 waiting jobs (the other waiting jobs are outside the model). a0 fills A; a1 is
+    stuck at 0, so the zero test runs on the window (all stuck); its prices settle the a's outside
+    the model at 0 without bringing them in, and stop at c, which B's zero price shows may gain: c
+    enters the model and gets B."""
+    jobs = [Job(f"a{i}", {"A": 1.0}, arrival=float(i), entity="e") for i in range(100)]
+    jobs.append(Job("c", {"B": 1.0}, arrival=100.0, entity="e"))
+    prob = Problem(Cluster.from_counts({"A": 1, "B": 1}), tuple(jobs), entities={"e": Entity("e", 1.0, "fifo")})
+    res = get_policy("hierarchical", fifo_window=8).solve(prob)
+    assert res.ok
+    wf = res.extra["water_filling"]
+    assert wf["certified_by_prices"] >= 80 and wf["compactions"] <= 2
+    assert res.allocation["a0"]["A"] == pytest.approx(1.0)
+    assert all(res.allocation[f"a{i}"].get("A", 0.0) == pytest.approx(0.0, abs=1e-9) for i in range(1, 100))
+    assert res.allocation["c"]["B"] == pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_price_settlement_on_a_saturated_cluster(seed: int) -> None:
+    """Three fifo entities, 150 jobs on 3 GPUs per type and a window of 8: most jobs end at 0, most
+    of them settled by the zero tests' prices; levels as one level LP per bottleneck."""
+    prob = random_problem(100 + seed, 150, ("fifo", "fifo", "fifo"), 4)
+    fast, X_fast, space, s_fast = run(prob, window=8)
+    slow, _, _, _ = run(prob, max_lookahead=1, aggregate=False, compact=False)
+    assert s_fast["certified_by_prices"] >= 30
+    assert fast == pytest.approx(slow, rel=1e-7, abs=1e-8)
+    assert space.check(X_fast, tol=1e-9) == []
