@@ -318,10 +318,12 @@ def configs_table(data: RubickData) -> pd.DataFrame:
 
     ``dp_overlap`` (see :mod:`.model`): 1 for the data-parallel plans (``throughput`` calls: the
     artifact's DeepSpeed configurations set ``overlap_comm``), 0 for the TP/PP plans
-    (``throughput_3D``): they run on the artifact's Megatron-LM (``benchmark/models/train_code/
-    megatron``), whose ``train_step`` all-reduces the data-parallel gradients
-    (``allreduce_gradients``, ``local`` DDP) after ``forward_backward_func`` has returned, and
-    whose DeepSpeed pipeline engine reduces them after the pipeline flush.
+    (``throughput_3D``): the artifact's tensor-parallel jobs run its Megatron-LM copy
+    (``benchmark/models/train_code/megatron``; the gpt2, bert and t5 job files call its
+    ``pretrain_*.py``, the LLaMA job files state no command), whose ``train_step`` all-reduces
+    the data-parallel gradients (``allreduce_gradients``, ``local`` DDP, the default) after
+    ``forward_backward_func`` has returned, and whose DeepSpeed pipeline engine reduces them
+    after the pipeline flush.
     """
     rows = []
     for _, pt in data.points.iterrows():
