@@ -39,6 +39,9 @@ def _bad_numbers(values: Sequence[Any], spec: FieldSpec,
         values = [spec.default if v is None else v for v in values]
         types = set(map(type, values))
     bad = None
+    if not types <= _NUMBER_TYPES and any(issubclass(t, (np.integer, np.floating)) for t in types):
+        values = [v.item() if isinstance(v, (np.integer, np.floating)) else v for v in values]  # numpy scalars
+        types = set(map(type, values))
     if not types <= _NUMBER_TYPES:
         bad = np.fromiter((type(v) not in _NUMBER_TYPES for v in values), bool, n)
         values = [v if type(v) in _NUMBER_TYPES else 0 for v in values]

@@ -185,3 +185,27 @@ def test_errors_survive_pickling() -> None:
         back = pickle.loads(pickle.dumps(err))
         assert type(back) is type(err) and str(back) == str(err)
         assert getattr(back, "field", None) == getattr(err, "field", None)
+
+
+def test_numpy_scalars_are_numbers() -> None:
+    """Throughputs, counts, weights and scale factors given as numpy scalars (e.g. read from a
+    DataFrame row) parse as the plain numbers they hold; a numpy NaN or bool is refused by name."""
+    import numpy as np
+
+    plain = Problem.from_dict(base())
+    d = base()
+    d["cluster"]["worker_types"]["v100"]["count"] = np.int64(2)
+    d["jobs"][0]["throughputs"] = {"v100": np.float64(4.0), "k80": np.float32(1.0)}
+    d["jobs"][1].update(scale_factor=np.int32(1), weight=np.float32(1.0))
+    got = Problem.from_dict(d)
+    assert got.to_dict() == plain.to_dict()
+    assert all(type(v) is float for j in got.jobs for v in j.throughputs.values())
+    assert type(got.jobs[1].scale_factor) is int and type(got.jobs[1].weight) is float
+    d["jobs"][0]["throughputs"]["v100"] = np.float64("nan")
+    with pytest.raises(InputError) as e:
+        Problem.from_dict(d)
+    assert e.value.field == "jobs[0].throughputs.v100" and "finite" in str(e.value)
+    d["jobs"][0]["throughputs"]["v100"] = np.bool_(True)
+    with pytest.raises(InputError) as e:
+        Problem.from_dict(d)
+    assert e.value.field == "jobs[0].throughputs.v100"
