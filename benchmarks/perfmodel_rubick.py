@@ -1,6 +1,6 @@
 """The performance model against Rubick's measured A800 iteration times (99 validation points).
 
-    python benchmarks/perfmodel_rubick.py [--plot rubick_pred_vs_measured.png]
+    python benchmarks/perfmodel_rubick.py [--plot rubick_pred_vs_measured.png] [--write-csv DIR]
 
 Data: the converted copy of Rubick's artifact in ``benchmarks/data/rubick/`` (see its LICENSE
 and :mod:`policyopt.perfmodel.rubick`). Each model is fitted on its profiling samples only
@@ -42,7 +42,14 @@ offload (the artifact's ``Tcc`` and ``Topt``, as Rubick's own fit does).
 ``staged, T_fwd given`` repeats the staged prediction with the forward time Rubick's own script
 fed its model for each plan (the ``fwd_time_plan`` column), as Rubick's validation does; where
 that input is more than 10× off our derived forward time (llama7b's ZeRO-Offload script states 3
-ms for a ~3 s forward), the derived one is kept.
+ms for a ~3 s forward), the derived one is kept. A measured forward holds the forward's own TP
+all-reduces and stage sends, so those rows carry only the backward half of T_tp and T_pp.
+
+The validation points' ``dp_overlap`` column is 0 on the TP/PP plans (the gradient all-reduce
+follows the backward in the artifact's Megatron-LM) and 1 on the data-parallel ones; the samples
+are data-parallel DeepSpeed runs without the column (overlapped). ``--write-csv DIR`` writes the
+samples and configurations exactly as fitted and predicted, for ``policyopt perf-model fit`` /
+``predict``.
 """
 from __future__ import annotations
 
