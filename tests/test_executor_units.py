@@ -160,6 +160,41 @@ def test_state_round_trip_and_resume_checks(tmp_path: Path) -> None:
     assert info.value.field == "state"
 
 
+def test_finish_time_fairness_carries_isolated_time_across_recomputes(tmp_path: Path,
+                                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    """The executor poses each job's cumulative isolated time ``c_m`` (0 at its first call, then
+    ``c_m + (s_prev - s) / thr_prev`` with the previous call's isolated throughput), as the simulator
+    does, and keeps it in the state file across a restart."""
+    import policyopt.executor.executor as E
+
+    table = load_throughput_table(example_throughputs_path("small"))
+    jobs = parse_jobs(EXAMPLES["small"])
+    cfg = ExecutorConfig(cluster="cpu1=1,cpu2=1", round_seconds=2.0, policy="finish_time_fairness")
+    ex = Executor(ExecutorState(tmp_path / "s.sqlite"), jobs, cfg, table, tmp_path / "run")
+    posed: list[list[dict]] = []
+    real = E.build_problem
+    monkeypatch.setattr(E, "build_problem", lambda *a, **k: posed.append(list(a[1])) or real(*a, **k))
+    ex._refresh_topology(0.0)
+    ex._admit(0.0)
+    active = [r for r in ex.jobs.values() if r.status == "active"]
+    assert len(active) == 3  # the fourth job arrives at 4 s
+    assert ex._maybe_recompute(0.0, active) is not None
+    assert all(j["isolated_time"] == 0.0 for j in posed[-1])
+    saved = ex.state.get("isolated_time")
+    rates = {j: v[1] for j, v in saved["prev"].items()}
+    assert set(rates) == {r.job_id for r in active} and all(v > 0 for v in rates.values())
+    for r in active:
+        r.steps_done += 30
+    ex.mech = None  # recompute now
+    assert ex._maybe_recompute(4.0, active) is not None
+    second = {j["id"]: j["isolated_time"] for j in posed[-1]}
+    assert second == pytest.approx({j: 30 / v for j, v in rates.items()}, rel=1e-12)
+    problem = real(dict(ex.placer.counts), posed[-1], table)
+    assert {j.id: j.isolated_time for j in problem.jobs} == pytest.approx(second, rel=1e-12)
+    again = Executor(ExecutorState(tmp_path / "s.sqlite"), jobs, cfg)
+    assert again.isolated.to_state() == ex.isolated.to_state()
+
+
 def test_simulator_bridge_on_a_synthetic_report() -> None:
     pytest.importorskip("pandas")
     from policyopt.executor.fidelity import compare, simulate_run, table_from_profile

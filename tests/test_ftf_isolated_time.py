@@ -213,3 +213,22 @@ def test_simulator_isolated_time_over_rounds_matches_gavels_update(gavel, monkey
                 assert j.isolated_time == 0.0
         prev = {j.id: (float(j.isolated_time), j.steps_remaining, rate) for j, rate in zip(p.jobs, iso.tolist())}
     assert updated >= 5
+
+
+def test_tracker_state_round_trip_and_retain() -> None:
+    """``to_state``/``from_state`` keep ``c_m`` and ``(s_prev, thr_prev)`` exactly (JSON-safe);
+    ``retain`` drops the jobs that left."""
+    import json
+    from types import SimpleNamespace
+
+    from policyopt.mechanism import IsolatedTimeTracker
+
+    t = IsolatedTimeTracker()
+    t.observe({"a": 100.0, "b": 50.0}, SimpleNamespace(extra={"isolated_throughputs": {"a": 4.0, "b": 2.0}}))
+    t.observe({"a": 60.0, "b": 40.0}, SimpleNamespace(extra={"isolated_throughputs": {"a": 5.0, "b": 1.0}}))
+    back = IsolatedTimeTracker.from_state(json.loads(json.dumps(t.to_state())))
+    assert back.value("a", 50.0) == t.value("a", 50.0) == 10.0 + 2.0
+    assert back.value("b", 40.0) == 5.0
+    back.retain(["a"])
+    assert back.value("b", 40.0) == 0.0 and back.value("a", 60.0) == 10.0
+    assert IsolatedTimeTracker.from_state(None).to_state() == {"c": {}, "prev": {}}

@@ -7,7 +7,8 @@ scheduling included; time while no executor runs is not counted):
 2. **Recompute** on arrivals, completions and job failures, at most once every
    ``recompute_interval`` seconds (:class:`~policyopt.mechanism.RecomputeClock`): the policy solves
    the problem of the active jobs (throughputs from the profiler table, or measured online
-   ones with ``online_throughputs``; remaining steps; time since arrival) and the allocation is
+   ones with ``online_throughputs``; remaining steps; time since arrival; for finish-time fairness
+   the cumulative isolated time, carried from call to call as in the simulator) and the allocation is
    installed in the :class:`~policyopt.mechanism.RoundMechanism` (deficits carried).
 3. **Placement**: the mechanism's selection is placed on slots (consolidation, lease renewal,
    migration minimization; :class:`~policyopt.executor.planning.RoundPlacer`).
@@ -57,7 +58,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from policyopt.errors import InputError
-from policyopt.mechanism import RecomputeClock, RoundMechanism
+from policyopt.mechanism import IsolatedTimeTracker, RecomputeClock, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeEvent
 
 from .backends import Backend, BackendError, LocalProcessBackend
@@ -128,6 +129,8 @@ class Executor(ProcessControl):
         placement = self.state.get("placement") or {"assignment": {}, "pairs": []}
         self.previous: dict[str, list[int]] = {j: list(g) for j, g in placement["assignment"].items()}
         self.previous_pairs: list[list[str]] = [list(p) for p in placement["pairs"]]
+        # finish-time fairness: each job's cumulative isolated time c_m, carried across recomputes
+        self.isolated = IsolatedTimeTracker.from_state(self.state.get("isolated_time"))
         self.tracks: dict[str, Track] = {}
         self._loss_notes: list[tuple[list[int], str, int]] = []  # (lost slots, job, steps done) to record
         self.launches = int(self.state.get("launches", 0))
@@ -342,10 +345,11 @@ class Executor(ProcessControl):
             thr = job_throughputs(self.table, r.job_type, list(counts), measured, k)
             if not any(thr.get(t, 0.0) > 0 and k <= n for t, n in counts.items()):
                 continue  # cannot run on the live slots (e.g. after a node loss): it waits
+            left = max(r.steps_required - r.steps_done, 1)
             problem_jobs.append({"id": r.job_id, "job_type": r.job_type, "weight": r.spec.get("weight", 1.0),
-                                 "throughputs": thr, "scale_factor": k,
-                                 "steps_remaining": max(r.steps_required - r.steps_done, 1),
-                                 "time_since_start": max(now - r.arrival, 0.0), "arrival": r.arrival})
+                                 "throughputs": thr, "scale_factor": k, "steps_remaining": left,
+                                 "time_since_start": max(now - r.arrival, 0.0), "arrival": r.arrival,
+                                 "isolated_time": self.isolated.value(r.job_id, float(left))})
         if not problem_jobs:
             self.mech = None
             return None
@@ -367,7 +371,11 @@ class Executor(ProcessControl):
                 "objective": result.objective if result.objective is None or math.isfinite(result.objective) else None,
                 "solve_seconds": solve_s, "jobs": sorted(ids), "events": [[e.kind, e.subject] for e in absorbed],
                 "allocation": alloc, "colocated": coloc, "message": result.message}
-        self.state.put("allocation", info)
+        self.isolated.observe({j["id"]: float(j["steps_remaining"]) for j in problem_jobs}, result)
+        self.isolated.retain(ids)
+        with self.state.transaction():
+            self.state.put("allocation", info)
+            self.state.put("isolated_time", self.isolated.to_state())
         self.state.event(now, "recompute", detail={k: info[k] for k in ("status", "solve_seconds", "jobs", "events")})
         self.log(f"round {self.round_index}: recomputed the allocation ({result.status.value}, "
                  f"{solve_s * 1e3:.0f} ms) for {len(ids)} jobs")

@@ -4,7 +4,9 @@
   (``docs/schema.md``): one worker type per cluster type with its live worker count and
   ``gpus_per_server`` (the most slots of that type one machine offers), one job per active job
   with its scale factor ``K``, its ``K``-worker throughputs (and ``<type>_unconsolidated`` for
-  ``K > 1``: ranks spread over machines), remaining steps, time since arrival and weight, and —
+  ``K > 1``: ranks spread over machines), remaining steps, time since arrival, weight, the
+  cumulative isolated time ``c_m`` of finish-time fairness (carried by the executor with an
+  :class:`~policyopt.mechanism.IsolatedTimeTracker`, as the simulator does), and —
   with space sharing — one ``colocated`` entry per pair of active single-worker jobs whose job
   types the table measured together on a worker type.
 * :func:`mechanism_allocation` turns a policy result into the mechanism's input:
@@ -55,13 +57,16 @@ def job_throughputs(table: Mapping[str, Any], job_type: str, worker_types: Seque
 def build_problem(counts: Mapping[str, int], jobs: Sequence[Mapping[str, Any]], table: Mapping[str, Any],
                   space_sharing: bool = False, gpus_per_server: Mapping[str, int] | None = None) -> Problem:
     """The problem for ``jobs`` = ``[{"id", "job_type", "throughputs", "steps_remaining",
-    "time_since_start", "weight", "arrival", "scale_factor"?}]`` (see the module docstring)."""
+    "time_since_start", "weight", "arrival", "scale_factor"?, "isolated_time"?}]`` (see the module
+    docstring; ``isolated_time``: finish-time fairness's ``c_m``)."""
     gps = dict(gpus_per_server or {})
     types = {t: {"count": int(n), "gpus_per_server": max(1, int(gps.get(t, 1)))} for t, n in counts.items()}
     out = [{"id": j["id"], "throughputs": j["throughputs"], "scale_factor": int(j.get("scale_factor", 1)),
             "weight": float(j["weight"]),
             "steps_remaining": float(j["steps_remaining"]), "time_since_start": float(j["time_since_start"]),
-            "arrival": float(j["arrival"])} for j in jobs]
+            "arrival": float(j["arrival"]),
+            **({"isolated_time": float(j["isolated_time"])} if j.get("isolated_time") is not None else {})}
+           for j in jobs]
     colocated: list[dict[str, Any]] = []
     if space_sharing:
         entries: dict[tuple[str, str, str], tuple[float, float]] = {}

@@ -14,7 +14,7 @@ call (a job's first call starts at ``c_m = 0``). The policy reports ``thr(m, X_i
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any
 
 __all__ = ["IsolatedTimeTracker"]
@@ -51,3 +51,23 @@ class IsolatedTimeTracker:
         """Drop a finished job's state."""
         self._c.pop(job_id, None)
         self._prev.pop(job_id, None)
+
+    def retain(self, job_ids: Iterable[str]) -> None:
+        """Keep only the state of ``job_ids`` (the jobs still active)."""
+        keep = set(job_ids)
+        for d in (self._c, self._prev):
+            for jid in [j for j in d if j not in keep]:
+                del d[jid]
+
+    def to_state(self) -> dict[str, Any]:
+        """A JSON object: ``c_m`` and ``(s^prev, thr^prev)`` per job (:meth:`from_state` inverts it)."""
+        return {"c": dict(self._c), "prev": {j: [s, r] for j, (s, r) in self._prev.items()}}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> "IsolatedTimeTracker":
+        """The tracker saved by :meth:`to_state` (``None``: an empty one)."""
+        out = cls()
+        if state:
+            out._c = {str(j): float(v) for j, v in state.get("c", {}).items()}
+            out._prev = {str(j): (float(v[0]), float(v[1])) for j, v in state.get("prev", {}).items()}
+        return out
