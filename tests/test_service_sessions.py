@@ -204,3 +204,35 @@ def test_session_equals_a_direct_python_round_loop(tmp_path: Path) -> None:
             assert rd["pending"][: len(res.selection.pending)] == list(res.selection.pending)
             seen.add(tuple(sorted(rd["assignment"])))
     assert len(seen) > 3  # the running set changes from round to round
+
+
+def test_finish_time_fairness_session_carries_isolated_time(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A ``finish_time_fairness`` session poses each job's cumulative isolated time: 0 at its first
+    recompute, then ``(s_prev - s) / thr_prev`` with the isolated throughput of the previous call
+    (as the simulator and the executor do), kept in the session's state across a server restart."""
+    from policyopt.service import rounds as R
+
+    posed: list[Any] = []
+    real = R.session_problem
+    monkeypatch.setattr(R, "session_problem", lambda *a, **k: posed.append(real(*a, **k)) or posed[-1])
+    body = {"cluster": synthetic_cluster(2), "round_length": 60, "policy": "finish_time_fairness"}
+    db = tmp_path / "f.sqlite"
+    with ServiceThread(create_app(db)) as url, httpx.Client(base_url=url, timeout=60) as c:
+        sid = _post(c, "/v1/sessions", body, 201)["session_id"]
+        _post(c, f"/v1/sessions/{sid}/jobs", {"jobs": synthetic_jobs(5, seed=1, max_scale=1)})
+        rd = _post(c, f"/v1/sessions/{sid}/rounds/next")
+        assert [j.isolated_time for j in posed[-1].jobs] == [0.0] * 5
+        first = {j.id: j.steps_remaining for j in posed[-1].jobs}
+        _post(c, f"/v1/sessions/{sid}/progress", {"round": 0, "steps": {j: 600.0 for j in rd["assignment"]}})
+    with ServiceThread(create_app(db)) as url, httpx.Client(base_url=url, timeout=60) as c:  # a restart
+        _post(c, f"/v1/sessions/{sid}/jobs", {"jobs": synthetic_jobs(1, seed=2, prefix="late", max_scale=1)})
+        _post(c, f"/v1/sessions/{sid}/rounds/next")  # an arrival: recompute
+    assert len(posed) == 2
+    second = {j.id: j for j in posed[-1].jobs}
+    assert second["late0"].isolated_time == 0.0
+    from policyopt.policy import get_policy
+
+    iso = get_policy("finish_time_fairness").solve(posed[0]).extra["isolated_throughputs"]
+    want = {j: (first[j] - second[j].steps_remaining) / iso[j] for j in first}
+    assert sum(v > 0 for v in want.values()) >= 2
+    assert {j: second[j].isolated_time for j in first} == pytest.approx(want, rel=1e-9)

@@ -28,7 +28,7 @@ from typing import Any, Mapping, Sequence
 
 import numpy as np
 
-from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
+from policyopt.mechanism import Combination, IsolatedTimeTracker, RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock, RecomputeEvent
 from policyopt.mechanism.state import mechanism_from_state, mechanism_to_state, with_worker_counts
 from policyopt.placement import ClusterLayout, Placement, RoundPipeline
@@ -276,10 +276,12 @@ def fits_cluster(spec: Mapping[str, Any], counts: Mapping[str, int]) -> bool:
 
 
 def session_problem(cfg: Mapping[str, Any], counts: Mapping[str, int], jobs: Sequence[JobRow],
-                    coloc: Sequence[Mapping[str, Any]], now: float) -> Problem:
+                    coloc: Sequence[Mapping[str, Any]], now: float,
+                    isolated: IsolatedTimeTracker | None = None) -> Problem:
     """The allocation problem of this moment: live worker counts, active schedulable jobs with
-    their live ``steps_remaining``, ``time_since_start`` and remaining SLO. Built through the
-    interchange format, so job fields added to it later pass through unchanged."""
+    their live ``steps_remaining``, ``time_since_start``, remaining SLO and, from ``isolated``, the
+    cumulative isolated time of finish-time fairness (where the job's own spec gives none). Built
+    through the interchange format, so job fields added to it later pass through unchanged."""
     cl = cfg["cluster"]
     types = {t: {"count": counts[t], **{k: cl[t][k] for k in ("gpus_per_server", "price_per_hour")
                                          if cl[t][k] is not None}} for t in cfg["worker_types"]}
@@ -291,6 +293,8 @@ def session_problem(cfg: Mapping[str, Any], counts: Mapping[str, int], jobs: Seq
         spec["slo_seconds"] = None if slo is None or slo - age <= 0 else slo - age
         if spec.get("arrival") is None:
             spec["arrival"] = j.added_at
+        if isolated is not None and spec.get("isolated_time") is None:
+            spec["isolated_time"] = isolated.value(j.job_id, float(j.steps_remaining))
         out.append(spec)
     ids = {j.job_id for j in jobs}
     pairs = [e for e in coloc if e["jobs"][0] in ids and e["jobs"][1] in ids]

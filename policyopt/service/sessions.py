@@ -33,7 +33,7 @@ import time
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from policyopt.errors import InputError, UnknownNameError
-from policyopt.mechanism import RoundAssignment, RoundMechanism
+from policyopt.mechanism import IsolatedTimeTracker, RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock
 from policyopt.placement.stages import JobInfo
 from policyopt.problem import Problem
@@ -504,11 +504,15 @@ class SessionManager:
                 bad = set(unschedulable)
                 sched = [j for j in active if j.job_id not in bad]
                 if sched and sum(counts.values()) > 0:
-                    problem = R.session_problem(cfg, counts, sched, coloc, now)
+                    isolated = IsolatedTimeTracker.from_state(state.get("isolated_time"))
+                    problem = R.session_problem(cfg, counts, sched, coloc, now, isolated)
                     policy, _ = make_policy(cfg["policy"], cfg["options"], default_time_limit=None, max_time_limit=None)
                     t0 = time.perf_counter()
                     res = solve_checked(policy, problem, "jobs")
                     solve_seconds = time.perf_counter() - t0
+                    isolated.observe({j.job_id: float(j.steps_remaining) for j in sched}, res)
+                    isolated.retain(j.job_id for j in active)
+                    state["isolated_time"] = isolated.to_state()
                     alloc, folded_pairs = R.fold_configurations(res.allocation, res.colocated_allocation)
                     if mech is None:
                         mech = RoundMechanism(counts, round_length=cfg["round_length"],
