@@ -174,6 +174,11 @@ def test_finish_time_fairness_carries_isolated_time_across_recomputes(tmp_path: 
     posed: list[list[dict]] = []
     real = E.build_problem
     monkeypatch.setattr(E, "build_problem", lambda *a, **k: posed.append(list(a[1])) or real(*a, **k))
+    import policyopt.policy as P
+
+    made: list[str] = []
+    real_get = P.get_policy
+    monkeypatch.setattr(P, "get_policy", lambda name, **o: made.append(name) or real_get(name, **o))
     ex._refresh_topology(0.0)
     ex._admit(0.0)
     active = [r for r in ex.jobs.values() if r.status == "active"]
@@ -191,6 +196,7 @@ def test_finish_time_fairness_carries_isolated_time_across_recomputes(tmp_path: 
     assert second == pytest.approx({j: 30 / v for j, v in rates.items()}, rel=1e-12)
     problem = real(dict(ex.placer.counts), posed[-1], table)
     assert {j.id: j.isolated_time for j in problem.jobs} == pytest.approx(second, rel=1e-12)
+    assert made == ["finish_time_fairness"]  # one policy object per run (memory, warm starts)
     again = Executor(ExecutorState(tmp_path / "s.sqlite"), jobs, cfg)
     assert again.isolated.to_state() == ex.isolated.to_state()
 

@@ -142,7 +142,8 @@ def _script(c: httpx.Client, sid: str, rounds: range, log: list[dict[str, Any]])
 
 def test_restart_in_the_middle_of_a_session(tmp_path: Path) -> None:
     """Stop the server after 5 rounds, start a new app on the same file: the session continues
-    exactly as an uninterrupted one (same placements, pending lists, completions)."""
+    exactly as an uninterrupted one (same placements, pending lists, completions; the objective to
+    1e-9 relative)."""
     create = {"cluster": synthetic_cluster(8), "round_length": 60, "min_recompute_interval": 120.0,
               "options": {"space_sharing": False}}
     jobs = synthetic_jobs(16, seed=11)
@@ -169,6 +170,12 @@ def test_restart_in_the_middle_of_a_session(tmp_path: Path) -> None:
 
     assert len(got) == len(ref) == 12
     for r, (a, b) in enumerate(zip(got, ref)):
+        # the uninterrupted server warm-starts each recompute from its policy object's previous solve,
+        # the restarted one solves its first recompute cold: the same optimum, to rounding
+        oa, ob = ((rd.get("allocation") or {}).get("objective") for rd in (a, b))
+        if oa is not None and ob is not None:
+            assert oa == pytest.approx(ob, rel=1e-9), f"round {r}'s objective differs after the restart"
+            a, b = ({**rd, "allocation": {**rd["allocation"], "objective": None}} for rd in (a, b))
         assert a == b, f"round {r} differs after the restart"
     assert any(rd["completed"] for rd in ref), "the script should complete some jobs"
     assert any(rd["migrated"] or rd["recomputed"] for rd in ref[5:])
@@ -236,3 +243,29 @@ def test_finish_time_fairness_session_carries_isolated_time(tmp_path: Path, monk
     want = {j: (first[j] - second[j].steps_remaining) / iso[j] for j in first}
     assert sum(v > 0 for v in want.values()) >= 2
     assert {j: second[j].isolated_time for j in first} == pytest.approx(want, rel=1e-9)
+
+
+def test_session_keeps_one_policy_object_between_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The policy object of a session lives across its rounds (AlloX's and Gandiva's memory, warm
+    starts): one is made at the first recompute and reused at the next ones; a second server on
+    the same file, which did not run the session's last round, makes its own."""
+    import policyopt.service.sessions as S
+
+    made: list[Any] = []
+    real = S.make_policy
+    monkeypatch.setattr(S, "make_policy", lambda *a, **k: made.append(real(*a, **k)[0]) or (made[-1], {}))
+    db = tmp_path / "p.sqlite"
+    app = create_app(db)
+    with ServiceThread(app) as url, httpx.Client(base_url=url, timeout=60) as c:
+        sid = _post(c, "/v1/sessions", {"cluster": synthetic_cluster(2), "round_length": 60, "policy": "allox"},
+                    201)["session_id"]
+        for r in range(3):  # an arrival before each round: three recomputes
+            _post(c, f"/v1/sessions/{sid}/jobs", {"jobs": synthetic_jobs(2, seed=r, prefix=f"r{r}-", max_scale=1)})
+            _post(c, f"/v1/sessions/{sid}/rounds/next")
+        assert len(made) == 2  # create's check, then the session's policy object
+        assert made[1]._running  # AlloX remembers the jobs it started
+    with ServiceThread(create_app(db)) as url, httpx.Client(base_url=url, timeout=60) as c:
+        _post(c, f"/v1/sessions/{sid}/jobs", {"jobs": synthetic_jobs(1, seed=9, prefix="x", max_scale=1)})
+        _post(c, f"/v1/sessions/{sid}/rounds/next")
+    assert len(made) == 3
+

@@ -131,6 +131,7 @@ class Executor(ProcessControl):
         self.previous_pairs: list[list[str]] = [list(p) for p in placement["pairs"]]
         # finish-time fairness: each job's cumulative isolated time c_m, carried across recomputes
         self.isolated = IsolatedTimeTracker.from_state(self.state.get("isolated_time"))
+        self._policy: Any = None  # the policy object, created at the first recompute
         self.tracks: dict[str, Track] = {}
         self._loss_notes: list[tuple[list[int], str, int]] = []  # (lost slots, job, steps done) to record
         self.launches = int(self.state.get("launches", 0))
@@ -359,7 +360,9 @@ class Executor(ProcessControl):
         from policyopt.policy import get_policy
 
         t0 = time.perf_counter()
-        result = get_policy(self.config.policy, **self.config._solver_options()).solve(problem)
+        if self._policy is None:  # one object per run: policies with memory (AlloX, Gandiva) and warm starts
+            self._policy = get_policy(self.config.policy, **self.config._solver_options())
+        result = self._policy.solve(problem)
         solve_s = time.perf_counter() - t0
         scale = {j["id"]: int(j["scale_factor"]) for j in problem_jobs}
         alloc, coloc = mechanism_allocation(result.allocation, result.colocated_allocation, counts, scale)

@@ -36,6 +36,7 @@ from policyopt.errors import InputError, UnknownNameError
 from policyopt.mechanism import IsolatedTimeTracker, RoundAssignment, RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock
 from policyopt.placement.stages import JobInfo
+from policyopt.policy import Policy
 from policyopt.problem import Problem
 
 from . import rounds as R
@@ -81,6 +82,7 @@ class SessionManager:
         self._guard = threading.Lock()
         #: session -> (mechanism_rev, RoundMechanism) as last committed by this process
         self._mechanisms: dict[str, tuple[int, RoundMechanism]] = {}
+        self._policies: dict[str, tuple[int, Policy]] = {}  # memory across rounds (AlloX, Gandiva, warm starts)
 
     # ------------------------------------------------------------------------------ plumbing
     def _lock(self, sid: str) -> threading.Lock:
@@ -224,6 +226,7 @@ class SessionManager:
         with self._guard:
             self._locks.pop(sid, None)
             self._mechanisms.pop(sid, None)
+            self._policies.pop(sid, None)
 
     @staticmethod
     def _job_out(j: JobRow, now: float) -> dict[str, Any]:
@@ -452,6 +455,8 @@ class SessionManager:
                 for row in self._apply_progress(cfg, state, jobs, request["progress"], "progress."):
                     changed[row.job_id] = row
             view = {**jobs, **changed}
+            held = self._policies.pop(sid, None)  # the policy object of this server's last round, if it was
+            policy_obj = held[1] if held is not None and held[0] == state["mechanism_rev"] else None
             cached = self._mechanisms.pop(sid, None)
             if cached is not None and cached[0] == state["mechanism_rev"]:
                 mech: RoundMechanism | None = cached[1]
@@ -506,7 +511,9 @@ class SessionManager:
                 if sched and sum(counts.values()) > 0:
                     isolated = IsolatedTimeTracker.from_state(state.get("isolated_time"))
                     problem = R.session_problem(cfg, counts, sched, coloc, now, isolated)
-                    policy, _ = make_policy(cfg["policy"], cfg["options"], default_time_limit=None, max_time_limit=None)
+                    policy = policy_obj or make_policy(cfg["policy"], cfg["options"], default_time_limit=None,
+                                                       max_time_limit=None)[0]
+                    policy_obj = policy
                     t0 = time.perf_counter()
                     res = solve_checked(policy, problem, "jobs")
                     solve_seconds = time.perf_counter() - t0
@@ -560,6 +567,7 @@ class SessionManager:
             state["time"] = now
             state["mechanism_rev"] += 1
             result_mech[0] = (state["mechanism_rev"], mech)
+            result_policy[0] = policy_obj
             state["clock"] = R.clock_to_state(clock)
             timings = {**timings, "solve": solve_seconds, "total": time.perf_counter() - t_start}
             response = {"session_id": sid, "round": index, "round_length": cfg["round_length"], "time": now,
@@ -576,6 +584,7 @@ class SessionManager:
                            mechanism=R.mechanism_to_state(mech) if mech is not None else None), response
 
         result_mech: list[tuple[int, RoundMechanism | None] | None] = [None]
+        result_policy: list[Policy | None] = [None]
 
         def need_mechanism(st: Mapping[str, Any]) -> bool:  # evaluated under the session lock
             held = self._mechanisms.get(sid)
@@ -585,6 +594,8 @@ class SessionManager:
             rev, mech = result_mech[0] or (0, None)
             if mech is not None:
                 self._mechanisms[sid] = (rev, mech)
+            if result_policy[0] is not None:
+                self._policies[sid] = (rev, result_policy[0])
 
         out, version = self._mutate(sid, fn, need_mechanism, keep_mechanism)
         out["version"] = version
