@@ -33,7 +33,7 @@ process per row.
     python benchmarks/solve_vs_gavel.py                       # 64 … 16,384 jobs, five policies
     python benchmarks/solve_vs_gavel.py --quick               # 64, 256, 1,024 jobs
     python benchmarks/solve_vs_gavel.py --sizes 2048 --policies max_min_fairness --csv out.csv
-    python benchmarks/solve_vs_gavel.py --warm 2048            # re-solve after one arrival vs cold
+    python benchmarks/solve_vs_gavel.py --warm 2048            # re-solve after one arrival/completion vs cold
 """
 from __future__ import annotations
 
@@ -196,11 +196,11 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
 
 
 def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
-    """Re-solve after one arrival at ``n`` jobs against a cold solve, in one process: a fresh policy
-    object solving the ``n``-job problem (cold) and one that solved the first ``n − 1`` jobs before
-    (warm: its previous basis carried over, see docs/solvers.md). Two workloads: Gavel's (jobs
-    repeat: the structured fast path), and the same with every job's throughputs scaled by
-    ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS)."""
+    """Re-solve after one arrival at ``n`` jobs (and after one completion, ``n − 1`` left) against a
+    cold solve, in one process: a fresh policy object solving the problem (cold) and one that solved
+    the problem before the change (warm: its loaded model updated in place, see docs/solvers.md).
+    Two workloads: Gavel's (jobs repeat: the structured fast path), and the same with every job's
+    throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS)."""
     import dataclasses
 
     from policies_bench import workload
@@ -217,22 +217,24 @@ def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
                 for j in p.jobs]
     rows = []
     for label, jobs in (("gavel", list(p.jobs)), ("distinct jobs", distinct)):
-        prev, new = p.with_jobs(jobs[:-1]), p.with_jobs(jobs)
-        for name in ("max_min_fairness", "max_sum_throughput"):
-            cold_t, warm_t, objs = [], [], []
-            for _ in range(repeats):  # CPU seconds of policy.solve (wall clocks measure waiting here)
-                c0 = time.process_time()
-                r = get_policy(name).solve(new)
-                cold_t.append(time.process_time() - c0)
-                pol = get_policy(name)
-                pol.solve(prev)
-                c0 = time.process_time()
-                w = pol.solve(new)
-                warm_t.append(time.process_time() - c0)
-                objs.append(_rel(r.objective, w.objective))
-            rows.append({"workload": label, "policy": name, "jobs": n, "cold_cpu_s": min(cold_t),
-                         "warm_cpu_s": min(warm_t), "warm_over_cold": min(warm_t) / min(cold_t),
-                         "obj_rel_diff": max(objs)})
+        # an arrival (the last job) and a completion (a job in the middle of the list)
+        for change, prev, new in (("arrival", p.with_jobs(jobs[:-1]), p.with_jobs(jobs)),
+                                  ("completion", p.with_jobs(jobs), p.with_jobs(jobs[:n // 2] + jobs[n // 2 + 1:]))):
+            for name in ("max_min_fairness", "max_sum_throughput"):
+                cold_t, warm_t, objs = [], [], []
+                for _ in range(repeats):  # CPU seconds of policy.solve (wall clocks measure waiting here)
+                    c0 = time.process_time()
+                    r = get_policy(name).solve(new)
+                    cold_t.append(time.process_time() - c0)
+                    pol = get_policy(name)
+                    pol.solve(prev)
+                    c0 = time.process_time()
+                    w = pol.solve(new)
+                    warm_t.append(time.process_time() - c0)
+                    objs.append(_rel(r.objective, w.objective))
+                rows.append({"workload": label, "change": change, "policy": name, "jobs": len(new.jobs),
+                             "cold_cpu_s": min(cold_t), "warm_cpu_s": min(warm_t),
+                             "warm_over_cold": min(warm_t) / min(cold_t), "obj_rel_diff": max(objs)})
     return rows
 
 
@@ -291,7 +293,8 @@ def main() -> None:
     ap.add_argument("--csv", type=Path, default=RESULTS / "solve_vs_gavel.csv")
     ap.add_argument("--plot", type=Path, default=RESULTS / "solve_vs_gavel.png")
     ap.add_argument("--warm", type=int, nargs="*", default=None, metavar="JOBS",
-                    help="only measure the re-solve after one arrival against a cold solve (default 2048 jobs)")
+                    help="only measure the re-solve after one arrival (and one completion) against a cold solve "
+                         "(default 2048 jobs)")
     args = ap.parse_args()
     if args.warm is not None:
         ctx = mp.get_context("spawn")

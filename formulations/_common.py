@@ -250,6 +250,23 @@ class LoadedLP:
         self._warm_start = False  # a basis was set before the first solve (set_basis)
         self.stall_retries = 0  # unperturbed re-solves that hit their cap and were re-solved perturbed
 
+    @classmethod
+    def of(cls, policy: Policy, loaded: LoadedModel, timings: Timings, warm: bool = False) -> "LoadedLP":
+        """A wrapper of a model already loaded (e.g. kept across problems, :mod:`policyopt.incremental`);
+        ``warm``: its first solve is a re-solve (a failed one is checked cold). ``rows`` is unavailable."""
+        self = cls.__new__(cls)
+        self.model = None  # type: ignore[assignment]
+        self.timings = timings
+        self.sf = loaded.sf
+        self.solver = policy.get_solver(Feature.LP)
+        self.loaded = loaded
+        self.solves = 0
+        self.has_duals = self.solver.supports(Feature.DUALS)
+        self.warm_primal = False
+        self._warm_start = warm
+        self.stall_retries = 0
+        return self
+
     @property
     def solver_name(self) -> str:
         return self.solver.name

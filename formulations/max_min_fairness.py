@@ -36,6 +36,7 @@ import time
 
 import numpy as np
 
+from policyopt import incremental
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
@@ -62,6 +63,7 @@ class MaxMinFairness(LPPolicy):
 
     pop_combine = "min"  # how POP recombines sub-problem objectives
     degenerate_lp = True  # all jobs tied at the optimum: a hint for algorithm=auto
+    incremental_lp = True  # a job's rows use its own data and the cluster only (X_equal is per cluster)
     options = (Option("fill", bool, True,
                       "second in-place LP: among max-min optimal allocations maximize the total normalized "
                       "throughput (no capacity left idle that a job could use at no cost to the minimum)"),)
@@ -86,6 +88,15 @@ class MaxMinFairness(LPPolicy):
         timings = Timings()
         t0 = time.perf_counter()
         space = self.make_space(problem)
+        kept = incremental.update(self, space)
+        if kept is not None:  # the previous problem's model, updated in place to this job set
+            st, variables = kept
+            try:
+                timings.build = time.perf_counter() - t0
+                lp = LoadedLP.of(self, st.loaded, timings, warm=True)
+                return self._solve_loaded(space, lp, variables["X"], variables["t"], timings, st, None, variables)
+            finally:
+                st.lock.release()
         model = Model(self.name)
         X = space.add_allocation(model)
         t = self.build(model, space, X)
@@ -97,8 +108,26 @@ class MaxMinFairness(LPPolicy):
             # the previous problem's max-min basis, carried by labels (an arrival or a completion):
             # optimal there, so dual feasible here — new jobs' columns enter at zero, their rows basic
             lp.set_basis(*carry_basis(prev, model))
+        adopted = incremental.adopt(self, space, model, lp.loaded, t)
+        try:
+            return self._solve_loaded(space, lp, X, t, timings, adopted, model if warm else None)
+        finally:
+            if adopted is not None:
+                adopted.lock.release()
+
+    def _solve_loaded(self, space: AllocationSpace, lp: LoadedLP, X: Variable, t: Variable, timings: Timings,
+                      st: incremental.JobSetModel | None, model: Model | None = None,
+                      variables: dict[str, Variable] | None = None) -> PolicyResult:
+        """The max-min LP loaded in ``lp``, then its ``fill`` stage in place. The max-min LP's basis
+        is kept for the next problem: in ``st`` (the kept model, updated in place) and as a label
+        snapshot (:mod:`policyopt.warm_start`) of ``model`` (a cold build) or of ``st``'s
+        ``variables`` (a kept model), for a cold build after a change other than of the job set."""
         raw = lp.solve()
-        if warm:  # this LP's basis, copied now (the fill stage changes it), converted when used
+        if st is not None:  # the max-min basis, kept now (the fill stage changes the loaded model)
+            st.keep_start(raw.x if raw.status is Status.OPTIMAL else None)
+        if variables is not None and st is not None and lp.loaded.has_basis():
+            remember(self, st.snapshot(space, variables))  # labels of a kept model (used after a cold build)
+        elif model is not None:  # this LP's basis, copied now (the fill stage changes it), converted when used
             remember(self, BasisSnapshot(model, source=lp.loaded.basis_reader()) if lp.loaded.has_basis() else None)
         if raw.status is not Status.OPTIMAL or raw.x is None:
             Xf, msg = self.fallback(space, raw, X)

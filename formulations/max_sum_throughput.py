@@ -20,6 +20,7 @@ class MaxSumThroughput(LPPolicy):
     """Maximum total throughput: max Σ_m thr(m) (optionally normalized by thr(m, X_equal))."""
 
     pop_combine = "sum"  # how POP recombines sub-problem objectives
+    incremental_lp = True  # a job's columns and costs use its own data only (normalize: per-job X_equal)
 
     options = (Option("normalize", bool, False,
                       "divide each job's throughput by its equal-share throughput thr(m, X_equal)"),)

@@ -32,6 +32,7 @@ from .modeling import Model, Variable
 from .problem import Problem
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
+from . import incremental
 from .warm_start import BasisSnapshot, carry_basis, recall, remember
 
 __all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
@@ -125,6 +126,11 @@ class Policy(ABC):
     pop_combine: ClassVar[str | None] = None  # how POP recombines sub-objectives: sum|min|max|None
     #: the policy's LPs are max-min epigraphs whose optimum ties many rows (a hint for algorithm=auto)
     degenerate_lp: ClassVar[bool] = False
+    #: the policy's LP is job-separable: each job's columns, rows, bounds and costs depend only on that
+    #: job's data (throughputs, scale factor, weight) and the cluster, never on the other jobs — so a
+    #: policy object updates its loaded model in place when only the job set changes
+    #: (:mod:`policyopt.incremental`); a policy that normalizes over the job set must leave it False
+    incremental_lp: ClassVar[bool] = False
     #: the policy's objective and rows stay met when a job runs faster on capacity the allocation left
     #: idle (a space's work-conserving stage may apply); False for cost objectives and budgets
     idle_capacity_helps: ClassVar[bool] = True
@@ -241,6 +247,20 @@ class LPPolicy(Policy):
         timings = Timings()
         t0 = time.perf_counter()
         space = self.make_space(problem)
+        kept = incremental.update(self, space) if self.incremental_lp else None
+        if kept is not None:  # the previous problem's model, updated in place to this job set
+            st, variables = kept
+            try:
+                t1 = time.perf_counter()
+                raw = st.loaded.resolve()
+                st.keep_start(raw.x if raw.status is Status.OPTIMAL else None)
+                remember(self, st.snapshot(space, variables) if st.loaded.has_basis() else None)
+                timings.build = t1 - t0
+                timings.solve = time.perf_counter() - t1 - raw.timings.extract
+                timings.extract = raw.timings.extract
+                return self._lp_result(space, raw, variables["X"], variables.get(st.obj_name or ""), timings)
+            finally:
+                st.lock.release()
         model = Model(self.name)
         X = space.add_allocation(model)
         obj_var = self.build(model, space, X)
@@ -263,9 +283,18 @@ class LPPolicy(Policy):
             # the backend's basis, turned into arrays only if a next solve starts from it
             snapshot = BasisSnapshot(model, source=loaded.basis_reader())
         remember(self, snapshot)
+        if self.incremental_lp:
+            adopted = incremental.adopt(self, space, model, loaded, obj_var)
+            if adopted is not None:
+                adopted.keep_start(raw.x if raw.status is Status.OPTIMAL else None)
+                adopted.lock.release()
         timings.build, timings.compile = t1 - t0, t2 - t1
         timings.solve = time.perf_counter() - t2 - raw.timings.extract
         timings.extract = raw.timings.extract
+        return self._lp_result(space, raw, X, obj_var, timings)
+
+    def _lp_result(self, space: AllocationSpace, raw: SolveResult, X: Variable, obj_var: Variable | None,
+                   timings: Timings) -> PolicyResult:
         if raw.status is Status.OPTIMAL and raw.x is not None:
             return self.result(space, X.value(raw.x), raw.status, self.objective_value(raw, obj_var),
                                raw.solver, timings)

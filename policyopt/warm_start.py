@@ -112,7 +112,9 @@ def _old_index(old_dims: tuple[IndexSet, ...], new_dims: tuple[IndexSet, ...]) -
 
 
 def carry_basis(prev: BasisSnapshot, model: Model) -> tuple[np.ndarray, np.ndarray]:
-    """``(col_status, row_status)`` for ``model`` (compiled) from ``prev`` (see the module docstring)."""
+    """``(col_status, row_status)`` for ``model`` (compiled) from ``prev`` (see the module docstring).
+    ``prev.model`` needs ``variables`` and ``blocks`` by name (a block with ``dims`` and ``start``, or
+    ``row_ids``: e.g. :meth:`policyopt.incremental.JobSetModel.snapshot`)."""
     sf = model.compile()
     col = np.where(np.isfinite(sf.col_lower), LOWER, np.where(np.isfinite(sf.col_upper), UPPER, ZERO))
     row = np.full(sf.num_rows, BASIC)
@@ -132,5 +134,8 @@ def carry_basis(prev: BasisSnapshot, model: Model) -> tuple[np.ndarray, np.ndarr
             continue
         flat = idx.ravel()
         take = flat >= 0
-        row[b.start + np.flatnonzero(take)] = prev.row_status[ob.start + flat[take]]
+        # a block's rows: ``start`` onwards, or ``row_ids`` (one row per cell) where not contiguous
+        old_rows = getattr(ob, "row_ids", None)
+        old_rows = ob.start + flat[take] if old_rows is None else old_rows[flat[take]]
+        row[b.start + np.flatnonzero(take)] = prev.row_status[old_rows]
     return col, row

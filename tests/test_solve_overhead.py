@@ -78,7 +78,13 @@ def test_warm_basis_is_read_only_when_the_next_solve_uses_it() -> None:
     pol.solve(p)
     snap = recall(pol)
     assert snap is not None and snap._source is not None  # not read yet
-    pol.solve(p.with_jobs(list(p.jobs)[:-1]))  # the next solve reads and carries it
+    q = p.with_jobs(list(p.jobs)[:-1])
+    pol.solve(q)  # a job less: the kept model is updated in place (policyopt.incremental), nothing read
+    assert snap._source is not None
+    snap = recall(pol)
+    assert snap is not None and snap._source is not None
+    # another cluster is not a change of the job set: a cold build, which reads and carries the basis
+    pol.solve(q.with_jobs(q.jobs, cluster=Cluster.from_counts({"v100": 9, "p100": 7, "k80": 7})))
     assert snap._source is None and snap.statuses() is not None
 
 

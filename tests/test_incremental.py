@@ -1,0 +1,215 @@
+"""One loaded model per policy object, updated in place when only the job set changes
+(``policyopt.incremental``): every answer equals a cold HiGHS simplex solve of the same problem
+(objective to 1e-7 relative, allocation within every row to 1e-9), over random sequences of
+arrivals, completions, throughput changes and reorderings; anything else goes to the cold path."""
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyopt import Cluster, Job, Problem, get_policy
+from policyopt import incremental
+from policyopt.warm_start import recall
+
+TYPES = ("v100", "p100", "k80")
+POLICIES = [("max_min_fairness", {}), ("max_min_fairness", {"fill": False}), ("max_sum_throughput", {}),
+            ("max_sum_throughput", {"normalize": True}), ("max_min_fairness_agnostic", {})]
+
+
+def make_job(i: int, rng: np.random.Generator, kinds: int | None) -> Job:
+    """Job ``j<i>``: distinct throughputs, or one of ``kinds`` kinds (identical blocks: the fast path)."""
+    r = np.random.default_rng(int(rng.integers(kinds))) if kinds else rng
+    thr = {t: float(r.uniform(0.5, 10)) for t in TYPES if r.random() < 0.85 or t == "k80"}
+    return Job(f"j{i}", thr, scale_factor=int(r.choice([1, 1, 2, 4])), weight=float(r.choice([1.0, 2.0])))
+
+
+def cluster(n: int) -> Cluster:
+    return Cluster.from_counts({t: max(4, n // 4) for t in TYPES})
+
+
+def check_against_cold(pol, name: str, opts: dict, p: Problem) -> None:  # type: ignore[no-untyped-def]
+    got = pol.solve(p)
+    ref = get_policy(name, algorithm="simplex", **opts).solve(p)
+    assert got.status.value == "optimal" and ref.status.value == "optimal"
+    assert got.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-12)
+    assert not got.space.check(got.X, tol=1e-9)
+    assert list(got.space.jobs.labels) == [j.id for j in p.jobs]
+    if "fill" not in opts and name.startswith("max_min"):
+        assert got.extra["fill"]["normalized_throughput_after"] == pytest.approx(
+            ref.extra["fill"]["normalized_throughput_after"], rel=1e-7)
+
+
+def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], kinds: int | None, seed: int,
+                 kept: bool = True) -> None:
+    """Apply ``steps`` (kind 0 arrival, 1 completion, 2 throughput change, 3 reorder; with a draw) to
+    an ``n``-job problem, solving each with one policy object; with ``kept``, every step must be an
+    in-place update of its model, else none."""
+    rng = np.random.default_rng(seed)
+    jobs = [make_job(i, rng, kinds) for i in range(n)]
+    nxt = n
+    cl = cluster(n)
+    pol = get_policy(name, **opts)
+    check_against_cold(pol, name, opts, Problem(cl, tuple(jobs)))
+    expected = 0
+    for kind, draw in steps:
+        if kind == 0 or len(jobs) < 3:
+            jobs.insert(draw % (len(jobs) + 1), make_job(nxt, rng, kinds))
+            nxt += 1
+        elif kind == 1:
+            jobs.pop(draw % len(jobs))
+        elif kind == 2:
+            k = draw % len(jobs)
+            j = jobs[k]
+            jobs[k] = Job(j.id, {c: v * 1.25 for c, v in j.throughputs.items()}, scale_factor=j.scale_factor,
+                          weight=j.weight)
+        else:
+            jobs = jobs[draw % len(jobs):] + jobs[:draw % len(jobs)]
+        check_against_cold(pol, name, opts, Problem(cl, tuple(jobs)))
+        expected += 1
+    st_ = incremental.state(pol)
+    if kept:
+        assert st_ is not None and st_.updates == expected  # every step was an in-place update
+    else:
+        assert st_ is None or st_.updates == 0
+
+
+@pytest.mark.parametrize("name,opts", POLICIES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_arrivals_completions_changes_reorders_match_cold(name: str, opts: dict, seed: int) -> None:
+    steps = [(0, 3), (1, 5), (2, 7), (0, 0), (3, 4), (1, 0), (1, 11), (2, 2), (0, 9)]
+    run_sequence(name, opts, 24, steps, None, seed)
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
+def test_fast_path_problems_are_built_afresh(name: str) -> None:
+    """Jobs of a few kinds, ≥ 500 columns: the structured fast path answers and HiGHS never holds the
+    whole LP, so each problem is built afresh (cheaper than an update there), and matches cold."""
+    run_sequence(name, {}, 220, [(0, 1), (1, 4), (2, 3), (1, 100), (0, 50)], 12, 3, kept=False)
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(range(len(POLICIES))), st.integers(4, 30),
+       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000)), min_size=1, max_size=8),
+       st.sampled_from([None, 3]), st.integers(0, 10_000))
+def test_random_sequences_match_cold(k: int, n: int, steps: list[tuple[int, int]], kinds: int | None,
+                                     seed: int) -> None:
+    name, opts = POLICIES[k]
+    run_sequence(name, opts, n, steps, kinds, seed)  # ≤ 38 jobs: below the fast path's 500 columns
+
+
+def test_changes_other_than_the_job_set_go_cold() -> None:
+    rng = np.random.default_rng(5)
+    jobs = [make_job(i, rng, None) for i in range(20)]
+    pol = get_policy("max_min_fairness")
+    p = Problem(cluster(20), tuple(jobs))
+    check_against_cold(pol, "max_min_fairness", {}, p)
+    first = incremental.state(pol)
+    assert first is not None
+    # capacity changed: a cold build (which becomes the kept model)
+    q = Problem(Cluster.from_counts({"v100": 3, "p100": 9, "k80": 5}), tuple(jobs[1:]))
+    check_against_cold(pol, "max_min_fairness", {}, q)
+    second = incremental.state(pol)
+    assert second is not None and second is not first and second.updates == 0
+    # a worker type more: other configurations
+    r = Problem(Cluster.from_counts({"v100": 3, "p100": 9, "k80": 5, "a100": 2}), tuple(jobs[1:]))
+    check_against_cold(pol, "max_min_fairness", {}, r)
+    third = incremental.state(pol)
+    assert third is not None and third is not second and third.updates == 0
+    # an option changed in place
+    pol.config["fill"] = False
+    check_against_cold(pol, "max_min_fairness", {"fill": False}, r.with_jobs(jobs[2:]))
+    fourth = incremental.state(pol)
+    assert fourth is not None and fourth is not third and fourth.updates == 0
+    # then a pure job-set change is an update again
+    check_against_cold(pol, "max_min_fairness", {"fill": False}, r.with_jobs(jobs[3:]))
+    assert incremental.state(pol) is fourth and fourth.updates == 1
+
+
+@pytest.mark.parametrize("opts", [{"algorithm": "simplex"}, {"solver": "highs:ipm"}, {"space_sharing": True}])
+def test_not_kept_outside_auto_highs_and_the_base_space(opts: dict) -> None:
+    rng = np.random.default_rng(6)
+    jobs = [make_job(i, rng, None) for i in range(12)]
+    pol = get_policy("max_sum_throughput", **opts)
+    pol.solve(Problem(cluster(12), tuple(jobs)))
+    assert incremental.state(pol) is None
+
+
+def test_kept_model_basis_carries_by_label_to_a_cold_build() -> None:
+    """After in-place updates the basis is still recalled by labels: a cold build after a change of
+    the cluster starts from it and reaches the cold optimum."""
+    rng = np.random.default_rng(7)
+    jobs = [make_job(i, rng, None) for i in range(30)]
+    pol = get_policy("max_sum_throughput")
+    pol.solve(Problem(cluster(30), tuple(jobs)))
+    pol.solve(Problem(cluster(30), tuple(jobs[1:])))
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 1
+    snap = recall(pol)
+    assert snap is not None and snap.statuses() is not None
+    check_against_cold(pol, "max_sum_throughput", {},
+                       Problem(Cluster.from_counts({"v100": 6, "p100": 8, "k80": 8}), tuple(jobs[2:])))
+    assert incremental.state(pol) is not st_
+
+
+def test_concurrent_solves_of_one_policy_object_stay_exact() -> None:
+    """Two threads solving with one policy object: one updates the kept model, the other builds cold."""
+    rng = np.random.default_rng(8)
+    jobs = [make_job(i, rng, None) for i in range(40)]
+    pol = get_policy("max_min_fairness")
+    cl = cluster(40)
+    pol.solve(Problem(cl, tuple(jobs)))
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(6):
+                check_against_cold(pol, "max_min_fairness", {}, Problem(cl, tuple(jobs[(i + k) % 5:])))
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
+def test_update_starts_from_the_previous_basis(name: str) -> None:
+    """After an arrival and after a completion the kept model's first HiGHS run needs fewer simplex
+    iterations than a cold build's (the previous basis, new rows basic, is kept)."""
+    import highspy
+
+    rng = np.random.default_rng(9)
+    jobs = [make_job(i, rng, None) for i in range(61)]
+    cl = cluster(60)
+    iters: list[int] = []
+    run = highspy.Highs.run
+
+    def counting(self):  # type: ignore[no-untyped-def]
+        out = run(self)
+        iters.append(int(self.getInfo().simplex_iteration_count))
+        return out
+
+    pol = get_policy(name)
+    pol.solve(Problem(cl, tuple(jobs[:60])))
+    for js in (jobs, jobs[1:]):  # an arrival, then a completion
+        p = Problem(cl, tuple(js))
+        highspy.Highs.run = counting
+        try:
+            iters.clear()
+            pol.solve(p)
+            warm = iters[0]
+            iters.clear()
+            get_policy(name).solve(p)
+            cold = iters[0]
+        finally:
+            highspy.Highs.run = run
+        assert warm < cold, (warm, cold)
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 2
