@@ -134,6 +134,7 @@ class JobSetModel:
         self.block_dims = {name: tuple(b.dims) for name, b in model.blocks.items()}
         sf = loaded.sf
         self.base = (sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(), sf.row_lower.copy(), sf.row_upper.copy())
+        self._cache: dict[bytes, _Block] = {}  # blocks by job data (_blocks), oldest first
         self.start: Any = None  # the backend's basis kept for the next problem (keep_start)
         self.start_runs = 0
         self._pos_of_slot = np.arange(len(self.ids))
@@ -278,16 +279,79 @@ class JobSetModel:
 
     def _build_delta(self, policy: Any, space: AllocationSpace, add_pos: np.ndarray, keep_cols: np.ndarray,
                      keep_rows: np.ndarray) -> tuple[Splice, Codes, Codes] | None:
-        """The blocks of the jobs at ``add_pos`` of ``space``, built by the policy on the sub-space of
-        those jobs and compiled, as a :class:`Splice` (and the new columns' and rows' layout codes)."""
-        sub = space.restrict(add_pos)
+        """The blocks of the jobs at ``add_pos`` of ``space`` as a :class:`Splice` (and the new
+        columns' and rows' layout codes): each job's block from the cache of blocks by job data
+        (:meth:`_blocks`), else built by the policy on the sub-space of those jobs and compiled."""
+        blk = self._blocks(policy, space, add_pos)
+        if blk is None:
+            return None
+        sf = self.loaded.sf
+        # linking columns/rows the blocks refer to ↔ the kept model's (by variable/block and flat index)
+        main_lc = np.flatnonzero(keep_cols & (self.col_slot < 0))
+        main_lr = np.flatnonzero(keep_rows & (self.row_slot < 0))
+        mc = _lookup(self.col_code[main_lc] * _KEY + self.col_inner[main_lc], main_lc, blk.lc_key)
+        mr = _lookup(self.row_code[main_lr] * _KEY + self.row_inner[main_lr], main_lr, blk.lr_key)
+        if mc is None or mr is None:
+            return None
+        if (np.any(blk.lc_c != sf.c[mc]) or np.any(blk.lc_lo != sf.col_lower[mc])
+                or np.any(blk.lc_hi != sf.col_upper[mc])):
+            return None
+        ms = sf.row_scale[mr]
+        if np.any(blk.lr_lo != sf.row_lower[mr] / ms) or np.any(blk.lr_hi != sf.row_upper[mr] / ms):
+            return None
+        # numbering after the update: kept columns/rows first (in order), then the blocks' own ones
+        nkc, nkr = int(keep_cols.sum()), int(keep_rows.sum())
+        col_new = np.cumsum(keep_cols) - 1
+        row_new = np.cumsum(keep_rows) - 1
+        link_r, link_c = blk.e_r < 0, blk.e_c < 0
+        r = np.where(link_r, 0, blk.e_r + nkr)
+        c = np.where(link_c, 0, blk.e_c + nkc)
+        v = blk.e_v.copy()
+        if link_r.any():  # unscaled entries of linking rows: at the kept row's scale
+            ir = np.searchsorted(blk.lr_key, -1 - blk.e_r[link_r])
+            r[link_r] = row_new[mr[ir]]
+            v[link_r] *= ms[ir]
+        if link_c.any():
+            c[link_c] = col_new[mc[np.searchsorted(blk.lc_key, -1 - blk.e_c[link_c])]]
+        splice = Splice(keep_cols, keep_rows, blk.c, blk.lo, blk.hi, blk.rlo, blk.rhi, blk.rscale, r, c, v)
+        return splice, (blk.ccode, blk.cslot, blk.cinner), (blk.rcode, blk.rslot, blk.rinner)
+
+    def _blocks(self, policy: Any, space: AllocationSpace, add_pos: np.ndarray) -> _Block | None:
+        """The blocks of the jobs at ``add_pos`` (in that order) in job-local numbering. A job's block
+        depends only on its data (``T`` row, scale factor, weight) once the policy, its options, the
+        cluster and the configurations are fixed (the signature), so blocks are kept by data: a
+        simulator's arrivals are mostly of kinds seen before and need no model build. Jobs not
+        seen are built together on the sub-space of those jobs; ``None`` if that model's layout is
+        not the kept one."""
+        keys = [space.T[i].tobytes() + space.scale[i:i + 1].tobytes() + space.weights[i:i + 1].tobytes()
+                for i in add_pos.tolist()] if add_pos.size <= _CACHE_BATCH else None
+        cache = self._cache
+        got: list[_Block | None] = [cache.get(k) for k in keys] if keys is not None else [None] * add_pos.size
+        missing = [i for i, b in enumerate(got) if b is None]
+        if missing:
+            built = self._compile_blocks(policy, space, add_pos[missing])
+            if built is None:
+                return None
+            if keys is None:
+                return built
+            for i, b in zip(missing, built.split()):
+                got[i] = b
+                cache[keys[i]] = b
+            while len(cache) > _CACHE_SIZE:
+                cache.pop(next(iter(cache)))
+        blocks = [b for b in got if b is not None]
+        return blocks[0] if len(blocks) == 1 else _Block.concat(blocks)
+
+    def _compile_blocks(self, policy: Any, space: AllocationSpace, pos: np.ndarray) -> _Block | None:
+        """The blocks of the jobs at ``pos``: the policy's model on the sub-space of those jobs,
+        compiled (its linking rows' entries unscaled; its own rows keep their scale, which depends
+        on the row alone)."""
+        sub = space.restrict(pos)
         model = Model(policy.name)
         X = sub.add_allocation(model)
         policy.build(model, sub, X)
         lay = _layout(model)
-        if lay is None or lay[0].keys() != self.var_layout.keys() or lay[1].keys() != self.block_layout.keys():
-            return None
-        if list(lay[0].items()) != list(self.var_layout.items()) or \
+        if lay is None or list(lay[0].items()) != list(self.var_layout.items()) or \
                 list(lay[1].items()) != list(self.block_layout.items()):
             return None
         d = model.compile()
@@ -296,53 +360,27 @@ class JobSetModel:
             return None
         ccode, cslot, cinner = _codes(model, self.var_layout, True)
         rcode, rslot, rinner = _codes(model, self.block_layout, False)
-        # linking columns/rows of the delta ↔ the model's (by variable/block and flat index)
-        link_c = np.flatnonzero(cslot < 0)
-        link_r = np.flatnonzero(rslot < 0)
-        main_lc = np.flatnonzero(keep_cols & (self.col_slot < 0))
-        main_lr = np.flatnonzero(keep_rows & (self.row_slot < 0))
-        ck = self.col_code[main_lc] * (1 << 32) + self.col_inner[main_lc]
-        rk = self.row_code[main_lr] * (1 << 32) + self.row_inner[main_lr]
-        oc, orow = np.argsort(ck), np.argsort(rk)
-        cq = ccode[link_c] * (1 << 32) + cinner[link_c]
-        rq = rcode[link_r] * (1 << 32) + rinner[link_r]
-        ic = np.searchsorted(ck[oc], cq)
-        ir = np.searchsorted(rk[orow], rq)
-        if np.any(ic >= ck.size) or np.any(ir >= rk.size) or np.any(ck[oc][np.minimum(ic, ck.size - 1)] != cq) \
-                or np.any(rk[orow][np.minimum(ir, rk.size - 1)] != rq):
-            return None
-        mc = main_lc[oc[ic]]  # main column of each linking column of the delta
-        mr = main_lr[orow[ir]]
-        if (np.any(d.c[link_c] != sf.c[mc]) or np.any(d.col_lower[link_c] != sf.col_lower[mc])
-                or np.any(d.col_upper[link_c] != sf.col_upper[mc])):
-            return None
-        ds, ms = d.row_scale[link_r], sf.row_scale[mr]
-        if (np.any(d.row_lower[link_r] / ds != sf.row_lower[mr] / ms)
-                or np.any(d.row_upper[link_r] / ds != sf.row_upper[mr] / ms)):
-            return None
-        # numbering after the update: kept columns/rows first (in order), then the delta's own ones
-        nkc, nkr = int(keep_cols.sum()), int(keep_rows.sum())
-        col_new = np.cumsum(keep_cols) - 1
-        row_new = np.cumsum(keep_rows) - 1
-        own_c = np.flatnonzero(cslot >= 0)
-        own_r = np.flatnonzero(rslot >= 0)
-        cmap = np.empty(d.num_cols, np.int64)
-        cmap[own_c] = nkc + np.arange(own_c.size)
-        cmap[link_c] = col_new[mc]
-        rmap = np.empty(d.num_rows, np.int64)
-        rmap[own_r] = nkr + np.arange(own_r.size)
-        rmap[link_r] = row_new[mr]
+        own_c, link_c = np.flatnonzero(cslot >= 0), np.flatnonzero(cslot < 0)
+        own_r, link_r = np.flatnonzero(rslot >= 0), np.flatnonzero(rslot < 0)
         A = d.A.tocoo()
-        r, c, v = A.row, A.col, A.data
-        link_row = rslot[r] < 0
-        if np.any(link_row & (cslot[c] < 0)):
+        r, c, v = A.row.astype(np.int64), A.col.astype(np.int64), A.data
+        if np.any((rslot[r] < 0) & (cslot[c] < 0)):
             return None  # an entry between linking rows and columns would be counted twice
-        rescale = np.ones(d.num_rows)  # delta scale → the kept linking row's scale
-        rescale[link_r] = ms / ds
-        v = v * rescale[r]
-        splice = Splice(keep_cols, keep_rows, d.c[own_c], d.col_lower[own_c], d.col_upper[own_c],
-                        d.row_lower[own_r], d.row_upper[own_r], d.row_scale[own_r], rmap[r], cmap[c], v)
-        return splice, (ccode[own_c], cslot[own_c], cinner[own_c]), (rcode[own_r], rslot[own_r], rinner[own_r])
+        c_local = np.empty(d.num_cols, np.int64)
+        c_local[own_c] = np.arange(own_c.size)
+        c_local[link_c] = -1 - (ccode[link_c] * _KEY + cinner[link_c])
+        r_local = np.empty(d.num_rows, np.int64)
+        r_local[own_r] = np.arange(own_r.size)
+        r_local[link_r] = -1 - (rcode[link_r] * _KEY + rinner[link_r])
+        v = np.where(rslot[r] < 0, v / d.row_scale[r], v)
+        lck, lrk = ccode[link_c] * _KEY + cinner[link_c], rcode[link_r] * _KEY + rinner[link_r]
+        oc, orr = np.argsort(lck), np.argsort(lrk)
+        lcs, lrs = link_c[oc], link_r[orr]
+        ds = d.row_scale[lrs]
+        return _Block(d.c[own_c], d.col_lower[own_c], d.col_upper[own_c], ccode[own_c], cslot[own_c], cinner[own_c],
+                      d.row_lower[own_r], d.row_upper[own_r], d.row_scale[own_r], rcode[own_r], rslot[own_r],
+                      rinner[own_r], r_local[r], c_local[c], v, lck[oc], d.c[lcs], d.col_lower[lcs],
+                      d.col_upper[lcs], lrk[orr], d.row_lower[lrs] / ds, d.row_upper[lrs] / ds)
 
     def snapshot(self, space: AllocationSpace, variables: dict[str, Variable]) -> BasisSnapshot:
         """The backend's current basis with the labels of ``space`` (:mod:`policyopt.warm_start`): a
@@ -375,6 +413,95 @@ class JobSetModel:
             upper = np.where(cols >= 0, sf.col_upper[np.maximum(cols, 0)], 0.0)
             out[name] = Variable(Model(name), name, dims, cols, lower, upper, False)
         return out
+
+
+#: linking keys: variable/block index × _KEY + flat index
+_KEY = 1 << 32
+#: blocks kept per model (by job data), and the most new jobs of one update looked up one by one
+_CACHE_SIZE = 1024
+_CACHE_BATCH = 64
+
+
+def _lookup(keys: np.ndarray, idx: np.ndarray, want: np.ndarray) -> np.ndarray | None:
+    """``idx`` at the positions of ``want`` in ``keys`` (``None`` if one is absent)."""
+    if want.size == 0:
+        return np.zeros(0, np.int64)
+    o = np.argsort(keys)
+    at = np.searchsorted(keys[o], want)
+    if np.any(at >= keys.size) or np.any(keys[o][np.minimum(at, keys.size - 1)] != want):
+        return None
+    return idx[o[at]]
+
+
+@dataclass
+class _Block:
+    """Blocks of some jobs in job-local numbering: their own columns and rows (costs, bounds, row
+    scales, layout codes with the job's index as slot), their entries (an own index, or ``-1 - key``
+    for a linking row/column; linking rows' entries unscaled) and the linking columns and rows they
+    refer to, sorted by key, with what must match the kept model (costs, bounds; rows unscaled)."""
+
+    c: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    ccode: np.ndarray
+    cslot: np.ndarray
+    cinner: np.ndarray
+    rlo: np.ndarray
+    rhi: np.ndarray
+    rscale: np.ndarray
+    rcode: np.ndarray
+    rslot: np.ndarray
+    rinner: np.ndarray
+    e_r: np.ndarray
+    e_c: np.ndarray
+    e_v: np.ndarray
+    lc_key: np.ndarray
+    lc_c: np.ndarray
+    lc_lo: np.ndarray
+    lc_hi: np.ndarray
+    lr_key: np.ndarray
+    lr_lo: np.ndarray
+    lr_hi: np.ndarray
+
+    def split(self) -> list["_Block"]:
+        """One block per job (slot ``0`` each), in slot order."""
+        jobs = int(max(self.cslot.max(initial=-1), self.rslot.max(initial=-1))) + 1
+        e_job = np.where(self.e_r >= 0, self.rslot[np.maximum(self.e_r, 0)], self.cslot[np.maximum(self.e_c, 0)])
+        out = []
+        for j in range(jobs):  # one pass per new job kind (an update brings a few)
+            cs, rs, es = self.cslot == j, self.rslot == j, e_job == j
+            cnew = np.cumsum(cs) - 1
+            rnew = np.cumsum(rs) - 1
+            er, ec = self.e_r[es], self.e_c[es]
+            er = np.where(er >= 0, rnew[np.maximum(er, 0)], er)
+            ec = np.where(ec >= 0, cnew[np.maximum(ec, 0)], ec)
+            lck = np.unique(-1 - ec[ec < 0])
+            lrk = np.unique(-1 - er[er < 0])
+            ic, ir = np.searchsorted(self.lc_key, lck), np.searchsorted(self.lr_key, lrk)
+            out.append(_Block(self.c[cs], self.lo[cs], self.hi[cs], self.ccode[cs], self.cslot[cs] * 0,
+                              self.cinner[cs], self.rlo[rs], self.rhi[rs], self.rscale[rs], self.rcode[rs],
+                              self.rslot[rs] * 0, self.rinner[rs], er, ec, self.e_v[es], lck, self.lc_c[ic],
+                              self.lc_lo[ic], self.lc_hi[ic], lrk, self.lr_lo[ir], self.lr_hi[ir]))
+        return out
+
+    @staticmethod
+    def concat(blocks: list["_Block"]) -> "_Block":
+        """The blocks of several jobs, job ``k`` of the list as slot ``k``."""
+        nc = np.cumsum([0] + [b.c.size for b in blocks])
+        nr = np.cumsum([0] + [b.rlo.size for b in blocks])
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(b, name) for b in blocks])
+
+        e_r = np.concatenate([np.where(b.e_r >= 0, b.e_r + nr[k], b.e_r) for k, b in enumerate(blocks)])
+        e_c = np.concatenate([np.where(b.e_c >= 0, b.e_c + nc[k], b.e_c) for k, b in enumerate(blocks)])
+        cslot = np.concatenate([np.full(b.c.size, k, np.int64) for k, b in enumerate(blocks)])
+        rslot = np.concatenate([np.full(b.rlo.size, k, np.int64) for k, b in enumerate(blocks)])
+        lck, ic = np.unique(cat("lc_key"), return_index=True)
+        lrk, ir = np.unique(cat("lr_key"), return_index=True)
+        return _Block(cat("c"), cat("lo"), cat("hi"), cat("ccode"), cslot, cat("cinner"), cat("rlo"), cat("rhi"),
+                      cat("rscale"), cat("rcode"), rslot, cat("rinner"), e_r, e_c, cat("e_v"), lck,
+                      cat("lc_c")[ic], cat("lc_lo")[ic], cat("lc_hi")[ic], lrk, cat("lr_lo")[ir], cat("lr_hi")[ir])
 
 
 @dataclass

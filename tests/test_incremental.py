@@ -45,7 +45,8 @@ def check_against_cold(pol, name: str, opts: dict, p: Problem) -> None:  # type:
 
 def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], kinds: int | None, seed: int,
                  kept: bool = True) -> None:
-    """Apply ``steps`` (kind 0 arrival, 1 completion, 2 throughput change, 3 reorder; with a draw) to
+    """Apply ``steps`` (kind 0 arrival, 1 completion, 2 throughput change, 3 reorder, 4 several
+    arrivals and completions at once; with a draw) to
     an ``n``-job problem, solving each with one policy object; with ``kept``, every step must be an
     in-place update of its model, else none."""
     rng = np.random.default_rng(seed)
@@ -66,8 +67,14 @@ def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], ki
             j = jobs[k]
             jobs[k] = Job(j.id, {c: v * 1.25 for c, v in j.throughputs.items()}, scale_factor=j.scale_factor,
                           weight=j.weight)
-        else:
+        elif kind == 3:
             jobs = jobs[draw % len(jobs):] + jobs[:draw % len(jobs)]
+        else:  # several at once: two completions, three arrivals spread over the list
+            del jobs[draw % len(jobs)]
+            del jobs[(draw // 3) % len(jobs)]
+            for k in range(3):
+                jobs.insert((draw + 7 * k) % (len(jobs) + 1), make_job(nxt, rng, kinds))
+                nxt += 1
         check_against_cold(pol, name, opts, Problem(cl, tuple(jobs)))
         expected += 1
     st_ = incremental.state(pol)
@@ -80,8 +87,15 @@ def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], ki
 @pytest.mark.parametrize("name,opts", POLICIES)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_arrivals_completions_changes_reorders_match_cold(name: str, opts: dict, seed: int) -> None:
-    steps = [(0, 3), (1, 5), (2, 7), (0, 0), (3, 4), (1, 0), (1, 11), (2, 2), (0, 9)]
+    steps = [(0, 3), (1, 5), (2, 7), (0, 0), (3, 4), (1, 0), (4, 11), (2, 2), (0, 9), (4, 5)]
     run_sequence(name, opts, 24, steps, None, seed)
+
+
+@pytest.mark.parametrize("name,opts", POLICIES[:3])
+def test_jobs_of_kinds_seen_before_match_cold(name: str, opts: dict) -> None:
+    """Jobs of three kinds: most arrivals reuse a kept block (by job data), alone and several at once."""
+    steps = [(0, 1), (4, 3), (0, 8), (1, 2), (4, 10), (2, 5), (4, 1), (0, 4)]
+    run_sequence(name, opts, 20, steps, 3, 11)
 
 
 @pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
@@ -93,7 +107,7 @@ def test_fast_path_problems_are_built_afresh(name: str) -> None:
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(range(len(POLICIES))), st.integers(4, 30),
-       st.lists(st.tuples(st.integers(0, 3), st.integers(0, 1000)), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000)), min_size=1, max_size=8),
        st.sampled_from([None, 3]), st.integers(0, 10_000))
 def test_random_sequences_match_cold(k: int, n: int, steps: list[tuple[int, int]], kinds: int | None,
                                      seed: int) -> None:
