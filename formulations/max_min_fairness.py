@@ -158,3 +158,4 @@ class MaxMinFairnessAgnostic(MaxMinFairness):
     """Heterogeneity-agnostic max-min fairness: every throughput seen as 1 (baseline)."""
 
     agnostic = True
+    incremental_lp = True  # a job's agnostic throughputs come from its own allowed slots

@@ -554,10 +554,13 @@ _STATE: "weakref.WeakKeyDictionary[Any, JobSetModel]" = weakref.WeakKeyDictionar
 
 
 def eligible(policy: Any, space: AllocationSpace) -> bool:
-    """Whether ``policy`` on ``space`` may be updated in place: the policy declares a job-separable
-    LP, ``algorithm`` is ``auto``, the backend is HiGHS, the space is the base one without pair rows."""
+    """Whether ``policy`` on ``space`` may be updated in place: the policy's class itself declares a
+    job-separable LP, ``algorithm`` is ``auto``, the backend is HiGHS, the space is the base one
+    without pair rows."""
     cfg = policy.config
-    return (bool(getattr(policy, "incremental_lp", False)) and cfg.get("algorithm") == "auto"
+    # declared by the policy's own class: a subclass may build differently (a normalization over the
+    # job set), so it does not inherit the declaration
+    return (bool(type(policy).__dict__.get("incremental_lp", False)) and cfg.get("algorithm") == "auto"
             and cfg.get("solver") in (None, "highs") and type(space) is AllocationSpace
             and space.num_pairs == 0 and not space.space_sharing)
 

@@ -129,7 +129,8 @@ class Policy(ABC):
     #: the policy's LP is job-separable: each job's columns, rows, bounds and costs depend only on that
     #: job's data (throughputs, scale factor, weight) and the cluster, never on the other jobs — so a
     #: policy object updates its loaded model in place when only the job set changes
-    #: (:mod:`policyopt.incremental`); a policy that normalizes over the job set must leave it False
+    #: (:mod:`policyopt.incremental`); a policy that normalizes over the job set must leave it False.
+    #: Read from the class's own body only: a subclass (which may build differently) declares it again
     incremental_lp: ClassVar[bool] = False
     #: the policy's objective and rows stay met when a job runs faster on capacity the allocation left
     #: idle (a space's work-conserving stage may apply); False for cost objectives and budgets

@@ -227,3 +227,23 @@ def test_update_starts_from_the_previous_basis(name: str) -> None:
         assert warm < cold, (warm, cold)
     st_ = incremental.state(pol)
     assert st_ is not None and st_.updates == 2
+
+
+def test_a_subclass_is_not_updated_unless_it_declares_it() -> None:
+    """A subclass may build differently (here: throughputs divided by the number of jobs, which
+    changes every block at each arrival), so it does not inherit ``incremental_lp``."""
+    from policyopt.formulations.max_sum_throughput import MaxSumThroughput
+
+    class PerJobCount(MaxSumThroughput):
+        def build(self, model, space, X):  # type: ignore[no-untyped-def]
+            model.maximize((space.throughput(X) * (1.0 / len(space.jobs))).sum())
+            return None
+
+    rng = np.random.default_rng(12)
+    jobs = [make_job(i, rng, None) for i in range(12)]
+    pol = PerJobCount()
+    pol.solve(Problem(cluster(12), tuple(jobs)))
+    got = pol.solve(Problem(cluster(12), tuple(jobs[1:])))
+    assert incremental.state(pol) is None
+    ref = PerJobCount(algorithm="simplex").solve(Problem(cluster(12), tuple(jobs[1:])))
+    assert got.objective == pytest.approx(ref.objective, rel=1e-7)
