@@ -5,7 +5,9 @@ Workload (Gavel's generator): cluster with N/4 GPUs of each of v100/p100/k80; jo
 70/10/15/5 %, a model uniformly among those measured at that scale factor, duration
 ``60·10^U(1.5,3)`` s w.p. 0.8 else ``60·10^U(3,4)`` s (steps = duration × v100 throughput).
 
-Prints, per size: build/compile/solve seconds, number of levels and LP solves, and for the
+Prints the load average, then per size: build/compile/solve seconds (the policy's own wall-clock
+timings of the last solve), the time of the whole solve (``--clock wall|cpu``; with ``--repeat N``
+the best of N solves after one warm-up, all N listed), number of levels and LP solves, and for the
 hierarchical policy the total normalized throughput against a static per-entity split of the
 cluster (each entity gets ``W_s/ΣW`` of every type and water-fills inside its share).
 
@@ -20,11 +22,14 @@ Run::
     python benchmarks/water_filling_bench.py                 # default sizes
     python benchmarks/water_filling_bench.py --sizes 256 2048 --pairs-sizes 64 256
     python benchmarks/water_filling_bench.py --sizes --pairs-sizes --milp-sizes 256 --fresh-process
+    python benchmarks/water_filling_bench.py --sizes 2048 --entities "3 fifo" --pairs-sizes --milp-sizes \
+        --clock cpu --repeat 3 --no-static-split      # the all-FIFO case, CPU seconds, best of 3
 """
 from __future__ import annotations
 
 import argparse
 import multiprocessing
+import os
 import resource
 import sys
 import time
@@ -117,11 +122,28 @@ def static_split_total(problem: Problem, agnostic: bool = False) -> tuple[float,
     return total, time.perf_counter() - t0
 
 
-def run_policy(name: str, problem: Problem, **options: Any) -> dict[str, Any]:
+def load_average() -> str:
+    """The 1-, 5- and 15-minute load averages (``os.getloadavg``), or ``n/a``."""
+    try:
+        return " ".join(f"{x:.2f}" for x in os.getloadavg())
+    except OSError:
+        return "n/a"
+
+
+def run_policy(name: str, problem: Problem, *, clock: str = "wall", repeat: int = 1, **options: Any) -> dict[str, Any]:
+    """Solve ``problem`` with policy ``name``; ``repeat`` > 1: one untimed warm-up solve, then the
+    best of ``repeat`` timed solves (``times_s`` lists them all). ``clock``: ``wall`` (perf_counter)
+    or ``cpu`` (this process's CPU time, all threads)."""
     pol = get_policy(name, **options)
-    t0 = time.perf_counter()
-    res = pol.solve(problem)
-    wall = time.perf_counter() - t0
+    now = time.process_time if clock == "cpu" else time.perf_counter
+    if repeat > 1:
+        pol.solve(problem)
+    times = []
+    for _ in range(max(1, repeat)):
+        t0 = now()
+        res = pol.solve(problem)
+        times.append(now() - t0)
+    wall = min(times)
     wf = res.extra.get("water_filling", {})
     space = res.space
     u = space.throughput_values(res.X) * normalized_throughput(space)
@@ -131,7 +153,8 @@ def run_policy(name: str, problem: Problem, **options: Any) -> dict[str, Any]:
             "objective": res.objective, "total_u": float(u.sum()), "violations": space.check(res.X),
             "compactions": wf.get("compactions"), "priced": wf.get("pair_columns_priced"),
             "objective_of_allocation": wf.get("objective_of_allocation"), "message": res.message,
-            "unfrozen_at_stop": wf.get("unfrozen_at_stop"), "node_limit_hits": wf.get("milp_node_limit_hits")}
+            "unfrozen_at_stop": wf.get("unfrozen_at_stop"), "node_limit_hits": wf.get("milp_node_limit_hits"),
+            "times_s": times}
 
 
 def gavel_multilevel_problem(seed: int = 0, num_jobs: int = 300, num_entities: int = 10,
@@ -204,19 +227,29 @@ def main(argv: Sequence[str] | None = None) -> int:
                     help="run each water_filling_milp case in a new process and report its peak memory")
     ap.add_argument("--mip-node-limit", type=int, default=None,
                     help="water_filling_milp's branch-and-bound node budget per MILP (default: the policy's)")
+    ap.add_argument("--clock", choices=("wall", "cpu"), default="wall",
+                    help="time column of the policy rows: wall clock or this process's CPU seconds")
+    ap.add_argument("--repeat", type=int, default=1,
+                    help="policy rows: best of this many timed solves after one warm-up (all listed)")
+    ap.add_argument("--no-static-split", action="store_true", help="skip the static-split comparison table")
     args = ap.parse_args(argv)
+    if args.repeat < 1:
+        ap.error(f"--repeat: must be at least 1 (got {args.repeat})")
     data = load_gavel()
-    print("| policy | entities | jobs | pairs | levels | LPs | compactions | pair cols priced | build s | compile s | "
-          "solve s | wall s | objective |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
+    timing = {"clock": args.clock, "repeat": args.repeat}
+    print(f"load average at start: {load_average()}", flush=True)
+    print(f"| policy | entities | jobs | pairs | levels | LPs | compactions | pair cols priced | build s | compile s | "
+          f"solve s | {args.clock} s | objective |{' all runs s |' if args.repeat > 1 else ''}")
+    print(f"|---|---|---|---|---|---|---|---|---|---|---|---|---|{'---|' if args.repeat > 1 else ''}")
 
     def show(r: dict[str, Any], ents: str) -> None:
         assert not r["violations"], r["violations"]
+        runs = f" {' '.join(f'{t:.3f}' for t in r['times_s'])} |" if args.repeat > 1 and "times_s" in r else ""
         print(f"| {r['policy']} | {ents} | {r['jobs']} | {r['pairs']} | {r['levels']} | {r['lp_solves']} | "
               f"{r['compactions'] if r['compactions'] is not None else '-'} | "
               f"{r['priced'] if r['priced'] is not None else '-'} | "
               f"{r['build_s']:.3f} | {r['compile_s']:.3f} | {r['solve_s']:.3f} | {r['wall_s']:.3f} | "
-              f"{objective_cell(r)} |", flush=True)
+              f"{objective_cell(r)} |{runs}", flush=True)
 
     def objective_cell(r: dict[str, Any]) -> str:
         if r["objective"] is not None:
@@ -239,22 +272,22 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             ref = run_policy("water_filling_milp", hp, hierarchical=True, **milp_options)
         show(ref, label)
-        show(run_policy("hierarchical", hp), label)
+        show(run_policy("hierarchical", hp, **timing), label)
         stops.append(ref)
     for n in args.sizes:
         base = gavel_problem(n, args.seed, data=data)
-        show(run_policy("max_min_fairness_water_filling", base), "-")
+        show(run_policy("max_min_fairness_water_filling", base, **timing), "-")
         for name in args.entities:
             spec = ENTITY_SETS[name]
             hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
-            show(run_policy("hierarchical", hp), name)
+            show(run_policy("hierarchical", hp, **timing), name)
     for n in args.pairs_sizes:
         base = gavel_problem(n, args.seed, data=data, colocated=True)
-        show(run_policy("max_min_fairness_water_filling", base, space_sharing=True), "-")
+        show(run_policy("max_min_fairness_water_filling", base, space_sharing=True, **timing), "-")
         for name in ("2 fair + 1 fifo", "3 fair", "3 fifo"):
             spec = ENTITY_SETS[name]
             hp = with_entities(base, [w for w, _ in spec], [p for _, p in spec], args.seed)
-            show(run_policy("hierarchical", hp, space_sharing=True), name)
+            show(run_policy("hierarchical", hp, space_sharing=True, **timing), name)
     if stops:
         print()
         print("water_filling_milp(hierarchical=True): how it ended (0 jobs = Gavel's multilevel test input)")
@@ -266,7 +299,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             mem = f"{r['peak_rss_mb']:.0f}" if "peak_rss_mb" in r else "-"
             print(f"| {r['jobs']} | {r['status']} | {r['unfrozen_at_stop']} | {r['node_limit_hits']} | "
                   f"{r['wall_s']:.1f} | {cpu} | {mem} | {r['message']} |", flush=True)
-    if not args.sizes:
+    if not args.sizes or args.no_static_split:
+        print(f"load average at end: {load_average()}")
         return 0
     print()
     print("Hierarchical vs a static per-entity split (Σ u_m, u = sf·thr/thr(X_equal), cluster-wide):")

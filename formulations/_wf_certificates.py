@@ -85,7 +85,7 @@ class _LevelSteps:
         ev_j = np.concatenate([np.arange(w.size) for w in when])
         order = np.lexsort((ev_j, ev_g, np.concatenate(when)))[:events]
         ev_g, ev_j = ev_g[order], ev_j[order]
-        jobs = np.array([chains[g][j] for g, j in zip(ev_g.tolist(), ev_j.tolist())], np.int64)
+        jobs = np.concatenate([c[:-1] for c in chains])[order]
         need = np.zeros((jobs.size, counts.size))
         t = self.cap_type[jobs]
         ok_t = t >= 0
