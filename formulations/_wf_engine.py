@@ -176,20 +176,34 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         return state
 
     # ------------------------------------------------------------------ bound pushes (diffs only)
-    def _push(self, key: str, kind: str, idx: np.ndarray, new: np.ndarray) -> None:
+    def _push(self, key: str, kind: str, idx: np.ndarray, new: np.ndarray,
+              batch: dict[str, list[np.ndarray]] | None = None) -> None:
+        """Send the entries of bound array ``key`` that changed; with ``batch``, collect them there
+        (column and row bounds, sent by :meth:`_flush` in one call each)."""
         cur = self._cur[key]
         ch = np.flatnonzero(~((cur == new) | (np.isnan(cur) & np.isnan(new))))
         if not ch.size:
             return
         cur[ch] = new[ch]
-        inf = np.full(ch.size, np.inf)
         if kind == "col_hi":
-            self.loaded.set_col_bounds(idx[ch], np.zeros(ch.size), new[ch])
+            part = ("col", idx[ch], np.zeros(ch.size), new[ch])
         elif kind == "col_fix":  # 1 → fixed at 0, 0 → free
             lo = np.where(new[ch] > 0, 0.0, -np.inf)
-            self.loaded.set_col_bounds(idx[ch], lo, -lo)
+            part = ("col", idx[ch], lo, -lo)
         else:  # row lower bounds
-            self.loaded.set_row_bounds(idx[ch], new[ch], inf)
+            part = ("row", idx[ch], new[ch], np.full(ch.size, np.inf))
+        if batch is None:
+            self._flush({f"{part[0]}_{i}": [a] for i, a in enumerate(part[1:])})
+            return
+        for i, a in enumerate(part[1:]):
+            batch.setdefault(f"{part[0]}_{i}", []).append(a)
+
+    def _flush(self, batch: dict[str, list[np.ndarray]]) -> None:
+        """Send collected bound changes: one column-bounds and one row-bounds call."""
+        if batch.get("col_0"):
+            self.loaded.set_col_bounds(*(np.concatenate(batch[f"col_{i}"]) for i in range(3)))
+        if batch.get("row_0"):
+            self.loaded.set_row_bounds(*(np.concatenate(batch[f"row_{i}"]) for i in range(3)))
 
     def _apply(self, state: np.ndarray, level: np.ndarray, beta: np.ndarray,
                open_jobs: np.ndarray | None = None) -> np.ndarray:
@@ -198,11 +212,12 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         active = state == _ACTIVE
         k_act = np.zeros(self.k_group.size, bool)
         k_act[self.k_of_job[active]] = True
-        self._push("e_hi", "col_hi", self.col_e, np.where(active, 0.0, np.inf))
-        self._push("eg_hi", "col_hi", self.col_eg, np.where(k_act, 0.0, np.inf))
-        self._push("F_lo", "row_lo", self.rows_F, np.where(state == _FROZEN, level, -np.inf))
+        batch: dict[str, list[np.ndarray]] = {}
+        self._push("e_hi", "col_hi", self.col_e, np.where(active, 0.0, np.inf), batch)
+        self._push("eg_hi", "col_hi", self.col_eg, np.where(k_act, 0.0, np.inf), batch)
+        self._push("F_lo", "row_lo", self.rows_F, np.where(state == _FROZEN, level, -np.inf), batch)
         fair = self.col_mu >= 0
-        self._push("mu_fix", "col_fix", self.col_mu[fair], np.where(active[fair], 0.0, 1.0))
+        self._push("mu_fix", "col_fix", self.col_mu[fair], np.where(active[fair], 0.0, 1.0), batch)
         # a waiting fifo job (or one frozen at exactly 0) holds no allocation: its columns are closed,
         # which keeps the simplex from pivoting through allocations nobody asked for
         closed = (state == _WAITING) | ((state == _FROZEN) & (level <= 0.0))
@@ -211,10 +226,11 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         shut = np.zeros(self.col_x.size, bool)
         shut[self._slot_pos[closed[self._slot_job]]] = True
         self._shut = shut
-        self._push("x_hi", "col_hi", self.col_x, np.where(shut | ~self.admitted, 0.0, 1.0))
+        self._push("x_hi", "col_hi", self.col_x, np.where(shut | ~self.admitted, 0.0, 1.0), batch)
         Omega = np.bincount(self.k_of_job[active], weights=self.wq[active], minlength=self.k_group.size)
         B = np.where(self.k_job >= 0, beta, Omega * beta)
-        self._push("G_lo", "row_lo", self.rows_G, np.where(k_act, B, -np.inf))
+        self._push("G_lo", "row_lo", self.rows_G, np.where(k_act, B, -np.inf), batch)
+        self._flush(batch)
         return k_act
 
     # ------------------------------------------------------------------ run
