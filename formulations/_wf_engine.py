@@ -84,7 +84,7 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
                  capacity: np.ndarray | None = None, certify: str = "duals", record_trace: bool = False,
                  max_iterations: int | None = None, polish: bool = False, max_lookahead: int = 256,
                  aggregate: bool = True, pair_columns: str = "auto", pair_seed: int = 4,
-                 compact: bool = True, window: int = 64) -> None:
+                 compact: bool = True, window: int = 32) -> None:
         n = len(space.jobs)
         self.full_space = space
         self.space: Any = space

@@ -121,7 +121,7 @@ WATER_FILLING_OPTIONS: tuple[Option, ...] = (
            "exact), auto (price when there are more than 4 pairs per job)", ("auto", "all", "price")),
     Option("compact", bool, True, "rebuild the level LP without settled jobs (frozen at 0, or at their cap on "
            "a unique type) and with only a window of each fifo group's waiting jobs (exact; no space sharing)"),
-    Option("fifo_window", int, 64, "with compact: waiting jobs of each fifo group held in the level LP (at "
+    Option("fifo_window", int, 32, "with compact: waiting jobs of each fifo group held in the level LP (at "
            "least 4× the current speculative chain)"),
     Option("polish", bool, False, "finish with one LP maximizing Σ u_m over the final levels (removes the "
            "≤1e-8 relative slack the tolerances may leave; slow on large degenerate models)"),
