@@ -318,7 +318,7 @@ POP_NO_FORK = textwrap.dedent("""
     os.fork = no_fork
     import time
     import importlib
-    P = importlib.import_module("policyopt.pop")  # the module (policyopt.pop is the function)
+    P = importlib.import_module("policyopt.pop_parallel")  # where the pool and this process take groups
     solve_group = P._solve_group
     def slow(*args):  # this process only: the pool process gets to take groups before the queue is empty
         time.sleep(2.0)

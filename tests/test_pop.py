@@ -401,7 +401,7 @@ def test_errors_in_groups_reach_the_caller_intact(parallel: bool) -> None:
         pop(_FailsOnGroupWith(), 3, 0, parallel=parallel).solve(prob)
     assert err.value.field == "jobs[bad]" and err.value.value == "bad" and "cannot be solved" in str(err.value)
     # what a worker sends back survives pickling and rebuilds the same error
-    from policyopt.pop import _carry
+    from policyopt.pop_parallel import _carry
 
     back = pickle.loads(pickle.dumps(_carry(InputError("a.b", 3, "bad value"))))  # picklable: sent as is
     assert type(back) is InputError and (back.field, back.value, str(back)) == ("a.b", 3, "a.b: bad value (got 3)")
