@@ -362,9 +362,17 @@ class AllocationSpace:
         return out
 
     def equal_share_throughput(self, T: np.ndarray | None = None) -> np.ndarray:
-        """``thr(m, X_equal)``, ``X_equal[m,t] = count_t/Σ count`` (best allowed placement per type)."""
-        best = self.best_placement_throughput(T)
-        return best @ (self.counts / self.counts.sum())
+        """``thr(m, X_equal)``, ``X_equal[m,t] = count_t/Σ count`` (best allowed placement per type).
+        Under the space's own data (``T`` None or ``self.T``) computed once and handed out as copies
+        (a max-min solve asks three times)."""
+        own = T is None or T is self.T
+        hit = self.__dict__.get("_eq_share") if own else None
+        if hit is None:
+            best = self.best_placement_throughput(T)
+            hit = best @ (self.counts / self.counts.sum())
+            if own:
+                self.__dict__["_eq_share"] = hit
+        return hit.copy()
 
     def isolated_allocation(self) -> np.ndarray:
         """``X_iso`` (n × configs): each of n jobs gets 1/n of every type divided by its scale
@@ -403,7 +411,8 @@ class AllocationSpace:
     # ------------------------------------------------------------------ sparse matrices
     def throughput_matrix(self, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> Triplets:
         """``(n × rows·configs)`` matrix with ``thr = M @ vec(X)`` (C order)."""
-        if T is None and Tp is None and self._thr_matrix is not None:
+        own = (T is None or T is self.T) and (Tp is None or Tp is self.Tp)
+        if own and self._thr_matrix is not None:
             return self._thr_matrix
         T_ = self.T if T is None else T
         Tp_ = self.Tp if Tp is None else Tp
@@ -420,7 +429,7 @@ class AllocationSpace:
                 cols.append((n + kk) * C + kc)
                 vals.append(Tp_[kk, kc, side])
         M = Triplets(_cat(rows), _cat(cols), _cat(vals), (n, R * C))
-        if T is None and Tp is None:
+        if own:
             self._thr_matrix = M
         return M
 
@@ -520,6 +529,7 @@ class AllocationSpace:
         sub.row_scale, sub.mask = self.row_scale[rows], self.mask[rows]
         sub._thr_matrix = None
         sub.__dict__.pop("_slot_cache", None)
+        sub.__dict__.pop("_eq_share", None)
         return sub
 
     # ------------------------------------------------------------------ model building

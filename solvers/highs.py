@@ -110,6 +110,21 @@ def _flush_c_stdout() -> None:
         pass
 
 
+_STATUS_MAP: dict[Any, Status] = {}
+
+
+def _status_map(hs: Any) -> dict[Any, Status]:
+    """HiGHS model statuses → :class:`Status` (built once)."""
+    if not _STATUS_MAP:
+        S = hs.HighsModelStatus
+        _STATUS_MAP.update({S.kOptimal: Status.OPTIMAL, S.kInfeasible: Status.INFEASIBLE,
+                            S.kUnbounded: Status.UNBOUNDED, S.kUnboundedOrInfeasible: Status.INFEASIBLE,
+                            S.kTimeLimit: Status.TIME_LIMIT, S.kIterationLimit: Status.TIME_LIMIT,
+                            S.kSolutionLimit: Status.STOPPED,  # a MIP node/leaf/solution budget
+                            S.kModelEmpty: Status.OPTIMAL})
+    return _STATUS_MAP
+
+
 def _check(status: Any, call: str) -> None:
     import highspy
 
@@ -166,6 +181,7 @@ class HighsModel(LoadedModel):
         self._last: tuple[np.ndarray, np.ndarray] | None = None
         self._capped = False  # the primal simplex runs without perturbation under an iteration cap
         self.runs = 0  # HiGHS runs so far (a kept basis is current while no run followed it)
+        self._spliced = False  # updated in place (splice): re-solve options set
         # the fast path's state, kept across re-solves after cost/bound updates: the block structure
         # of the matrix (valid while ``sf.A`` is the same object; ``add_rows`` replaces it), the last
         # aggregation and the loaded reduced LP (re-solved warm when the groups are unchanged)
@@ -359,15 +375,16 @@ class HighsModel(LoadedModel):
         sf.col_blocks, sf.row_blocks = {}, {}  # named ranges no longer hold
         self._last = None
         self._structure = self._agg = self._small = None
-        if "primal_feasibility_tolerance" not in self.options.extra:
+        if not self._spliced and "primal_feasibility_tolerance" not in self.options.extra:
             # a warm dual simplex from a repaired basis leaves rows off by up to HiGHS's default 1e-7
             # (17.00000027 GPUs of 17 seen); spliced models are held to 1e-10, as the fast path's LPs
             self._set("primal_feasibility_tolerance", _TIGHT["primal_feasibility_tolerance"])
-        if "simplex_dual_edge_weight_strategy" not in self.options.extra:
+        if not self._spliced and "simplex_dual_edge_weight_strategy" not in self.options.extra:
             # Devex pricing: a re-solve takes a handful of iterations, and dual steepest edge first
             # computes a weight per row of the new basis (one solve each: 4,099 rows at 2,048 max-min
             # jobs, 72 ms of the warm run's 73 ms for 6 iterations; Devex 12 ms)
             self._set("simplex_dual_edge_weight_strategy", 1)
+        self._spliced = True
         if not self._passed:
             return
         h, inf = self._h, self._hs.kHighsInf
@@ -522,13 +539,7 @@ class HighsModel(LoadedModel):
             self._set("presolve", "choose")
         t1 = time.perf_counter()
         info = self.h.getInfo()
-        S = hs.HighsModelStatus
-        status_map = {S.kOptimal: Status.OPTIMAL, S.kInfeasible: Status.INFEASIBLE,
-                      S.kUnbounded: Status.UNBOUNDED, S.kUnboundedOrInfeasible: Status.INFEASIBLE,
-                      S.kTimeLimit: Status.TIME_LIMIT, S.kIterationLimit: Status.TIME_LIMIT,
-                      S.kSolutionLimit: Status.STOPPED,  # a MIP node/leaf/solution budget
-                      S.kModelEmpty: Status.OPTIMAL}
-        status = status_map.get(ms, Status.ERROR)
+        status = _status_map(hs).get(ms, Status.ERROR)
         if run_status == hs.HighsStatus.kError and status is Status.OPTIMAL:
             status = Status.ERROR
         opts = {"algorithm": self.options.algorithm, "highs_solver": _ALGORITHMS[self.options.algorithm],
