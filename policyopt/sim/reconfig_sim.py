@@ -40,255 +40,38 @@ window), ``reconfigurations``, ``migrations``, ``resumes``, ``checkpoint_seconds
 ``sla_violations``, ``sla_shortfall_rounds``, ``guaranteed_unadmitted_rounds``, ``cpu_utilization``,
 ``host_mem_utilization``. Finish-time fairness uses the request: ``X_iso`` = the job's requested
 configuration a fraction ``min(1, G/(n̄·g_m))`` of the time (``G`` cluster GPUs, ``g_m`` requested).
+
+This module holds the loop (:class:`ReconfigSimulator`, :func:`simulate_reconfig`); the settings are
+in :mod:`.reconfig_config` (:class:`ReconfigSimConfig`), the node slices and relabeling in
+:mod:`.reconfig_nodes` (:func:`relabel_nodes`), the state carried across rounds in
+:mod:`.reconfig_state`. Their public names are importable from here too.
 """
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Callable, Mapping, Sequence
 
 import numpy as np
 
-from ..errors import InputError, UnknownNameError
+from ..errors import InputError
 from ..mechanism import RecomputeClock
-from .metrics import DEFAULT_WINDOW, average_contention, compute_metrics, isolated_throughput, steady_state_window
+from .metrics import average_contention, compute_metrics, isolated_throughput, steady_state_window
+from .reconfig_config import RESCHEDULE_MODES, REQUIRED_EXTRA, ReconfigSimConfig
+from .reconfig_nodes import _renamed, _Run, relabel_nodes
+from .reconfig_state import PHASES, _Executed, _State
 from .simulator import SimResult, _progress
 from .traces import TraceJob
 
 if TYPE_CHECKING:  # the runtimes import each other only inside functions (tests/test_import_graph.py)
     from ..reconfig.rounds import RoundDecision
-    from ..reconfig.spec import CurrentConfig, NodeType, ReconfigOptions, ReconfigProblem
+    from ..reconfig.spec import NodeType, ReconfigProblem
 
 __all__ = ["ReconfigSimConfig", "ReconfigSimulator", "simulate_reconfig", "relabel_nodes", "RESCHEDULE_MODES",
            "REQUIRED_EXTRA", "Scheduler"]
 
-#: when a decision is taken: on arrival / completion events (rate-limited), or every round
-RESCHEDULE_MODES: tuple[str, ...] = ("events", "rounds")
-#: fields a trace job's ``extra`` must hold (what :func:`~policyopt.reconfig.transformers_trace` writes)
-REQUIRED_EXTRA: tuple[str, ...] = ("model", "node_type", "gpus", "cpus", "plan", "guaranteed", "checkpoint_seconds")
-PHASES = ("problem", "decide", "relabel", "execute")
 #: ``(problem, received share of time) -> RoundDecision``
 Scheduler = Callable[["ReconfigProblem", Mapping[str, float]], "RoundDecision"]
-#: one node slice of a placement: (node type index, node index, GPUs, cores, host bytes)
-NodeSlice = tuple[int, int, int, float, float]
-
-
-def _positive(name: str, v: Any, allow_zero: bool = False) -> None:
-    ok = isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool) and \
-        bool(np.isfinite(v)) and (v >= 0 if allow_zero else v > 0)
-    if not ok:
-        raise InputError(name, v, "must be a " + ("non-negative" if allow_zero else "positive") + " number")
-
-
-@dataclass
-class ReconfigSimConfig:
-    """Settings of a reconfiguration-aware simulation (module docstring for the semantics).
-
-    ``checkpoint_seconds``: ``δ`` for every job (None: each job's own, ``20 s + 16·P bytes / 5 GB/s``
-    from the trace). ``amortize``: also put ``δ`` in the objective (``options.round_seconds``).
-    """
-
-    policy: str = "rubick_greedy"
-    policy_options: Mapping[str, Any] = field(default_factory=dict)
-    nodes: int = 4
-    reconfigure: str = "all"
-    threshold: float = 0.97
-    round_seconds: float = 360.0
-    checkpoint_seconds: float | None = None
-    quota_fraction: float | None = 0.5
-    quota: str = "reserve"  # reserve | cap (reconfig.options.quota: quotas that reserve let idle capacity flow on)
-    amortize: bool = False
-    reschedule: str = "events"
-    recompute_interval: float | None = None  # None: one round
-    charge_migrations: bool = True
-    seed: int = 0
-    window: tuple[float, float] = DEFAULT_WINDOW
-    until: str = "all"  # all | window
-    max_seconds: float | None = None
-    max_rounds: int | None = None
-    progress: bool = False
-
-    def __post_init__(self) -> None:
-        from ..reconfig.spec import QUOTA_MODES, RECONFIGURE_MODES
-
-        if isinstance(self.nodes, bool) or not isinstance(self.nodes, (int, np.integer)) or self.nodes < 1:
-            raise InputError("nodes", self.nodes, "must be a positive integer (nodes of 8 GPUs)")
-        if self.reconfigure not in RECONFIGURE_MODES:
-            raise UnknownNameError("reconfigure", self.reconfigure, RECONFIGURE_MODES)
-        if self.quota not in QUOTA_MODES:
-            raise UnknownNameError("quota", self.quota, QUOTA_MODES)
-        _positive("threshold", self.threshold, True)
-        if self.threshold > 1:
-            raise InputError("threshold", self.threshold, "must be in [0, 1]")
-        _positive("round_seconds", self.round_seconds)
-        if self.checkpoint_seconds is not None:
-            _positive("checkpoint_seconds", self.checkpoint_seconds, True)
-        if self.quota_fraction is not None:
-            _positive("quota_fraction", self.quota_fraction, True)
-            if self.quota_fraction > 1:
-                raise InputError("quota_fraction", self.quota_fraction, "must be in [0, 1]")
-        if self.reschedule not in RESCHEDULE_MODES:
-            raise UnknownNameError("reschedule", self.reschedule, RESCHEDULE_MODES)
-        if self.recompute_interval is not None:
-            _positive("recompute_interval", self.recompute_interval, True)
-        if "reconfigure" in self.policy_options:
-            raise InputError("policy_options.reconfigure", self.policy_options["reconfigure"],
-                             "set what may change with reconfigure (--reconfigure), not as a policy option")
-        steady_state_window(10, self.window)
-        if self.until not in ("all", "window"):
-            raise InputError("until", self.until, "must be 'all' or 'window'")
-        if self.max_seconds is not None:
-            _positive("max_seconds", self.max_seconds)
-        if self.max_rounds is not None and (isinstance(self.max_rounds, bool) or
-                                            not isinstance(self.max_rounds, (int, np.integer)) or self.max_rounds < 1):
-            raise InputError("max_rounds", self.max_rounds, "must be a positive integer")
-        if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)):
-            raise InputError("seed", self.seed, "must be an integer")
-
-    @property
-    def options(self) -> ReconfigOptions:
-        """The ``reconfig.options`` of every round's problem."""
-        from ..reconfig.spec import ReconfigOptions
-
-        return ReconfigOptions(reconfigure=self.reconfigure, threshold=float(self.threshold),
-                               round_seconds=float(self.round_seconds) if self.amortize else None,
-                               quota=self.quota)
-
-    def to_dict(self) -> dict[str, Any]:
-        from dataclasses import asdict
-
-        return asdict(self)
-
-
-@dataclass(frozen=True)
-class _Run:
-    """What one job runs while a decision holds."""
-
-    node_type: str
-    config: str
-    plan: str
-    gpus: int
-    cpus: float
-    host: float
-    thr: float
-    reconfigured: bool
-    current: CurrentConfig | None
-    slices: tuple[NodeSlice, ...]
-
-    def where(self) -> tuple[tuple[int, int, int], ...]:
-        return tuple(sorted((s[0], s[1], s[2]) for s in self.slices))
-
-
-def _renamed(run: _Run, perms: Sequence[np.ndarray]) -> _Run:
-    """``run`` on the relabeled nodes; its ``current`` (the next decision's input) names them too."""
-    slices = tuple((sl[0], int(perms[sl[0]][sl[1]]), *sl[2:]) for sl in run.slices)
-    cur = run.current
-    if cur is not None and cur.node_ids is not None:
-        cur = replace(cur, node_ids=tuple(sl[1] for sl in slices))
-    return replace(run, slices=slices, current=cur)
-
-
-def relabel_nodes(prev: Mapping[Any, Sequence[NodeSlice]], new: Mapping[Any, Sequence[NodeSlice]],
-                  keep: Sequence[Any], node_gpus: Sequence[np.ndarray]) -> list[np.ndarray]:
-    """Per node type, the permutation ``π`` (new node index → relabeled index) that maximizes
-    ``Σ_{jobs k in keep} Σ_{i,j} [π(j) = i]·min(g_k,i^prev, g_k,j^new)`` — the GPUs of continuing
-    jobs that stay on the nodes they held (a linear assignment; only nodes with the same GPU count
-    are exchanged). ``node_gpus[t]`` holds the GPUs of every node of type ``t``."""
-    from scipy.optimize import linear_sum_assignment
-
-    perms = [np.arange(len(g)) for g in node_gpus]
-    rows = [(k, s[0], s[1], s[2]) for k in keep for s in prev.get(k, ())]
-    cols = [(k, s[0], s[1], s[2]) for k in keep for s in new.get(k, ())]
-    if not rows or not cols:
-        return perms
-    import pandas as pd
-
-    a = pd.DataFrame(rows, columns=["job", "type", "old", "g_old"])
-    b = pd.DataFrame(cols, columns=["job", "type", "new", "g_new"])
-    pairs = a.merge(b, on=["job", "type"])
-    for t, caps in enumerate(node_gpus):
-        sel = pairs[pairs["type"] == t]
-        if sel.empty:
-            continue
-        W = np.zeros((caps.size, caps.size))
-        np.add.at(W, (sel["old"].to_numpy(int), sel["new"].to_numpy(int)),
-                  np.minimum(sel["g_old"].to_numpy(float), sel["g_new"].to_numpy(float)))
-        W[caps[:, None] != caps[None, :]] = -1e9  # never swap nodes of different sizes
-        old, new_idx = linear_sum_assignment(W, maximize=True)
-        perm = np.empty(caps.size, np.int64)
-        perm[new_idx] = old
-        perms[t] = perm
-    return perms
-
-
-@dataclass
-class _State:
-    """What a run of :class:`ReconfigSimulator` carries from round to round: per-job data and
-    counters (simulator index = arrival order), the running placement, the clock and the tables."""
-
-    jobs: list[TraceJob]
-    ids: list[str]
-    arrival: np.ndarray
-    steps: np.ndarray
-    delta: np.ndarray  # checkpoint + restore seconds
-    req_gpus: np.ndarray
-    guaranteed: np.ndarray
-    ref: np.ndarray  # r_m: steps/s of the requested configuration
-    cap: np.ndarray  # GPUs, cores, host bytes of the cluster
-    node_gpus: list[np.ndarray]
-    clock: RecomputeClock
-    t: float
-    t0: float
-    horizon: float
-    window: tuple[int, int]
-    space_mode: str
-    t_wall: float
-    index: dict[str, int] = field(init=False)
-    held: dict[int, _Run] = field(default_factory=dict)  # what each running job runs
-    sla: list[tuple[int, float, bool, bool]] = field(default_factory=list)  # (job, required, admitted, met)
-    active: list[int] = field(default_factory=list)
-    nxt: int = 0  # the next job to arrive
-    rounds: int = 0
-    stalled: bool = False
-    timings: dict[str, float] = field(default_factory=lambda: {p: 0.0 for p in PHASES})
-    round_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    run_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    place_rows: list[tuple[Any, ...]] = field(default_factory=list)
-    decision_rows: list[tuple[Any, ...]] = field(default_factory=list)
-
-    def __post_init__(self) -> None:
-        n = len(self.jobs)
-        self.index = {jid: i for i, jid in enumerate(self.ids)}
-        self.done, self.run_s = np.zeros(n), np.zeros(n)  # steps done; T: seconds holding resources
-        self.n_rec, self.n_mig, self.n_res, self.n_pre, self.n_runs = (np.zeros(n, np.int64) for _ in range(5))
-        self.first, self.finish = np.full(n, np.nan), np.full(n, np.nan)
-        self.overhead, self.compute, self.attained, self.cost = np.zeros(n), np.zeros(n), np.zeros(n), np.zeros(n)
-        self.ran_last = np.zeros(n, bool)
-        self.current: list[CurrentConfig | None] = [None] * n
-
-    def idle_round(self, start: float, length: float) -> None:
-        """A ``rounds`` row for a stretch with nothing running."""
-        self.round_rows.append((start, length, len(self.active), 0, False, *([0.0] * 5), *([0] * 6), 0.0))
-
-
-@dataclass(frozen=True)
-class _Executed:
-    """One round's execution, per running job ``R`` (aligned arrays)."""
-
-    R: np.ndarray
-    gpus: np.ndarray
-    cpus: np.ndarray
-    host: np.ndarray
-    rec: np.ndarray  # reconfigured
-    mig: np.ndarray  # migrated (charged)
-    res: np.ndarray  # resumed after a pause
-    pay: np.ndarray  # δ paid out of the round
-    need: np.ndarray  # compute seconds
-    occupied: np.ndarray  # seconds holding resources
-    progress: np.ndarray  # steps
-    fin: np.ndarray  # finished this round
-    T_before: np.ndarray
-    N_before: np.ndarray
 
 
 class ReconfigSimulator:
