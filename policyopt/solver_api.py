@@ -29,7 +29,7 @@ from .standard_form import StandardForm
 
 __all__ = ["Feature", "SolverOptions", "Solver", "LoadedModel", "register_solver", "get_solver",
            "available_solvers", "registered_solvers", "default_solver", "RebuildingModel", "auto_algorithm",
-           "IPM_MIN_COLS", "IPM_MIN_COLS_DEGENERATE", "STRUCTURED_MIN_COLS"]
+           "IPM_MIN_COLS", "IPM_MIN_COLS_DEGENERATE", "STRUCTURED_MIN_COLS", "PRIMAL_MAX_COLS", "zero_feasible"]
 
 
 class Feature(enum.Flag):
@@ -93,19 +93,38 @@ class SolverOptions:
 STRUCTURED_MIN_COLS = 500
 IPM_MIN_COLS_DEGENERATE = 4000
 IPM_MIN_COLS = 20000
+#: a cold LP below this many columns whose zero point (clipped to the bounds) is feasible goes by
+#: primal simplex without presolve: it starts feasible, and on Gavel-generated LPs of 16–128 jobs
+#: HiGHS alone takes 0.4–0.7× the time of dual simplex with presolve (max-sum throughput at 64 jobs:
+#: 0.23 against 0.46 ms; makespan 0.42 against 0.67; FIFO 0.25 against 0.58; min-cost 0.28 against
+#: 0.60); an LP infeasible at zero (min-cost with SLO rows) keeps dual simplex with presolve, which
+#: finds its infeasibility 2–4× faster
+PRIMAL_MAX_COLS = 500
+
+
+def zero_feasible(sf: StandardForm, tol: float = 1e-9) -> bool:
+    """Whether ``x₀ = clip(0, col_lower, col_upper)`` meets every row of ``sf`` (to ``tol``,
+    relative above 1): a primal simplex from the slack basis then needs no phase 1."""
+    x0 = np.clip(0.0, sf.col_lower, sf.col_upper)
+    act = sf.A @ x0 if np.any(x0) else np.zeros(sf.num_rows)
+    slack = tol * np.maximum(1.0, np.abs(act))
+    return bool(np.all(act >= sf.row_lower - slack) and np.all(act <= sf.row_upper + slack))
 
 
 def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True, degenerate: bool = False,
-                   feasible: bool = False) -> str:
+                   feasible: bool = False, small_primal: bool = False) -> str:
     """The one rule behind ``algorithm="auto"`` for backends that offer several LP algorithms:
     ``"structured"`` (the block-aggregation fast path, ``policyopt.solvers.blocks``; only when
     ``structured`` — a backend asks again with ``structured=False`` when the fast path does not
     apply) for LPs of at least :data:`STRUCTURED_MIN_COLS` columns; else ``"ipm"`` for a cold LP of
     at least :data:`IPM_MIN_COLS` columns (:data:`IPM_MIN_COLS_DEGENERATE` for a ``degenerate``
     max-min epigraph LP); below that ``"primal"`` (primal simplex, no presolve) for a cold
-    ``degenerate`` LP and ``"simplex"`` (dual simplex) otherwise; a warm re-solve of a ``degenerate``
-    LP by ``"primal"`` when the last solution is still ``feasible`` after the updates (costs
-    changed, bounds it meets: max-min fairness's second stage), every other warm re-solve by
+    ``degenerate`` LP and — when the caller can run it without presolve and check its point
+    (``small_primal``: the HiGHS backend) — for a cold LP of fewer than :data:`PRIMAL_MAX_COLS`
+    columns that is feasible at zero (:func:`zero_feasible`), ``"simplex"`` (dual simplex) otherwise; a warm
+    re-solve of a ``degenerate`` LP by ``"primal"`` when the last solution is still ``feasible``
+    after the updates (costs changed, bounds it meets: max-min fairness's second stage), every other
+    warm re-solve by
     ``"simplex"``; ``"auto"`` (the backend's own choice) for MILPs. Backends without the primal/dual
     choice read ``"primal"`` as ``"simplex"``."""
     if sf.is_mip:
@@ -115,6 +134,8 @@ def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True
     ipm_from = IPM_MIN_COLS_DEGENERATE if degenerate else IPM_MIN_COLS
     if not warm and sf.num_cols >= ipm_from:
         return "ipm"
+    if small_primal and not warm and not degenerate and sf.num_cols < PRIMAL_MAX_COLS and zero_feasible(sf):
+        return "primal"
     return "primal" if degenerate and (not warm or feasible) else "simplex"
 
 

@@ -23,6 +23,7 @@ import numpy as np
 from policyopt.errors import SolverError
 from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import (
+    PRIMAL_MAX_COLS,
     Feature,
     LoadedModel,
     Solver,
@@ -54,7 +55,8 @@ def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
 
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
 #: without presolve (on the aggregated max-min LP at 2,048 jobs: 2.2 ms against 10–15 ms with it)
-_TIGHT = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10, "presolve": "off"}
+_TIGHT_TOLERANCES = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+_TIGHT = {**_TIGHT_TOLERANCES, "presolve": "off"}
 
 
 _BANNER_LOCK = threading.Lock()
@@ -166,13 +168,16 @@ class HighsModel(LoadedModel):
         silence_banner()
         self._h = _acquire_highs(highspy)
         self._passed = False  # the model reaches HiGHS at its first use (not when the fast path answers)
+        # a new or pooled object holds HiGHS's defaults: only other values are set (~5 µs a call)
         self._set("output_flag", bool(options.verbose))
-        self._set("solver", _ALGORITHMS[options.algorithm])
+        if _ALGORITHMS[options.algorithm] != "choose":
+            self._set("solver", _ALGORITHMS[options.algorithm])
         if options.time_limit is not None:
             self._set("time_limit", float(options.time_limit))
         if options.threads is not None:
             self._set("threads", int(options.threads))
-        self._set("mip_rel_gap", float(options.mip_rel_gap))
+        if sf.is_mip:
+            self._set("mip_rel_gap", float(options.mip_rel_gap))
         self._warm = False  # HiGHS holds a basis / solution from an earlier run
         self._try_structured = True  # until the fast path declines once
         self._presolve = True  # set_presolve(False) holds presolve off (resolve's cold check)
@@ -182,6 +187,7 @@ class HighsModel(LoadedModel):
         self._capped = False  # the primal simplex runs without perturbation under an iteration cap
         self.runs = 0  # HiGHS runs so far (a kept basis is current while no run followed it)
         self._spliced = False  # updated in place (splice): re-solve options set
+        self._max_infeasibility = 0.0  # of the last run's point (see _run_highs)
         # the fast path's state, kept across re-solves after cost/bound updates: the block structure
         # of the matrix (valid while ``sf.A`` is the same object; ``add_rows`` replaces it), the last
         # aggregation and the loaded reduced LP (re-solved warm when the groups are unchanged)
@@ -429,6 +435,7 @@ class HighsModel(LoadedModel):
     def solve(self) -> SolveResult:
         auto = self.options.algorithm == "auto" and not self.sf.is_mip
         note = ""
+        small_primal = False
         if auto:
             if auto_algorithm(self.sf, warm=self._warm) == "structured" and self._try_structured:
                 fast, note = self._solve_structured()
@@ -436,13 +443,25 @@ class HighsModel(LoadedModel):
                     return fast
                 self._try_structured = False  # re-solves of this model go to HiGHS directly
                 self._structure = self._agg = self._small = None
-            self._use_auto(auto_algorithm(self.sf, warm=self._warm, structured=False,
-                                          degenerate=self.options.degenerate,
-                                          feasible=self._warm and self._last is not None))
+            alg = auto_algorithm(self.sf, warm=self._warm, structured=False, degenerate=self.options.degenerate,
+                                 feasible=self._warm and self._last is not None, small_primal=True)
+            small_primal = alg == "primal" and not self._warm and self.sf.num_cols < PRIMAL_MAX_COLS
+            if small_primal:  # a small cold LP without presolve: its vertex meets the rows to 1e-10
+                for k, v in _TIGHT_TOLERANCES.items():
+                    if k not in self.options.extra:
+                        self._set(k, v)
+            self._use_auto(alg)
         res = self._run_highs()
         if self._capped and self.h.getModelStatus() == self._hs.HighsModelStatus.kIterationLimit:
             self._cap(False)  # stalled without perturbation (a degenerate vertex): once more with it
             res = self._run_highs()
+        if small_primal and res.status is Status.OPTIMAL and self._max_infeasibility > _FEAS_TOL:
+            # a row or bound met only to the simplex's tolerance: solved again from scratch by dual
+            # simplex with presolve (whose postsolved point is checked by no one else either; kept)
+            self.clear_warm_start()
+            self._use_auto("simplex")
+            res = self._run_highs()
+            res.options["small_lp_check"] = "primal simplex point outside a row by > 1e-9: re-solved with presolve"
         if note:
             res.options["fast_path"] = note
         return res
@@ -539,6 +558,9 @@ class HighsModel(LoadedModel):
             self._set("presolve", "choose")
         t1 = time.perf_counter()
         info = self.h.getInfo()
+        # the largest violation of a row or column bound by the returned point (HiGHS's own check of
+        # its solution, on the rows as passed: StandardForm.violation without another A·x)
+        self._max_infeasibility = float(info.max_primal_infeasibility)
         status = _status_map(hs).get(ms, Status.ERROR)
         if run_status == hs.HighsStatus.kError and status is Status.OPTIMAL:
             status = Status.ERROR

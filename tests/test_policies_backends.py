@@ -127,8 +127,10 @@ def test_auto_cold_ipm_then_warm_simplex(monkeypatch: pytest.MonkeyPatch) -> Non
 def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyPatch) -> None:
     """``algorithm="auto"`` below the interior-point threshold: a cold max-min epigraph LP
     (finish-time fairness, a ``degenerate`` policy) by primal simplex without presolve, its warm
-    re-solves by simplex; makespan's cold LP by dual simplex with presolve. Same optima as
-    ``algorithm=simplex``."""
+    re-solves by simplex; makespan's cold LP by dual simplex with presolve — or, below
+    ``PRIMAL_MAX_COLS`` columns and feasible at zero, by primal simplex without presolve. Same optima
+    as ``algorithm=simplex``."""
+    from policyopt import solver_api
     from policyopt.solvers.highs import HighsModel
 
     calls: list[tuple[str, int, str]] = []
@@ -150,6 +152,11 @@ def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyP
     assert {c[0] for c in calls[1:]} == {"simplex"}, calls  # warm: primal or dual (next test)
     assert res.objective == pytest.approx(ref["finish_time_fairness"].objective, rel=1e-7)
     calls.clear()
+    res = policyopt.solve(p, "makespan")
+    assert calls == [("simplex", 4, "off")], calls  # a small LP feasible at zero (PRIMAL_MAX_COLS)
+    assert res.objective == pytest.approx(ref["makespan"].objective, rel=1e-7)
+    calls.clear()
+    monkeypatch.setattr(solver_api, "PRIMAL_MAX_COLS", 0)
     res = policyopt.solve(p, "makespan")
     assert calls == [("simplex", 1, "choose")], calls
     assert res.objective == pytest.approx(ref["makespan"].objective, rel=1e-7)

@@ -1,0 +1,112 @@
+"""``algorithm="auto"`` on small cold LPs (fewer than ``PRIMAL_MAX_COLS`` columns, feasible at zero):
+primal simplex without presolve at 1e-10 tolerances, its point checked against every row and bound
+(1e-9) and re-solved with presolve when it misses one. Every result is cross-checked against HiGHS
+dual simplex with presolve on the whole LP (objective to 1e-7 relative, allocation feasible to 1e-9)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+
+from policyopt import Cluster, Problem, SolverOptions, get_policy, get_solver
+from policyopt.solver_api import PRIMAL_MAX_COLS, auto_algorithm, zero_feasible
+from policyopt.standard_form import StandardForm
+
+
+def gavel_problem(gavel, n: int, seed: int) -> Problem:  # type: ignore[no-untyped-def]
+    from policyopt.sim.traces import gavel_trace, parse_job_type
+
+    trace = gavel_trace(gavel, n, static=True, multi_gpu=True, seed=seed)
+    types = [gavel.type_index(*parse_job_type(j.job_type)) for j in trace]
+    return gavel.problem(types, Cluster.from_counts({t: max(n // 4, 1) for t in ("v100", "p100", "k80")},
+                                                    gpus_per_server=4,
+                                                    prices={"v100": 3.06, "p100": 1.46, "k80": 0.90}))
+
+
+def compiled(policy: str, problem: Problem) -> StandardForm:
+    """The first LP ``policy`` hands its backend for ``problem`` (a copy, as loaded)."""
+    from policyopt.solvers.highs import HighsSolver
+
+    forms: list[StandardForm] = []
+
+    class Recording(HighsSolver):
+        def load(self, sf: StandardForm, options: SolverOptions):  # type: ignore[no-untyped-def]
+            forms.append(sf.copy())
+            return super().load(sf, options)
+
+    pol = get_policy(policy)
+    pol.config["solver"] = Recording()
+    pol.solve(problem)
+    return forms[0]
+
+
+@pytest.mark.parametrize("policy", ["max_sum_throughput", "max_min_fairness", "min_cost", "fifo", "makespan"])
+@pytest.mark.parametrize("n,seed", [(16, 0), (64, 1), (120, 2)])
+def test_small_lps_match_dual_simplex_with_presolve(gavel, policy: str, n: int, seed: int) -> None:  # type: ignore[no-untyped-def]
+    sf = compiled(policy, gavel_problem(gavel, n, seed))
+    assert sf.num_cols < PRIMAL_MAX_COLS and zero_feasible(sf)
+    expected = "primal"
+    degenerate = get_policy(policy).degenerate_lp
+    assert auto_algorithm(sf, structured=False, degenerate=degenerate, small_primal=True) == expected
+    loaded = get_solver("highs").load(sf.copy(), SolverOptions(degenerate=degenerate))
+    fast = loaded.solve()
+    assert loaded.h.getOptionValue("presolve")[1] == "off"  # type: ignore[attr-defined]
+    assert loaded.h.getOptionValue("simplex_strategy")[1] == 4  # type: ignore[attr-defined]
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    assert fast.ok and ref.ok
+    assert fast.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-9)
+    assert sf.violation(fast.x) <= 1e-9
+    assert "small_lp_check" not in fast.options
+
+
+def test_point_outside_a_row_is_re_solved_with_presolve(gavel, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """The check after the primal run sees a violation (forced here: a negative tolerance): the LP is
+    solved again from scratch by dual simplex with presolve, and that answer is returned."""
+    from policyopt.solvers import highs
+
+    sf = compiled("max_sum_throughput", gavel_problem(gavel, 32, 4))
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    monkeypatch.setattr(highs, "_FEAS_TOL", -1.0)
+    loaded = get_solver("highs").load(sf.copy(), SolverOptions())
+    res = loaded.solve()
+    assert "re-solved with presolve" in res.options["small_lp_check"]
+    assert loaded.h.getOptionValue("presolve")[1] == "choose"  # type: ignore[attr-defined]
+    assert loaded.h.getOptionValue("simplex_strategy")[1] == 1  # type: ignore[attr-defined]
+    assert res.ok and res.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert sf.violation(res.x) <= 1e-9
+
+
+def test_highs_infeasibility_is_the_points_violation(gavel) -> None:  # type: ignore[no-untyped-def]
+    """The check reads HiGHS's largest primal infeasibility of its point: the same number as
+    ``StandardForm.violation`` of that point — here on points that miss rows by 2–12 (dual simplex
+    stopped after a few iterations) and on optimal ones."""
+    seen = []
+    for policy in ("max_min_fairness", "min_cost_slo"):
+        sf = compiled(policy, gavel_problem(gavel, 32, 5))
+        for limit in (1, 3, 10, 1000):
+            loaded = get_solver("highs").load(sf.copy(), SolverOptions(
+                extra={"simplex_iteration_limit": limit, "simplex_strategy": 1, "presolve": "off"}))
+            loaded.solve()
+            x = np.array(loaded.h.getSolution().col_value)  # type: ignore[attr-defined]
+            assert loaded._max_infeasibility == pytest.approx(sf.violation(x), rel=1e-9, abs=1e-12)
+            seen.append(loaded._max_infeasibility)
+    assert max(seen) > 1.0 and min(seen) < 1e-9
+
+
+def test_lp_infeasible_at_zero_keeps_dual_simplex_with_presolve() -> None:
+    """Rows that zero does not meet (a throughput floor): no primal start; dual simplex with presolve."""
+    A = sp.csc_matrix(np.array([[1.0, 1.0], [1.0, -1.0]]))
+    sf = StandardForm(sense="max", c=np.array([1.0, 2.0]), offset=0.0, col_lower=np.zeros(2),
+                      col_upper=np.ones(2), integrality=np.zeros(2, np.int32), A=A,
+                      row_lower=np.array([0.5, -np.inf]), row_upper=np.array([1.5, 0.25]), row_scale=np.ones(2))
+    assert not zero_feasible(sf)
+    assert auto_algorithm(sf, structured=False, small_primal=True) == "simplex"
+    sf.row_lower[0] = 0.0  # now zero meets every row
+    assert zero_feasible(sf)
+    assert auto_algorithm(sf, structured=False, small_primal=True) == "primal"
+    assert auto_algorithm(sf, warm=True, structured=False, small_primal=True) == "simplex"  # warm: dual simplex
+    # callers that hand the answer on as SolverOptions.algorithm (no "primal" there) keep dual simplex
+    assert auto_algorithm(sf, structured=False) == "simplex"
+    res = get_solver("highs").load(sf, SolverOptions()).solve()
+    assert res.ok and res.objective == pytest.approx(2.5, rel=1e-12)  # x = (0.5, 1): x₁ + x₂ ≤ 1.5 binds
+    assert np.allclose(res.x, [0.5, 1.0], atol=1e-12)
