@@ -171,3 +171,24 @@ def test_variable_bounds_can_be_tightened_in_place() -> None:
     x.lower[1] = 0.25
     sf = m.compile()
     assert sf.col_upper.tolist() == [0.5, 0.5] and sf.col_lower.tolist() == [0.0, 0.25]
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_small_compile_matrix_equals_scipys_coo_conversion(seed: int) -> None:
+    """``compile`` sorts up to ``_SMALL_NNZ`` triplets itself: the same CSC matrix as scipy's COO
+    conversion (duplicates summed, explicit zeros kept, sorted row indices, same index types)."""
+    import scipy.sparse as sp
+
+    from policyopt.modeling import _SMALL_NNZ, _csc
+
+    rng = np.random.default_rng(seed)
+    for _ in range(200):
+        R, N = (int(v) for v in rng.integers(1, 40, 2))
+        k = int(rng.integers(0, min(400, _SMALL_NNZ)))
+        rows, cols = rng.integers(0, R, k), rng.integers(0, N, k)
+        vals = rng.choice([0.0, 1.0, -1.0, 2.5, 1e-3, 7.0], k)
+        want, got = sp.csc_matrix((vals, (rows, cols)), shape=(R, N)), _csc(rows, cols, vals, (R, N))
+        assert got.shape == want.shape and got.has_canonical_format
+        assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
+        assert got.indptr.dtype == want.indptr.dtype and got.indices.dtype == want.indices.dtype
+        assert np.allclose(got.data, want.data, rtol=1e-14, atol=1e-14)  # sums in another order
