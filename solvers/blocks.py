@@ -181,7 +181,9 @@ def detect(sf: StandardForm) -> BlockStructure | None:
     inner &= ~link_col[cols]
     in_cols, in_rows = cols[inner], rows[inner]
     in_cnt = np.bincount(in_cols, minlength=N)
-    if np.all(in_cnt[~link_col] == 1):
+    star = bool(np.all(in_cnt[~link_col] == 1))
+    labelled = None
+    if star:
         # star blocks (max-sum throughput's shape): every block column meets exactly one inner row,
         # so the components are those rows with their columns — no graph search; one row per block
         col_row = np.zeros(N, np.int64)
@@ -199,6 +201,13 @@ def detect(sf: StandardForm) -> BlockStructure | None:
         lr = rb.copy()
         lr[row_order] = 0
     else:
+        labelled = _row_labels(N, R, link_col, link_row, in_cols, in_rows, in_cnt)
+    if not star and labelled is not None:
+        cb, rb, B = labelled
+        if B < 4:
+            return None
+        row_order, row_start, lr = _local_ranks(rb, B)
+    elif not star:
         # the bipartite column–row graph of the inner entries, as CSR straight from the CSC arrays
         # (column j's neighbours are rows N + i; rows have no out-edges; undirected components)
         ptr = np.zeros(N + R + 1, np.int64)
@@ -235,6 +244,43 @@ def detect(sf: StandardForm) -> BlockStructure | None:
                           np.flatnonzero(cb >= 0), np.flatnonzero(rb >= 0), h_mat, n_mat)
 
 
+def _row_labels(N: int, R: int, link_col: np.ndarray, link_row: np.ndarray, in_cols: np.ndarray,
+                in_rows: np.ndarray, in_cnt: np.ndarray) -> tuple[np.ndarray, np.ndarray, int] | None:
+    """The connected components of the inner entries without a graph search, or ``None`` (then the
+    graph is searched): each column takes one of its inner rows as label (a column without inner
+    entries a label of its own), each row the label of one of its columns. When every inner entry
+    joins a column and a row of the same label, the labels are constant on each component, and a
+    label's columns and rows all meet its row (or are its column), so label classes *are* the
+    components. Blocks are numbered by their first column, as the graph search numbers them; this
+    needs the labels non-decreasing along the non-linking columns (a job's columns side by side,
+    its first row before the next job's: max-min fairness's time and epigraph rows), else ``None``.
+    Returns ``(cb, rb, B)`` as :func:`detect` uses them."""
+    col_lab = np.arange(R, R + N, dtype=np.int64)  # no inner entry: a label of its own
+    first = np.cumsum(in_cnt) - in_cnt  # each column's first inner entry (entries in column order)
+    has_in = in_cnt > 0
+    col_lab[has_in] = in_rows[first[has_in]]
+    row_lab = np.full(R, -1, np.int64)
+    row_lab[in_rows] = col_lab[in_cols]
+    if not np.array_equal(row_lab[in_rows], col_lab[in_cols]):
+        return None
+    bcols = np.flatnonzero(~link_col)
+    lab = col_lab[bcols]
+    if lab.size == 0 or np.any(lab[1:] < lab[:-1]):
+        return None
+    new = np.empty(lab.size, bool)
+    new[0] = True
+    np.not_equal(lab[1:], lab[:-1], out=new[1:])
+    bid = np.cumsum(new) - 1
+    B = int(bid[-1] + 1)
+    cb = np.full(N, -1, np.int64)
+    cb[bcols] = bid
+    of_label = np.full(R, -1, np.int64)  # a row label's block
+    row_label = new & (lab < R)
+    of_label[lab[row_label]] = bid[row_label]
+    rb = np.where((row_lab >= 0) & ~link_row, of_label[np.maximum(row_lab, 0)], -1)
+    return cb, rb, B
+
+
 def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> BlockAggregation | None:
     """The reduced LP of ``sf`` over groups of identical blocks, or ``None`` when ``sf`` is not
     block-angular with few linking rows/columns or aggregating would not halve it. ``structure``:
@@ -255,7 +301,8 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
     hc = _value_hash(lc[bc].astype(np.uint64) + _COL_KEY, sf.c[bc], sf.col_lower[bc], sf.col_upper[bc])
     hr = _value_hash(lr[br].astype(np.uint64) + _ROW_KEY, sf.row_lower[br], sf.row_upper[br])
     h = st.h_mat + _block_sum(bcb, hc, B) + _block_sum(brb, hr, B)
-    n_items = st.n_mat + np.diff(st.col_start) + np.diff(st.row_start)
+    col_len, row_len = np.diff(st.col_start), np.diff(st.row_start)
+    n_items = st.n_mat + col_len + row_len
     sig = _mix(h ^ _mix(n_items.astype(np.uint64)))
     _, first, group = np.unique(sig, return_index=True, return_inverse=True)
     # groups numbered in the order of their first block: equal arrays ⇔ equal partitions
@@ -268,8 +315,7 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
         return None
     mult = np.bincount(group, minlength=n_groups).astype(float)
     rep = first.astype(np.int64)  # the first block of each group
-    if np.any(np.diff(st.col_start)[rep[group]] != np.diff(st.col_start)) or \
-            np.any(np.diff(st.row_start)[rep[group]] != np.diff(st.row_start)):
+    if np.any(col_len[rep[group]] != col_len) or np.any(row_len[rep[group]] != row_len):
         return None
 
     # ---- reduced LP: linking columns/rows + the representatives' columns/rows, original order
@@ -286,16 +332,19 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
     red_row[keep_rows] = np.arange(keep_rows.size)
     m_col = np.ones(N)
     m_col[bc] = mult[group[bcb]]
-    # the kept entries straight from the CSC arrays (column order and row order within a column kept)
-    col_nnz = np.diff(A.indptr)
-    ent_keep = np.repeat(keep_col, col_nnz)
-    ent_keep &= keep_row[A.indices]
-    ent_col = np.repeat(np.arange(N), col_nnz)[ent_keep]
-    ent_row = A.indices[ent_keep]
-    data = A.data[ent_keep]
-    data = np.where(rb[ent_row] < 0, data * m_col[ent_col], data)
+    # the kept entries straight from the CSC arrays, read in the kept columns only (column order and
+    # row order within a column kept): each kept column's slice of indices/data, then its kept rows
+    starts = A.indptr[keep_cols]
+    lens = A.indptr[keep_cols + 1] - starts
+    ent = np.repeat(starts - (np.cumsum(lens) - lens), lens) + np.arange(int(lens.sum()))
+    ent_red = np.repeat(np.arange(keep_cols.size), lens)  # each entry's reduced column
+    sel = keep_row[A.indices[ent]]
+    ent, ent_red = ent[sel], ent_red[sel]
+    ent_row = A.indices[ent]
+    data = A.data[ent]
+    data = np.where(rb[ent_row] < 0, data * m_col[keep_cols][ent_red], data)
     ptr = np.zeros(keep_cols.size + 1, np.int64)
-    np.cumsum(np.bincount(red_col[ent_col], minlength=keep_cols.size), out=ptr[1:])
+    np.cumsum(np.bincount(ent_red, minlength=keep_cols.size), out=ptr[1:])
     A_red = sp.csc_matrix((data, red_row[ent_row].astype(np.int32), ptr), shape=(keep_rows.size, keep_cols.size))
     reduced = StandardForm(
         sense=sf.sense, c=sf.c[keep_cols] * m_col[keep_cols], offset=float(sf.offset),

@@ -230,11 +230,16 @@ def test_reduced_lp_re_solved_warm_matches_simplex(p: Problem, factors: list[flo
     assert fast.sf.violation(a3.x) <= 1e-9
 
 
-@pytest.mark.parametrize("policy", ["max_sum_throughput", "max_min_fairness"])
-def test_detected_blocks_are_the_components_of_the_inner_graph(policy: str) -> None:
-    """Max-sum's blocks (one time row and its columns: labelled without a graph search) and
-    max-min's (time and epigraph rows: connected components) are exactly the connected components
-    of the non-linking rows and columns, with local ranks by index inside each block."""
+@pytest.mark.parametrize("policy,permuted", [("max_sum_throughput", False), ("max_min_fairness", False),
+                                             ("max_min_fairness", True)])
+def test_detected_blocks_are_the_components_of_the_inner_graph(policy: str, permuted: bool,
+                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+    """Max-sum's blocks (one time row and its columns: labelled without a graph search), max-min's
+    (time and epigraph rows: labelled by one row per column, checked consistent) and max-min's with
+    its columns shuffled (labels out of order: the graph search) are exactly the connected
+    components of the non-linking rows and columns, with local ranks by index inside each block."""
+    import dataclasses
+
     import scipy.sparse as sp
     from scipy.sparse.csgraph import connected_components
 
@@ -242,7 +247,20 @@ def test_detected_blocks_are_the_components_of_the_inner_graph(policy: str) -> N
              ({"p100": 1.0, "k80": 0.5}, 4, 2.0)]
     p = kinds_problem(kinds, [7, 5, 9], {"v100": 4, "p100": 4, "k80": 4})
     sf, _, _ = compiled(policy, p)
+    if permuted:
+        perm = np.random.default_rng(0).permutation(sf.num_cols)
+        sf = dataclasses.replace(sf, c=sf.c[perm], col_lower=sf.col_lower[perm], col_upper=sf.col_upper[perm],
+                                 integrality=sf.integrality[perm], A=sp.csc_matrix(sf.A[:, perm]))
+    searched: list[bool] = []
+    real = blocks.connected_components
+
+    def spy(*a: object, **k: object) -> object:
+        searched.append(True)
+        return real(*a, **k)
+
+    monkeypatch.setattr(blocks, "connected_components", spy)
     st = blocks.detect(sf)
+    assert bool(searched) == permuted  # the graph is searched only when the labels are out of order
     assert st is not None and st.B == 21
     bc, br = np.flatnonzero(st.cb >= 0), np.flatnonzero(st.rb >= 0)
     sub = sp.csc_matrix(sf.A)[br][:, bc]
