@@ -87,17 +87,19 @@ def silence_banner() -> None:
         try:
             saved = os.dup(1)
         except OSError:  # no fd 1 (a daemon): the banner has nowhere to go anyway
-            highspy.Highs()
+            first = highspy.Highs()
         else:
             devnull = os.open(os.devnull, os.O_WRONLY)
             try:
                 os.dup2(devnull, 1)
-                highspy.Highs()
+                first = highspy.Highs()
                 _flush_c_stdout()
             finally:
                 os.dup2(saved, 1)
                 os.close(saved)
                 os.close(devnull)
+        # the object that printed the banner serves this thread's first model (creating one: ~0.1 ms)
+        _POOL.__dict__.setdefault("free", []).append(first)
         _BANNER_SILENCED_PID = os.getpid()
 
 
