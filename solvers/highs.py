@@ -174,8 +174,10 @@ class HighsModel(LoadedModel):
         self._set("output_flag", bool(options.verbose))
         if _ALGORITHMS[options.algorithm] != "choose":
             self._set("solver", _ALGORITHMS[options.algorithm])
-        if options.time_limit is not None:
-            self._set("time_limit", float(options.time_limit))
+        # seconds per run: HiGHS compares its time_limit with the object's run time summed over all
+        # its runs (clearModel and resetOptions keep it), so each run is given that sum + the limit
+        limit = options.extra.get("time_limit", options.time_limit)
+        self._time_limit = None if limit is None else float(limit)
         if options.threads is not None:
             self._set("threads", int(options.threads))
         if sf.is_mip:
@@ -545,17 +547,24 @@ class HighsModel(LoadedModel):
         res.timings = Timings(solve=time.perf_counter() - t0)
         return res, ""
 
+    def _run(self) -> Any:
+        """``h.run()`` under the per-run time limit (see ``__init__``)."""
+        h = self.h
+        if self._time_limit is not None:
+            self._set("time_limit", h.getRunTime() + self._time_limit)
+        return h.run()
+
     def _run_highs(self) -> SolveResult:
         hs = self._hs
         t0 = time.perf_counter()
         self.runs += 1
-        run_status = self.h.run()
+        run_status = self._run()
         self._warm = True
         ms = self.h.getModelStatus()
         if ms == hs.HighsModelStatus.kUnboundedOrInfeasible:
             # presolve could not tell which; one re-run without presolve decides
             self._set("presolve", "off")
-            run_status = self.h.run()
+            run_status = self._run()
             ms = self.h.getModelStatus()
             self._set("presolve", "choose")
         t1 = time.perf_counter()

@@ -118,3 +118,51 @@ def test_reused_highs_object_starts_clean() -> None:
     assert h.getNumCol() == 0  # no model until the solve passes it
     r2 = second.solve()
     assert r2.ok and r2.objective == pytest.approx(r1.objective, rel=1e-12) and r2.iterations and r2.iterations > 0
+
+
+def test_time_limit_is_per_run_on_reused_and_re_solved_highs_objects() -> None:
+    """HiGHS compares ``time_limit`` with a ``Highs`` object's run time summed over all its runs
+    (``clearModel`` and ``resetOptions`` keep it): a reused object that had run longer than the limit
+    stopped a small LP at once with status ``time_limit``, and so did a model re-solved until its runs
+    added up to the limit. Each run now gets the limit on its own (HiGHS's limit is wall-clock: the
+    LPs here solve in milliseconds, far below it)."""
+    import gc
+
+    from policyopt.solvers import highs as hb
+
+    limit = 0.2
+    big = problem(256, 8)
+    pol = get_policy("max_min_fairness", algorithm="simplex", fill=False)
+    for _ in range(400):  # a pooled object with more than `limit` of run time behind it
+        pol.solve(big)
+        gc.collect()
+        free = hb._POOL.__dict__.get("free", [])
+        if free and max(h.getRunTime() for h in free) > 2 * limit:
+            break
+    free = hb._POOL.__dict__.get("free", [])
+    assert free and max(h.getRunTime() for h in free) > 2 * limit
+    free.sort(key=lambda h: h.getRunTime())  # the most used one is handed out next
+    small = problem(12, 3)
+    res = get_policy("max_sum_throughput", time_limit=limit).solve(small)
+    assert res.status.value == "optimal", res.message
+    assert res.objective == pytest.approx(get_policy("max_sum_throughput").solve(small).objective, rel=1e-9)
+    # one model re-solved cold until its runs add up to more than the limit
+    forms = []
+
+    class Recording(hb.HighsSolver):
+        def load(self, sf, options):  # type: ignore[no-untyped-def]
+            forms.append(sf.copy())
+            return super().load(sf, options)
+
+    rec = get_policy("max_min_fairness", fill=False)
+    rec.config["solver"] = Recording()
+    rec.solve(problem(48, 5))
+    hb._POOL.__dict__["free"] = []  # a new Highs object: only this model's runs count
+    loaded = hb.HighsSolver().load(forms[0], SolverOptions(algorithm="simplex", time_limit=limit))
+    solves = 0
+    while loaded.h.getRunTime() <= 2 * limit and solves < 5000:
+        loaded.clear_warm_start()
+        r = loaded.solve()
+        assert r.status.value == "optimal", (solves, r.message)
+        solves += 1
+    assert loaded.h.getRunTime() > 2 * limit
