@@ -45,6 +45,12 @@ def test_window_backlog_tells_a_growing_queue_from_a_steady_one() -> None:
     growing = window_backlog(arrival, arrival + (5 + 0.5 * np.arange(200)) * h, win)
     assert growing["active_growth"] > 0.2
     assert growing["active"] == sorted(growing["active"])
+    # until the window is done (here: the last arrival comes first) the steady queue stays flat and
+    # the growing one keeps growing
+    assert abs(steady["active_trend"]) < 0.05 and steady["te_h"] == 154
+    assert growing["te_h"] == 199 and growing["active_trend"] > growing["active_growth"] > 0.2
+    assert growing["active_end"] == pytest.approx(
+        _brute_mean_active(arrival, arrival + (5 + 0.5 * np.arange(200)) * h, (199 - 12.25) * h, 199 * h), rel=1e-3)
     # a window job unfinished: no finish time, no drain average
     fin = arrival + 5 * h
     fin[120] = np.nan
@@ -67,8 +73,8 @@ def test_experiment_rows_report_the_backlog(gavel_dir) -> None:
 
     exp = ex.scaled(ex.EXPERIMENTS["las_single"], "published", jobs=30, rates=[6.0])
     row, keep = ex._run_one((exp, 0, 6.0, 0))
-    for k in ("active_q1", "active_q2", "active_q3", "active_q4", "active_growth", "window_done_h",
-              "last_arrival_h"):
+    for k in ("active_q1", "active_q2", "active_q3", "active_q4", "active_growth", "active_end", "active_trend",
+              "window_done_h", "last_arrival_h"):
         assert k in row
     assert row["active_q1"] > 0 and row["window_done_h"] > 0
     assert row["active_growth"] == pytest.approx(row["active_q4"] / row["active_q1"] - 1)

@@ -346,7 +346,8 @@ def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str,
     # steady state: jobs in the system over four quarters of the window's arrivals, and while it drains
     bl = window_backlog(res.jobs["arrival"].to_numpy(float), res.jobs["finish"].to_numpy(float), win)
     row.update({f"active_q{q + 1}": a for q, a in enumerate(bl["active"])}, active_drain=bl["active_drain"],
-               active_growth=bl["active_growth"], window_done_h=bl["t2_h"],
+               active_growth=bl["active_growth"], active_end=bl["active_end"], active_trend=bl["active_trend"],
+               window_done_h=bl["t2_h"],
                last_arrival_h=(float(res.jobs["arrival"].max()) - float(res.jobs["arrival"].min())) / 3600.0)
     if exp.trace.get("extra_jobs") and not row["arrivals_cover_window"]:
         log.warning("%s seed=%s rate=%s %s: arrivals ended before the window finished (trace of %d jobs)",

@@ -123,9 +123,13 @@ def window_backlog(arrival: np.ndarray, finish: np.ndarray, in_window: np.ndarra
     With ``t0, t1`` the first and last arrival of the window's jobs and ``t2`` the last finish among
     them, returns (hours from the first arrival of the trace) ``t0_h``, ``t1_h``, ``t2_h`` (None when a
     window job is unfinished), ``active[q]`` (:func:`mean_active` over the ``q``-th of ``parts`` equal
-    slices of ``[t0, t1]``), ``active_drain`` (over ``[t1, t2]``) and ``active_growth`` = last slice's
-    mean / first slice's − 1. In steady state the number in the system does not trend while the
-    window's jobs arrive (growth near 0); an overloaded policy's queue grows (growth well above 0)."""
+    slices of ``[t0, t1]``), ``active_drain`` (over ``[t1, t2]``), ``active_growth`` = last slice's
+    mean / first slice's − 1, and ``active_end`` (over the slice-long span that ends at ``te`` =
+    ``t2`` or the last arrival, whichever is first; ``te_h``) with ``active_trend`` = ``active_end`` /
+    first slice's − 1. In steady state the number in the system does not trend while the window's
+    jobs arrive (growth near 0) nor until the window is done (trend near 0); an overloaded policy's
+    queue grows (growth, trend well above 0). A flat window with a rising trend is a queue that grows
+    slower than the window's span shows."""
     arrival = np.asarray(arrival, float)
     finish = np.asarray(finish, float)
     win = np.asarray(in_window, bool)
@@ -138,10 +142,14 @@ def window_backlog(arrival: np.ndarray, finish: np.ndarray, in_window: np.ndarra
     edges = np.linspace(t0, t1, parts + 1)
     act = mean_active(arrival, finish, edges[:-1], edges[1:])
     drain = mean_active(arrival, finish, np.array([t1]), np.array([t2]))[0] if done else np.nan
+    te = min(t2, float(arrival.max())) if done else float(arrival.max())
+    end = mean_active(arrival, finish, np.array([max(te - (t1 - t0) / parts, t0)]), np.array([te]))[0]
     h = 3600.0
     return {"t0_h": (t0 - origin) / h, "t1_h": (t1 - origin) / h, "t2_h": (t2 - origin) / h if done else None,
             "active": [float(a) for a in act], "active_drain": float(drain) if done else None,
-            "active_growth": float(act[-1] / act[0] - 1.0) if act[0] > 0 else None}
+            "active_growth": float(act[-1] / act[0] - 1.0) if act[0] > 0 else None,
+            "te_h": (te - origin) / h, "active_end": float(end),
+            "active_trend": float(end / act[0] - 1.0) if act[0] > 0 else None}
 
 
 def percentiles(x: np.ndarray) -> dict[str, float | None]:
