@@ -2,7 +2,7 @@
 on the same machine in one run.
 
     python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
-                                   [--round-seconds 5] [--output DIR]
+                                   [--round-seconds 5] [--output DIR] [--workdir DIR]
 
 For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
 x 2 K80, emulated GPU types) runs the demo workload (policyopt.slurm.demo: six real training jobs
@@ -93,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--round-seconds", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per arm")
     p.add_argument("--output", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--workdir", type=Path, default=None,
+                   help="keep each arm's cluster, controller log and report.json here (default: a temporary folder)")
     args = p.parse_args(argv)
     why = slurm_missing()
     if why:
@@ -100,8 +102,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     rows = []
     with tempfile.TemporaryDirectory(prefix="slurm-jct-") as tmp:
+        root = Path(tmp) if args.workdir is None else args.workdir
         for policy in [None, *args.policies]:
-            row = run_arm(Path(tmp), policy, args.round_seconds, args.timeout)
+            row = run_arm(root, policy, args.round_seconds, args.timeout)
             rows.append(row)
             print(f"{row['arm']:36s} average JCT {row['average_jct']:7.1f} s   "
                   f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   "

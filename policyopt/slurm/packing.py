@@ -52,7 +52,8 @@ EPS = 1e-6
 @dataclass(frozen=True)
 class PackableAllocation:
     """``allocation``: job -> type -> ``Y``; ``throughput_kept``: the ``s`` of stage 1 (1 when
-    ``X`` was packable); ``configurations``: ``(((job, type), ...), λ)`` with ``λ > 0``, rounds
+    ``X`` was packable), or the smallest ``Σ_t thr·Y / Σ_t thr·X`` over the jobs where the entries
+    and shares below ``EPS`` dropped from ``Y`` take a job below it; ``configurations``: ``(((job, type), ...), λ)`` with ``λ > 0``, rounds
     that fit and their shares (``Σ λ = 1``; ``()`` is an idle round), ``Y = Σ λ·configuration``;
     ``changed``: whether stages 1-2 changed ``X`` (stage 3 only adds)."""
 
@@ -240,4 +241,8 @@ def packable_allocation(allocation: Mapping[str, Mapping[str, float]], scale_fac
     if idle > EPS:  # rounds in which nothing runs
         configs.append(((), idle))
     out = {j: {t: float(v) for t, v in zip(types, row) if v > 0} for j, row in zip(jobs, y.tolist())}
-    return PackableAllocation(out, min(s, 1.0), configs, changed)
+    # the fraction kept as delivered: dropping entries and shares below EPS can take up to
+    # ~EPS x throughput from a job, more than the LP's s allows
+    rho = (thr * x).sum(axis=1)
+    ratio = (thr * y).sum(axis=1)[rho > 0] / rho[rho > 0]
+    return PackableAllocation(out, float(min(s, 1.0, ratio.min(initial=1.0))), configs, changed)

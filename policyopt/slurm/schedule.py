@@ -9,11 +9,17 @@ installed, ``L`` the round, ``D`` carried deficit, ``r`` seconds received) and `
 configuration ``s`` runs ``e``, the deviation after the round is ``L·a_s[e] - owed[e]``; an
 entry that starts (its job is not running on that type now) adds the start cost ``δ`` to its
 ``|deviation|`` (the seconds a requeue, checkpoint, exit and Slurm's scheduling pass take, as the
-controller measures them). Among the configurations whose largest ``|deviation|`` is within
-``slack`` rounds of the smallest one, the one that stops or moves the fewest running jobs is
-chosen (then the smallest largest deviation, then the smallest sum of squares): each stop or
-move costs a checkpoint, an exit and a start, so the controller sets ``slack = δ / (2L)`` and
-trades a little accuracy for fewer restarts only when restarts are expensive.
+controller measures them). Each configuration is scored by its vector of ``|deviation|`` values sorted
+from largest to smallest, ``v_s``, in rounds, and the configurations are ordered by ``v_s``
+lexicographically (the smallest largest deviation, then the smallest second largest, and so on:
+every entry, not only the worst one, is kept as close to its due time as the configurations
+allow). With ``v*`` the lexicographically smallest, the configurations *near* it are those with
+``v_s[i] ≤ v*[i] + slack`` at every rank ``i``; among them the one that stops or moves the fewest
+running jobs is chosen (then the lexicographic order): each stop or move costs a checkpoint, an
+exit and a start, so the controller sets ``slack = δ / (2L)`` and trades a little accuracy for
+fewer restarts only when restarts are expensive. Comparing every rank, not only the largest,
+matters when one entry's deviation dominates: with only the largest compared, every other entry
+may drift up to it unseen, and the fewest-moves rule then never moves a job that runs.
 Only configurations with ``λ > 0`` are candidates, so in the long run the mixture is ``Y``; with
 no start cost no entry drifts from ``Y·T + D`` by more than about a round (measured, not a
 theorem: tests/test_slurm_packing.py). Time lost to starts cannot be made up by a job whose
@@ -51,8 +57,11 @@ def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], ow
         starts[k, [index[e] for e in conf if now.get(e[0]) != e[1]]] = 1.0
     cost = np.abs(base[None, :] + round_length * runs) + min(max(start_cost, 0.0), round_length) * starts
     scale = max(round_length, 1e-12)
-    worst = np.round(cost.max(axis=1) / scale, 9)
-    squares = np.round((cost ** 2).sum(axis=1) / scale ** 2, 9)
+    # v_s: |deviations| in rounds, largest first (rounded so that equal vectors compare equal)
+    ranked = np.round(-np.sort(-cost, axis=1) / scale, 9)
+    lex = np.lexsort(ranked.T[::-1])  # column 0 (the largest) is the primary key
+    near = (ranked <= ranked[lex[0]][None, :] + max(slack, 0.0) + 1e-12).all(axis=1)
     moved = np.array([sum(1 for j, t in now.items() if (j, t) not in set(conf)) for conf in configurations])
-    near = worst <= worst.min() + max(slack, 0.0)
-    return int(np.lexsort((squares, worst, moved, ~near))[0])
+    rank = np.empty(len(configurations), dtype=np.int64)
+    rank[lex] = np.arange(len(configurations))
+    return int(np.lexsort((rank, moved, ~near))[0])
