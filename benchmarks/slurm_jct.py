@@ -2,7 +2,8 @@
 on the same machine in one run.
 
     python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
-                                   [--round-seconds 5] [--output DIR] [--workdir DIR]
+                                   [--round-seconds 5] [--restart-seconds S [S ...]]
+                                   [--output DIR] [--workdir DIR]
 
 For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
 x 2 K80, emulated GPU types) runs the demo workload (policyopt.slurm.demo: six real training jobs
@@ -15,14 +16,19 @@ of four zoo types on 1, 2 and 4 GPUs, all submitted at once):
 
 JCT = Slurm's end time - the job's submit time as Slurm listed it right after ``sbatch`` (from
 ``squeue --json``; Slurm resets a requeued job's submit time, so the final record's would measure
-from the last requeue). Writes
-``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the arms of
+from the last requeue). Where the time went, per arm: the GPU-seconds the jobs were ``RUNNING``
+in Slurm and, of them, the seconds their starts took inside the jobs (interpreter, imports,
+model build, checkpoint load: the running time beyond what their steps take at the table's
+speeds, to which a demo job paces itself), the requeues, and the controller's ``squeue`` calls
+per round. ``--restart-seconds`` runs each policy once per value of the controller's option of
+that name. Writes ``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the arms of
 one run, not numbers across runs.
 """
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -46,9 +52,21 @@ def _wait_done(cluster: LocalSlurm, ids: list[str], timeout: float) -> dict[str,
     raise RuntimeError(f"jobs not finished within {timeout:.0f} s")
 
 
-def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float) -> dict[str, Any]:
-    """One arm on a fresh cluster: per-job JCTs (s) and their mean."""
-    work = root / (policy or "slurm")
+def startup_seconds(seconds: dict[str, float], steps: int, throughputs: dict[str, float]) -> float:
+    """Seconds a job was ``RUNNING`` in Slurm beyond what its steps take at the table's speeds:
+    ``Σ_t s_t - steps / v̄`` with ``v̄ = Σ_t s_t·v_t / Σ_t s_t`` (its speed averaged over the time on
+    each type). A demo job paces its steps to the table exactly, so this is the time its starts
+    took inside the job (interpreter, imports, model build, checkpoint load) and its stops."""
+    total = sum(seconds.values())
+    work = sum(s * throughputs[t] for t, s in seconds.items())
+    return total - steps * total / work if work > 0 else total
+
+
+def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float,
+            restart_seconds: float = 0.0) -> dict[str, Any]:
+    """One arm on a fresh cluster: per-job JCTs (s) and their mean, and where the time went."""
+    name = policy if policy is None or not restart_seconds else f"{policy}+restart{restart_seconds:g}"
+    work = root / (name or "slurm")
     work.mkdir(parents=True)
     with LocalSlurm(work / "cluster") as cluster:
         table = write_throughputs(work / "throughputs.json")
@@ -60,7 +78,8 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
         if policy is not None:
             argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
                     "--throughputs", str(table), "--round-seconds", str(round_seconds),
-                    "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle"]
+                    "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle",
+                    "--restart-seconds", str(restart_seconds)]
             proc = subprocess.Popen(argv, env=cluster.env, stdout=open(work / "controller.log", "wb"),  # noqa: SIM115
                                     stderr=subprocess.STDOUT)
         try:
@@ -82,8 +101,27 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
                 raise RuntimeError(f"job {jid}: JCT {jct[jid]:.0f} s is below its {fastest:.0f} s at full speed")
         states = {jid: jobs[jid].state for jid in ids}
         restarts = {jid: jobs[jid].restarts for jid in ids}
-    return {"arm": policy or "slurm (backfill, no controller)", "jct": jct, "states": states, "restarts": restarts,
+        # where the time went: seconds RUNNING per GPU type (Slurm's one run per job alone; the
+        # controller's accounting of Slurm's runs otherwise), and of them the jobs' own startup
+        if policy is None:
+            node_type = {n.name: n.gpu_type for n in cluster.nodes}
+            running = {jid: {node_type[jobs[jid].nodes[0]]: jobs[jid].end_time + 0.5 - jobs[jid].start_time}
+                       for jid in ids}
+            squeue_calls = None
+        else:
+            report = json.loads((work / "out" / "report.json").read_text())
+            running = {jid: report["jobs"][jid]["seconds"] for jid in ids}
+            calls = [int(line.rsplit(" ", 1)[1]) for line in (work / "controller.log").read_text().splitlines()
+                     if line.startswith("round ") and "squeue calls" in line]
+            squeue_calls = {"rounds": len(calls), "total": sum(calls), "max": max(calls, default=0)}
+        startup = {jid: startup_seconds(running[jid], job.steps, DEMO_THROUGHPUTS[job.job_type])
+                   for jid, job in zip(ids, DEMO_WORKLOAD)}
+    return {"arm": name or "slurm (backfill, no controller)", "jct": jct, "states": states, "restarts": restarts,
             "average_jct": sum(jct.values()) / len(jct), "wall_s": time.time() - t0,
+            "running_s": running, "startup_s": startup, "restart_seconds": restart_seconds,
+            "gpu_seconds_running": sum(sum(r.values()) * j.gpus for r, j in zip(running.values(), DEMO_WORKLOAD)),
+            "gpu_seconds_startup": sum(startup[jid] * j.gpus for jid, j in zip(ids, DEMO_WORKLOAD)),
+            "squeue_calls": squeue_calls,
             "jobs": [{"job_type": j.job_type, "steps": j.steps, "gpus": j.gpus} for j in DEMO_WORKLOAD]}
 
 
@@ -93,6 +131,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--round-seconds", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per arm")
     p.add_argument("--output", type=Path, default=Path("benchmarks/results"))
+    p.add_argument("--restart-seconds", type=float, nargs="+", default=[0.0],
+                   help="run each policy once per value of the controller's --restart-seconds")
     p.add_argument("--workdir", type=Path, default=None,
                    help="keep each arm's cluster, controller log and report.json here (default: a temporary folder)")
     args = p.parse_args(argv)
@@ -103,18 +143,24 @@ def main(argv: list[str] | None = None) -> int:
     rows = []
     with tempfile.TemporaryDirectory(prefix="slurm-jct-") as tmp:
         root = Path(tmp) if args.workdir is None else args.workdir
-        for policy in [None, *args.policies]:
-            row = run_arm(root, policy, args.round_seconds, args.timeout)
+        arms = [(None, 0.0)] + [(p, r) for p in args.policies for r in args.restart_seconds]
+        for policy, restart in arms:
+            row = run_arm(root, policy, args.round_seconds, args.timeout, restart)
             rows.append(row)
+            calls = row["squeue_calls"]
             print(f"{row['arm']:36s} average JCT {row['average_jct']:7.1f} s   "
                   f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   "
-                  f"restarts {sum(row['restarts'].values())}",
+                  f"restarts {sum(row['restarts'].values())}   GPU-s running {row['gpu_seconds_running']:.0f}, "
+                  f"of them startup {row['gpu_seconds_startup']:.0f}"
+                  + (f"   squeue calls/round {calls['total'] / max(calls['rounds'], 1):.1f} (max {calls['max']})"
+                     if calls else ""),
                   flush=True)
     base = rows[0]["average_jct"]
     for row in rows[1:]:
         print(f"{row['arm']}: average JCT {row['average_jct'] / base:.2f}x Slurm's own scheduling")
     args.output.mkdir(parents=True, exist_ok=True)
-    (args.output / "slurm_jct.json").write_text(json.dumps({"round_seconds": args.round_seconds, "arms": rows},
+    (args.output / "slurm_jct.json").write_text(json.dumps({"round_seconds": args.round_seconds,
+                                                            "load_average": os.getloadavg(), "arms": rows},
                                                            indent=1))
     return 0
 

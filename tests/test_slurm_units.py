@@ -24,7 +24,7 @@ from policyopt.slurm.audit import (
     stop_delays,
     transition_gaps,
 )
-from policyopt.slurm.controller import Controller, ControllerConfig, start_estimate
+from policyopt.slurm.controller import Controller, ControllerConfig, poll_interval, start_estimate
 from policyopt.slurm.mapping import managed_job, parse_opt_in, parse_weights
 from policyopt.slurm.slurmcmd import (
     SlurmJob,
@@ -326,6 +326,8 @@ def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert "--round-seconds" in capsys.readouterr().err
     assert main([*base, "--partition", "gpu", "--round-seconds", "5", "--policy", "nope"]) == 2
     assert "nope" in capsys.readouterr().err
+    assert main([*base, "--partition", "gpu", "--round-seconds", "5", "--restart-seconds", "-1"]) == 2
+    assert "--restart-seconds: must be >= 0 (got -1.0)" in capsys.readouterr().err
 
 
 def test_controller_with_pop_and_gavel_table(tmp_path: Path, gavel_dir: Path) -> None:
@@ -387,3 +389,32 @@ def test_controller_installs_a_packable_allocation(tmp_path: Path) -> None:
     assert [[j, d["gpu_type"]] for j, d in sorted(out["decided"].items())] in [
         sorted(conf) for conf, _ in alloc["configurations"]]
     store.close()
+
+
+@pytest.mark.parametrize("restart, cost, slack", [(0.0, 2.0, 0.1), (6.0, 8.0, 0.4), (20.0, 22.0, 0.5)])
+def test_round_choice_charges_the_restart_seconds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                  restart: float, cost: float, slack: float) -> None:
+    # measured start cost 2 s, rounds of 10 s: the choice is charged 2 s + --restart-seconds per
+    # start, and trades up to half of it (at most half a round) of deviation for fewer moves
+    import policyopt.slurm.controller as controller_module
+
+    seen: dict[str, float] = {}
+
+    def spy(configs: Any, owed: Any, length: float, running: Any, *, start_cost: float, slack: float) -> int:
+        seen.update(start_cost=start_cost, slack=slack, length=length)
+        return 0
+
+    monkeypatch.setattr(controller_module, "choose_configuration", spy)
+    table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}}
+    cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0,
+                           restart_seconds=restart)
+    store = StateStore(tmp_path / "s.sqlite")
+    store.put("start_cost", 2.0)
+    _controller(cfg, FakeSlurm([_job("1", "policyopt:type=lstm-bs10")]), store).run_round(now=200.0)
+    assert seen == {"start_cost": pytest.approx(cost), "slack": pytest.approx(slack), "length": 10.0}
+    store.close()
+
+
+def test_poll_interval_backs_off() -> None:
+    assert poll_interval(0.0) == pytest.approx(0.1) and poll_interval(1.0) == pytest.approx(0.3)
+    assert poll_interval(2.0) == pytest.approx(0.5) and poll_interval(30.0) == 0.5

@@ -33,6 +33,8 @@ def run_slurm(args: argparse.Namespace) -> int:
         raise InputError("--round-seconds", args.round_seconds, "must be > 0")
     if args.rounds is not None and args.rounds < 1:
         raise InputError("--rounds", args.rounds, "must be >= 1")
+    if not args.restart_seconds >= 0:
+        raise InputError("--restart-seconds", args.restart_seconds, "must be >= 0")
     policy = get_policy(args.policy, **parse_options(args.option))
     if args.pop_k is not None:
         from policyopt.pop import pop
@@ -40,7 +42,8 @@ def run_slurm(args: argparse.Namespace) -> int:
         policy = pop(policy, k=args.pop_k, seed=args.seed)
     config = ControllerConfig(policy=policy, policy_name=args.policy, partitions=partitions,
                               throughputs=load_throughputs(args.throughputs), round_seconds=float(args.round_seconds),
-                              weights=parse_weights(args.weight), work_conserving=not args.no_work_conserving)
+                              weights=parse_weights(args.weight), work_conserving=not args.no_work_conserving,
+                              restart_seconds=float(args.restart_seconds))
     store = StateStore(args.state, in_memory=args.dry_run)
     try:
         controller = Controller(config, Slurm(dry_run=args.dry_run), store)
@@ -76,6 +79,9 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for POP's partition")
     p.add_argument("--no-work-conserving", dest="no_work_conserving", action="store_true",
                    help="do not give idle GPUs to jobs that are ahead of their allocation")
+    p.add_argument("--restart-seconds", dest="restart_seconds", type=float, default=0.0,
+                   help="seconds a job loses at each start beyond what Slurm shows (its own startup: imports, "
+                        "loading its checkpoint); the round choice charges them to every start (default 0)")
     p.add_argument("--exit-when-idle", dest="exit_when_idle", action="store_true",
                    help="stop once every managed job seen has finished")
     p.set_defaults(func=run_slurm)

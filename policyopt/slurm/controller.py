@@ -63,6 +63,9 @@ class ControllerConfig:
     round_seconds: float
     weights: dict[str, float] = field(default_factory=dict)
     work_conserving: bool = True
+    #: seconds a job loses at each start beyond what Slurm shows (its own startup), added to the
+    #: measured start cost in the round choice
+    restart_seconds: float = 0.0
 
 
 def job_gpus_by_type(job: SlurmJob, node_types: Mapping[str, str]) -> dict[str, int]:
@@ -414,9 +417,11 @@ class Controller:
                 held = job_gpus_by_type(job, node_types)
                 if len(held) == 1:
                     running[jid] = next(iter(held))
-        start_cost = float(self.store.get("start_cost") or 0.0)
+        # a start costs the seconds Slurm takes to run the job (measured) plus the job's own startup
+        # (--restart-seconds); fewer moves are worth up to half that in every rank's deviation
+        start_cost = float(self.store.get("start_cost") or 0.0) + self.cfg.restart_seconds
         k = choose_configuration(configs, owed, mech.round_length, running, start_cost=start_cost,
-                                 slack=start_cost / (2 * mech.round_length))
+                                 slack=min(start_cost / (2 * mech.round_length), 0.5))
         return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],

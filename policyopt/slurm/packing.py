@@ -53,9 +53,10 @@ EPS = 1e-6
 class PackableAllocation:
     """``allocation``: job -> type -> ``Y``; ``throughput_kept``: the ``s`` of stage 1 (1 when
     ``X`` was packable), or the smallest ``Σ_t thr·Y / Σ_t thr·X`` over the jobs where the entries
-    and shares below ``EPS`` dropped from ``Y`` take a job below it; ``configurations``: ``(((job, type), ...), λ)`` with ``λ > 0``, rounds
-    that fit and their shares (``Σ λ = 1``; ``()`` is an idle round), ``Y = Σ λ·configuration``;
-    ``changed``: whether stages 1-2 changed ``X`` (stage 3 only adds)."""
+    and shares below ``EPS`` dropped from ``Y`` take a job below it; ``configurations``:
+    ``(((job, type), ...), λ)`` with ``λ > 0``, rounds that fit and their shares (``Σ λ = 1``;
+    ``()`` is an idle round), ``Y = Σ λ·configuration``; ``changed``: whether stages 1-2 changed
+    ``X`` (stage 3 only adds)."""
 
     allocation: dict[str, dict[str, float]]
     throughput_kept: float
