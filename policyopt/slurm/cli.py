@@ -81,7 +81,8 @@ def add_subparser(subparsers: Any) -> None:
                    help="do not give idle GPUs to jobs that are ahead of their allocation")
     p.add_argument("--restart-seconds", dest="restart_seconds", type=float, default=0.0,
                    help="seconds a job loses at each start beyond what Slurm shows (its own startup: imports, "
-                        "loading its checkpoint); the round choice charges them to every start (default 0)")
+                        "loading its checkpoint); the round choice trades up to half of them, at most half a "
+                        "round, of each job's deviation for fewer stops and moves (default 0)")
     p.add_argument("--exit-when-idle", dest="exit_when_idle", action="store_true",
                    help="stop once every managed job seen has finished")
     p.set_defaults(func=run_slurm)

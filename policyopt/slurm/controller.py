@@ -63,8 +63,9 @@ class ControllerConfig:
     round_seconds: float
     weights: dict[str, float] = field(default_factory=dict)
     work_conserving: bool = True
-    #: seconds a job loses at each start beyond what Slurm shows (its own startup), added to the
-    #: measured start cost in the round choice
+    #: seconds a job loses at each start beyond what Slurm shows (its own startup): the round choice
+    #: gives up to half of them (and of the measured start cost), at most half a round, of every
+    #: rank's deviation for fewer stops and moves
     restart_seconds: float = 0.0
 
 
@@ -417,11 +418,13 @@ class Controller:
                 held = job_gpus_by_type(job, node_types)
                 if len(held) == 1:
                     running[jid] = next(iter(held))
-        # a start costs the seconds Slurm takes to run the job (measured) plus the job's own startup
-        # (--restart-seconds); fewer moves are worth up to half that in every rank's deviation
-        start_cost = float(self.store.get("start_cost") or 0.0) + self.cfg.restart_seconds
-        k = choose_configuration(configs, owed, mech.round_length, running, start_cost=start_cost,
-                                 slack=min(start_cost / (2 * mech.round_length), 0.5))
+        # a start loses the seconds Slurm takes to run the job (measured: they count against the
+        # entry's deviation); a stop or move also costs the job's own startup at its next start
+        # (--restart-seconds, unseen by Slurm): fewer stops and moves are worth up to half of both
+        # in every rank's deviation, at most half a round
+        start_cost = float(self.store.get("start_cost") or 0.0)
+        slack = min((start_cost + self.cfg.restart_seconds) / (2 * mech.round_length), 0.5)
+        k = choose_configuration(configs, owed, mech.round_length, running, start_cost=start_cost, slack=slack)
         return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
