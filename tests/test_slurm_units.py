@@ -316,6 +316,29 @@ def test_an_overrun_round_is_one_round_for_the_mechanism(tmp_path: Path) -> None
     store.close()
 
 
+@pytest.mark.parametrize("placed, credited", [("v100", 2.75), ("k80", 0.0), (None, 0.0)])
+def test_a_placed_jobs_start_loss_counts_as_received_by_the_mechanism(tmp_path: Path, placed: str | None,
+                                                                      credited: float) -> None:
+    # rounds of 10 s; this interval lasted 8 s (100 -> 108: the mechanism scales it by 10/8). The job
+    # started at 102.2 (Slurm: 102, polls 102.0-102.4): it ran 5.8 s, 7.25 nominal; placed on
+    # v100 last round, its 2.2 s start (2.75 nominal) count as received by the mechanism too: a
+    # full round. Placed on another type, or not placed by the controller: not credited.
+    jobs = [SlurmJob("1", "j", "u", "gpu", "RUNNING", "None", "policyopt:type=lstm-bs10", "", "", ("v1",), 1,
+                     None, "", 0.0, 102.0, 0.0, 0, 1)]
+    ctl, store = _accounting_controller(tmp_path, jobs)
+    ctl.mech = RoundMechanism({"k80": 2, "v100": 2}, round_length=10.0)
+    ctl.mech.set_allocation({"1": {"v100": 0.5, "k80": 0.5}}, (), {"1": 1})
+    store.put("last_time", 100.0)
+    store.put("observed_starts", {"1": [102.0, 102.4]})
+    if placed is not None:
+        store.put("placed", [["1", placed]])
+    ran = ctl._account(108.0, store.known_jobs(), {"1": jobs[0]}, {"v1": "v100"})
+    assert ran["1"]["seconds"] == pytest.approx(5.8) and ran["1"]["started"] == pytest.approx(2.2)
+    assert ctl.mech.received[0].tolist() == pytest.approx([0.0, 7.25 + credited])
+    assert store.received()["1"] == pytest.approx({"v100": 5.8})  # Slurm's seconds, not the credit
+    store.close()
+
+
 def test_cli_errors(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     thr = tmp_path / "t.json"
     thr.write_text(json.dumps({"job_types": {"a": {"throughputs": {"v100": 1.0}}}}))

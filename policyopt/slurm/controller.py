@@ -221,7 +221,10 @@ class Controller:
 
         The mechanism counts each round as ``L`` seconds: an interval ``Δ`` shorter than ``L`` is
         scaled to ``L``; of a longer one (the controller was late or down, and Slurm kept running
-        what the last round decided) only the first ``L`` seconds are recorded.
+        what the last round decided) only the first ``L`` seconds are recorded. For a job the
+        controller placed last round, the seconds from the round's start to its run's start (what
+        the start cost) are also counted as received by the mechanism (not in the state's
+        per-job seconds, which stay Slurm's): the round choice does not chase time lost to starts.
         """
         last = self.store.get("last_time")
         if last is None:
@@ -296,6 +299,15 @@ class Controller:
                 for t, v in d.items():
                     if t != main[j]:
                         mech.credit(j, t, v)
+            # the seconds a job placed last round lost to its start count as received: a start's
+            # loss is not chased (a job whose shares add up to 1 could never get it back, and each
+            # move made to give it back would lose as much again)
+            for jid, gpu_type in self.store.get("placed") or []:
+                placed_run = ran.get(jid)
+                if jid in ok and placed_run is not None and placed_run["gpu_type"] == gpu_type \
+                        and "started" in placed_run:
+                    lost = min(float(placed_run["started"]), window) * (self.cfg.round_seconds / window)
+                    mech.credit(jid, gpu_type, min(lost, mech.round_length))
         return ran
 
     def _measure_start_cost(self, ran: Mapping[str, Any]) -> None:
