@@ -70,6 +70,8 @@ def replay(path: str, policy: str, first: int | None) -> None:
     with open(path) as f:
         data = json.load(f)
     problems = [Problem.from_dict(d) for d in data[:first]]
+    if not problems:
+        raise SystemExit(f"{path}: no problems to replay (the file holds {len(data)})")
     pol = get_policy(policy)
     cpu, objective = 0.0, 0.0
     for p in problems:
@@ -91,6 +93,8 @@ def main() -> None:
     ap.add_argument("--policy", default="max_min_fairness")
     ap.add_argument("--first", type=int, default=None, help="replay only the first K problems")
     args = ap.parse_args()
+    if args.first is not None and args.first < 1:
+        ap.error(f"--first must be >= 1 (got {args.first})")
     if args.mode == "record":
         record(args.path, args.jobs, args.rate, args.seed)
     else:
