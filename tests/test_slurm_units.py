@@ -442,3 +442,32 @@ def test_round_choice_charges_the_restart_seconds(tmp_path: Path, monkeypatch: p
 def test_poll_interval_backs_off() -> None:
     assert poll_interval(0.0) == pytest.approx(0.1) and poll_interval(1.0) == pytest.approx(0.3)
     assert poll_interval(2.0) == pytest.approx(0.5) and poll_interval(30.0) == 0.5
+
+
+def test_finish_time_fairness_carries_isolated_time_across_rounds(tmp_path: Path) -> None:
+    """The controller poses each job's cumulative isolated time ``c_m`` (0 at its first solve, then
+    ``(s_prev - s) / thr_prev`` with the previous solve's isolated throughput), as the simulator,
+    the executor and the service do, and keeps it in its state across a restart."""
+    table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}, "resnet-bs32": {"v100": 12.0, "k80": 3.0}}
+    jobs = [_job("1", "policyopt:type=lstm-bs10"), _job("2", "policyopt:type=resnet-bs32"),
+            _job("3", "policyopt:type=resnet-bs32")]
+    policy = get_policy("finish_time_fairness")
+    posed: list[Any] = []
+    real = policy.solve
+    policy.solve = lambda p, *a, **k: posed.append(p) or real(p, *a, **k)  # type: ignore[method-assign]
+    cfg = ControllerConfig(policy, "finish_time_fairness", ["gpu"], table, 10.0)
+    store = StateStore(tmp_path / "s.sqlite")
+    _controller(cfg, FakeSlurm(jobs), store).run_round(now=200.0)
+    first = {j.id: j for j in posed[-1].jobs}
+    assert [j.isolated_time for j in first.values()] == [0.0, 0.0, 0.0]
+    iso = real(posed[-1]).extra["isolated_throughputs"]
+    store.add_received("1", "v100", 4.0)  # 40 steps done
+    store.add_received("2", "k80", 2.0)  # 6 steps done
+    store.commit()
+    store.close()
+    store = StateStore(tmp_path / "s.sqlite")  # a restart; a job arrives, so the policy is solved again
+    _controller(cfg, FakeSlurm([*jobs, _job("4", "policyopt:type=lstm-bs10")]), store).run_round(now=210.0)
+    assert len(posed) == 2
+    second = {j.id: j.isolated_time for j in posed[-1].jobs}
+    assert second == pytest.approx({"1": 40.0 / iso["1"], "2": 6.0 / iso["2"], "3": 0.0, "4": 0.0}, rel=1e-9)
+    store.close()

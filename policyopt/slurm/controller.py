@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
 from policyopt.errors import InputError
-from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
+from policyopt.mechanism import Combination, IsolatedTimeTracker, RoundAssignment, RoundMechanism
 from policyopt.mechanism.state import with_worker_counts
 from policyopt.slurm.mapping import ManagedJob, managed_job
 from policyopt.slurm.packing import packable_allocation
@@ -373,17 +373,24 @@ class Controller:
         x_solved: dict[str, dict[str, float]] = {}
         if runnable and sum(capacity.values()) > 0:
             problem_jobs = []
+            # finish-time fairness: each job's cumulative isolated time c_m, carried across solves
+            isolated = IsolatedTimeTracker.from_state(self.store.get("isolated_time"))
             for jid in runnable:
                 mj = managed[jid]
                 best = max(mj.throughputs.values())
                 steps = mj.steps if mj.steps is not None else best * DEFAULT_WORK_SECONDS
                 done = sum(received.get(jid, {}).get(t, 0.0) * thr for t, thr in mj.throughputs.items())
+                left = max(steps - done, 1e-6 * steps)
                 problem_jobs.append(Job(jid, mj.throughputs, scale_factor=mj.gpus, weight=mj.weight,
-                                        steps_remaining=max(steps - done, 1e-6 * steps),
+                                        steps_remaining=left,
                                         time_since_start=max(now - float(known[jid]["submit_time"]), 0.0),
-                                        arrival=float(known[jid]["submit_time"]), job_type=mj.job_type))
+                                        arrival=float(known[jid]["submit_time"]), job_type=mj.job_type,
+                                        isolated_time=isolated.value(jid, left)))
             cluster = Cluster.from_counts({t: c for t, c in capacity.items() if c > 0})
             result = self.cfg.policy.solve(Problem(cluster, tuple(problem_jobs)))
+            isolated.observe({j.id: j.steps_remaining for j in problem_jobs}, result)
+            isolated.retain(live)
+            self.store.put("isolated_time", isolated.to_state())
             x_solved = {j: {t: float(v) for t, v in row.items() if v > 1e-9} for j, row in result.allocation.items()}
         policy_x = {j: {t: x_solved.get(j, {}).get(t, 0.0) for t in capacity} for j in live}
         # rounds in which every job holds all its GPUs cannot realize every X: install the nearest
