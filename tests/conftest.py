@@ -1,9 +1,23 @@
-"""Shared fixtures: the Gavel data directory (skips with a clear reason when missing)."""
+"""Shared fixtures: the Gavel data directory (skips with a clear reason when missing).
+
+Property tests run under the hypothesis profile ``repeatable`` by default: examples derived from
+each test's name (``derandomize``), no per-example deadline, so that a run's verdict does not
+depend on luck or on the machine's load. ``HYPOTHESIS_PROFILE=explore`` searches afresh with
+more examples (new failures found there become ``@example`` cases).
+"""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile("repeatable", derandomize=True, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.register_profile("explore", max_examples=500, deadline=None,
+                          suppress_health_check=[HealthCheck.too_slow])
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 ROOT = Path(__file__).resolve().parents[1]
 GAVEL_DIR = ROOT.parent / "shared" / "data" / "gavel"

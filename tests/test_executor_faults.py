@@ -1,7 +1,7 @@
 """Fault tolerance of the executor with real training processes.
 
-* a worker process killed mid-round (SIGKILL) right after its newest checkpoint was corrupted is
-  restarted; it resumes from the previous checkpoint, losing less than one round of steps;
+* a worker process frozen (SIGSTOP), its newest checkpoint corrupted, then killed (SIGKILL)
+  mid-round is restarted; it resumes from the previous checkpoint, losing less than one round of steps;
 * a job whose process crashes every time is marked failed with its error after ``max_restarts``
   restarts, and the other jobs carry on.
 
@@ -68,19 +68,34 @@ def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp
         ckpt_dir = run_dir / "jobs" / "a" / "checkpoints"
         deadline = time.time() + 300
         while time.time() < deadline and "killed" not in seen:
-            track = executor.tracks.get("a")
-            files = _checkpoints(ckpt_dir)
-            # wait until the executor has seen the newest checkpoint's step, so the loss is visible to it
-            if track is not None and len(files) >= 2 and executor.jobs["a"].steps_done >= _step(files[-1]) > 0:
-                newest, previous = files[-1], files[-2]
-                raw = bytearray(newest.read_bytes())
-                raw[len(raw) // 2] ^= 0xFF                     # flip a byte of the payload
-                newest.write_bytes(bytes(raw))
-                os.kill(track.handle.pid, signal.SIGKILL)      # mid-round: no checkpoint on the way out
-                seen.update(killed=track.handle.pid, newest=newest, previous=previous,
-                            steps_seen=executor.jobs["a"].steps_done)
-                return
             time.sleep(0.05)
+            track = executor.tracks.get("a")
+            if track is None or not _ready(_checkpoints(ckpt_dir)):
+                continue
+            pid = track.handle.pid
+            # freeze the worker first: between looking at its checkpoints and killing it, it must not
+            # write a newer one (which would prune the one about to be corrupted) or exit on its own
+            try:
+                os.kill(pid, signal.SIGSTOP)
+            except ProcessLookupError:
+                continue
+            files = _checkpoints(ckpt_dir)
+            if not (_wait_stopped(pid) and _ready(files)):
+                os.kill(pid, signal.SIGCONT)
+                continue
+            newest, previous = files[-1], files[-2]
+            raw = bytearray(newest.read_bytes())
+            raw[len(raw) // 2] ^= 0xFF                     # flip a byte of the payload
+            newest.write_bytes(bytes(raw))
+            try:
+                os.kill(pid, signal.SIGKILL)               # mid-round: no checkpoint on the way out
+            except ProcessLookupError:                     # reaped meanwhile: try the next process
+                continue
+            seen.update(killed=pid, newest=newest, previous=previous, steps_seen=executor.jobs["a"].steps_done)
+
+    def _ready(files: list[Path]) -> bool:
+        # two checkpoints, and the executor has seen the newest one's step (so the loss is visible to it)
+        return len(files) >= 2 and executor.jobs["a"].steps_done >= _step(files[-1]) > 0
 
     killer = threading.Thread(target=kill_a_mid_round, daemon=True)
     killer.start()
@@ -113,9 +128,25 @@ def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp
     assert process_start_ticks(seen["killed"]) is None or not _is_running(seen["killed"])
 
 
-def _is_running(pid: int) -> bool:
+def _state(pid: int) -> str | None:
     try:
-        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
     except OSError:
-        return False
-    return state not in ("Z", "X")
+        return None
+
+
+def _wait_stopped(pid: int, timeout: float = 5.0) -> bool:
+    """True once ``pid`` is stopped by a signal (state T); False when it exited or never stopped."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        state = _state(pid)
+        if state in (None, "Z", "X"):
+            return False
+        if state in ("T", "t"):
+            return True
+        time.sleep(0.01)
+    return False
+
+
+def _is_running(pid: int) -> bool:
+    return _state(pid) not in (None, "Z", "X")
