@@ -121,7 +121,11 @@ def test_published_scale_definition() -> None:
     # makespan: a static trace of 500 jobs (the largest of Gavel's static sweep) on 36 GPUs per type
     mk = ex.scaled(ex.EXPERIMENTS["makespan"], "published")
     assert mk.trace["jobs"] == 500 and mk.trace["static"] and mk.rates == (None,)
-    assert mk.cluster == "v100=36,p100=36,k80=36" and mk.common == ex.EXPERIMENTS["makespan"].common
+    assert mk.cluster == "v100=36,p100=36,k80=36"
+    assert mk.common == {**ex.EXPERIMENTS["makespan"].common, "gpus_per_server": 36}
+    # one server per type (every job consolidated, as in Gavel's simulator) in every published setup
+    for name in ("las_single", "las_multi", "ftf"):
+        assert ex.scaled(ex.EXPERIMENTS[name], "published").common["gpus_per_server"] == 36
 
 
 def test_scale_option_errors() -> None:

@@ -13,7 +13,8 @@ not registered (``policyopt.list_policies()``) are skipped with a message naming
 
 ``--scale published`` (``las_single``, ``las_multi``, ``ftf``; ``makespan``: 500 jobs at t = 0, the
 largest of Gavel's static sweep) runs the published setup instead: 36 GPUs of
-each type, a Gavel trace of 6,000 jobs (Poisson arrivals) of which jobs 4,000–5,000 are measured
+each type (one server per type, so that every multi-GPU job runs consolidated, as Gavel's simulator
+runs it), a Gavel trace of 6,000 jobs (Poisson arrivals) of which jobs 4,000–5,000 are measured
 (window ``[4000, 5000)``, simulated until they have finished, arrivals continuing), 3 seeds per rate,
 and the published rate sweep (Gavel's ``run_sweep_continuous.py -a 0 -b 6 -n 16`` single-GPU:
 0.4, 0.8, …, 6.0 jobs/hour; ``-a 0 -b 3 -n 11`` multi-GPU, also FTF's trace: 0.3, 0.6, …, 3.0 jobs/hour). Files are
@@ -123,8 +124,14 @@ _WINDOW = {"window": (0.4, 0.8), "until": "window", "migration": "none"}
 
 #: the published scale: 36 GPUs per type, 6,000 jobs, measured jobs [4000, 5000) (+0.5: floor(a*N) is exact)
 _PUB_JOBS = 6000
-_PUB_WINDOW = {"window": (4000.5 / _PUB_JOBS, 5000.5 / _PUB_JOBS), "until": "window", "migration": "none"}
 _PUB_CLUSTER = "v100=36,p100=36,k80=36"
+#: Gavel's simulator runs every job at its consolidated throughput whatever its placement (it reads
+#: ``throughputs[worker_type][(job_type, scale_factor)]``, never the ``*_unconsolidated`` entries); one
+#: server of 36 GPUs per type lets the placer consolidate every job, so the published setup does too
+#: (with 4-GPU servers an 8-GPU job always spans two and runs up to 9x slower: LM, batch size 10)
+_PUB_SERVERS = {"gpus_per_server": 36}
+_PUB_WINDOW = {"window": (4000.5 / _PUB_JOBS, 5000.5 / _PUB_JOBS), "until": "window", "migration": "none",
+               **_PUB_SERVERS}
 #: Gavel's sweeps: np.linspace(0, 6, 16)[1:] (single-GPU) and np.linspace(0, 3, 11)[1:] (multi-GPU) jobs/hour
 _PUB_RATES_SINGLE = tuple(round(0.4 * k, 1) for k in range(1, 16))
 _PUB_RATES_MULTI = tuple(round(0.3 * k, 1) for k in range(1, 11))
@@ -160,7 +167,7 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         metrics=("makespan_hours", "avg_jct_hours", "utilization"),
         extra_comparisons=(("fifo_agnostic", "makespan+ss"), ("fifo (aware LP)", "makespan")),
         # Gavel's run_sweep_static.py -c 36:36:36 -a 0 -b 500 -n 6: 100-500 jobs; the largest by default
-        published_scale={"cluster": _PUB_CLUSTER, "jobs": 500, "rates": (None,), "common": {}}),
+        published_scale={"cluster": _PUB_CLUSTER, "jobs": 500, "rates": (None,), "common": dict(_PUB_SERVERS)}),
     Experiment(
         "ftf", "Finish-time fairness (Themis): heterogeneity-aware vs agnostic",
         "Gavel (OSDI'20) Fig. 11: ~3x lower average JCT and 2.8x better FTF",
