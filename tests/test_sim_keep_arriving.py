@@ -35,14 +35,17 @@ def test_keep_arriving_definition_and_errors() -> None:
             ex.scaled(ex.EXPERIMENTS[name], keep_arriving=True)
 
 
-def test_keep_arriving_run_measures_the_same_window_with_arrivals_continuing(gavel_dir, tmp_path) -> None:
+def test_keep_arriving_run_measures_the_same_window_with_arrivals_continuing(gavel_dir, tmp_path,
+                                                                             monkeypatch) -> None:
     """Small form (108 GPUs, 20 jobs at 6 jobs/h, window positions [13, 16)): the continued run measures
     the same job positions as the plain one while more jobs arrive, and its files are named
-    ``*_arriving``. (A trace this short cannot cover its window: jobs last up to ~170 h.)"""
+    ``*_arriving``. (One chunk of 40 more jobs cannot cover a window whose jobs last up to ~170 h; the
+    runs again with more chunks are the next test's.)"""
     from policyopt.sim import experiments as ex
 
+    monkeypatch.setattr(ex, "KEEP_ARRIVING_MAX_CHUNKS", 1)
     args = ["las_single", "--scale", "published", "--jobs", "20", "--rates", "6", "--seeds", "0"]
-    assert ex.main([*args, "--output", str(tmp_path), "--keep-arriving", "--workers", "2"]) == 0
+    assert ex.main([*args, "--output", str(tmp_path), "--keep-arriving"]) == 0
     cont = pd.read_csv(tmp_path / "las_single_published_arriving.csv")
     assert list(cont["arm"]) == ["aware", "agnostic"]
     assert (cont["num_jobs"] == 20 * (1 + ex.KEEP_ARRIVING_EXTRA)).all()
@@ -56,3 +59,31 @@ def test_keep_arriving_run_measures_the_same_window_with_arrivals_continuing(gav
     assert len(keep_plain["jct"]) == len(keep_cont["jct"]) == 16 - 13
     assert plain["avg_jct_hours"] == pytest.approx(float(np.mean(keep_plain["jct"])) / 3600)
     assert cont["avg_jct_hours"].iloc[0] == pytest.approx(float(np.mean(keep_cont["jct"])) / 3600)
+
+
+def test_keep_arriving_runs_again_until_jobs_arrive_past_the_window(gavel_dir) -> None:
+    """As in Gavel's simulator (jobs generated until ``jobs_to_complete`` are done): a window that outlasts
+    the trace's arrivals (20 jobs at 6 jobs/h plus one chunk of 40: ~10 h of arrivals, window jobs of up
+    to ~170 h) is run again with more chunks until new jobs arrive up to its last finish."""
+    from policyopt.sim import experiments as ex
+
+    exp = ex.scaled(ex.EXPERIMENTS["las_single"], "published", jobs=20, rates=[6.0], keep_arriving=True)
+    row, keep = ex._run_one((exp, 0, 6.0, 0))
+    extra = 20 * ex.KEEP_ARRIVING_EXTRA
+    assert row["arrivals_cover_window"] and row["last_arrival_h"] >= row["window_done_h"]
+    assert row["num_jobs"] > 20 + extra and (row["num_jobs"] - 20) % extra == 0
+    assert len(keep["jct"]) == 16 - 13
+
+
+def test_a_longer_continuation_keeps_the_shorter_one(gavel) -> None:
+    """Chunk k of the continuation has its own seed: 3 chunks begin with the 1-chunk trace, so a run
+    repeated with more chunks sees the same jobs up to the end of the shorter trace."""
+    from policyopt.sim import experiments as ex
+
+    exp = ex.scaled(ex.EXPERIMENTS["las_multi"], "published", jobs=30, rates=[2.0], keep_arriving=True)
+    one = ex._make_trace(exp, 1, 2.0, gavel, chunks=1)
+    three = ex._make_trace(exp, 1, 2.0, gavel, chunks=3)
+    assert len(one) == 30 + 60 and len(three) == 30 + 3 * 60
+    assert three[:len(one)] == one
+    assert [j.id for j in three] == [str(i) for i in range(len(three))]
+    assert np.all(np.diff([j.arrival for j in three]) >= 0)

@@ -219,8 +219,11 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
 
 
 SCALES = ("small", "published")
-#: ``keep_arriving``: jobs added per job of the trace (a row's ``arrivals_cover_window`` says whether enough)
+#: ``keep_arriving``: jobs added per job of the trace, per chunk of the continuation
 KEEP_ARRIVING_EXTRA = 2
+#: a run whose window outlasts its arrivals runs again with more chunks (Gavel generates jobs until the
+#: window has finished), up to this many (then its row's ``arrivals_cover_window`` is false)
+KEEP_ARRIVING_MAX_CHUNKS = 40
 
 
 def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
@@ -228,10 +231,11 @@ def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
     """``exp`` at ``scale`` (``small``: as defined; ``published``: its ``published_scale``), with the
     trace cut to ``jobs`` and the rates replaced by ``rates`` when given (quick looks and tests).
 
-    ``keep_arriving``: the trace is continued by ``KEEP_ARRIVING_EXTRA`` times as many jobs again
-    (:func:`continue_arrivals`, the same generator and rate), the measured window keeping its job
+    ``keep_arriving``: the trace is continued by chunks of ``KEEP_ARRIVING_EXTRA`` times as many jobs
+    again (:func:`continue_arrivals`, the same generator and rate), the measured window keeping its job
     positions, so that new jobs keep arriving until the window has finished (the published
-    methodology; Poisson traces only)."""
+    methodology, Gavel's ``jobs_to_complete``; Poisson traces only): a run whose window outlasts its
+    arrivals runs again with more chunks (at most ``KEEP_ARRIVING_MAX_CHUNKS``)."""
     from dataclasses import replace
 
     from ..errors import InputError, UnknownNameError
@@ -264,7 +268,9 @@ def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
 
 
 # ----------------------------------------------------------------------------------------- running
-def _make_trace(exp: Experiment, seed: int, rate: float | None, table: Any) -> list[Any]:
+def _make_trace(exp: Experiment, seed: int, rate: float | None, table: Any, chunks: int = 1) -> list[Any]:
+    """The trace of ``exp`` at ``seed`` / ``rate``; with ``extra_jobs``, continued by ``chunks`` chunks of
+    that many jobs each (chunk ``k`` drawn from its own seed, so a longer continuation keeps the shorter)."""
     from .traces import GENERATORS, assign_entities
 
     spec = dict(exp.trace)
@@ -276,8 +282,8 @@ def _make_trace(exp: Experiment, seed: int, rate: float | None, table: Any) -> l
     if gen == "gavel":
         slo = spec.pop("slo_factors", None)
         trace = GENERATORS["gavel"](table, n, rate, seed=seed, slo_factors=slo, **spec)
-        if extra:
-            trace = continue_arrivals(trace, GENERATORS["gavel"](table, extra + 1, rate, seed=_more_seed(seed),
+        for k in range(chunks if extra else 0):
+            trace = continue_arrivals(trace, GENERATORS["gavel"](table, extra + 1, rate, seed=_more_seed(seed, k),
                                                                  slo_factors=slo, **spec))
     else:
         trace = GENERATORS["shockwave"](table, n, **({} if rate is None else {"rate_per_hour": rate}), seed=seed,
@@ -330,26 +336,39 @@ def _run_one(task: tuple[Experiment, int, float | None, int]) -> tuple[dict[str,
     exp, seed, rate, arm_index = task
     arm = exp.arms[arm_index]
     table = load_gavel()
-    trace = _make_trace(exp, seed, rate, table)
-    settings = {**exp.common, **arm.config, "seed": seed}
-    if len(trace) > exp.trace["jobs"] and "window" in settings:  # continued arrivals: the same window positions
-        from .metrics import steady_state_window
+    chunks, cpu = 1, 0.0
+    while True:
+        trace = _make_trace(exp, seed, rate, table, chunks)
+        settings = {**exp.common, **arm.config, "seed": seed}
+        if len(trace) > exp.trace["jobs"] and "window" in settings:  # continued arrivals: the same window positions
+            from .metrics import steady_state_window
 
-        lo, hi = steady_state_window(int(exp.trace["jobs"]), settings["window"])
-        settings["window"] = ((lo + 0.5) / len(trace), (hi + 0.5) / len(trace))
-    if settings.get("max_seconds") == "arrivals":  # simulate while jobs keep arriving
-        settings["max_seconds"] = max(j.arrival for j in trace) - min(j.arrival for j in trace)
-    cfg = SimConfig(**settings)
-    t0, c0 = time.perf_counter(), time.process_time()
-    res = Simulator(exp.cluster, cfg, table).run(trace)
-    wall = time.perf_counter() - t0
+            lo, hi = steady_state_window(int(exp.trace["jobs"]), settings["window"])
+            settings["window"] = ((lo + 0.5) / len(trace), (hi + 0.5) / len(trace))
+        if settings.get("max_seconds") == "arrivals":  # simulate while jobs keep arriving
+            settings["max_seconds"] = max(j.arrival for j in trace) - min(j.arrival for j in trace)
+        t0, c0 = time.perf_counter(), time.process_time()
+        res = Simulator(exp.cluster, SimConfig(**settings), table).run(trace)
+        wall = time.perf_counter() - t0
+        cpu += time.process_time() - c0
+        # the published methodology: jobs keep arriving until the measured window has finished
+        win = res.jobs["in_window"].to_numpy(bool)
+        fin = res.jobs["finish"].to_numpy(float)[win]
+        done = bool(fin.size and np.isfinite(fin).all())
+        last = float(res.jobs["arrival"].max())
+        covered = done and last >= float(fin.max())
+        if covered or not done or not exp.trace.get("extra_jobs") or chunks >= KEEP_ARRIVING_MAX_CHUNKS:
+            break
+        # the window outlasted the arrivals: again with enough chunks to reach its end (at this run's
+        # arrival rate per chunk) and one more, as more arrivals finish the window later
+        span = (last - trace[int(exp.trace["jobs"]) - 1].arrival) / chunks
+        more = int(np.ceil((float(fin.max()) - last) / span)) + 1 if span > 0 else 1
+        chunks = min(chunks + more, KEEP_ARRIVING_MAX_CHUNKS)
+        log.info("%s seed=%s rate=%s %s: the window outlasted %d arrivals; again with %d chunks", exp.name, seed,
+                 rate, arm.label, len(trace), chunks)
     row = _row(exp, arm, seed, rate, res, wall)
-    row["cpu_seconds"] = time.process_time() - c0  # this process's CPU time (the machine may be shared)
-    # the published methodology: jobs keep arriving until the measured window has finished
-    win = res.jobs["in_window"].to_numpy(bool)
-    fin = res.jobs["finish"].to_numpy(float)[win]
-    row["arrivals_cover_window"] = bool(fin.size and np.isfinite(fin).all()
-                                        and float(res.jobs["arrival"].max()) >= float(fin.max()))
+    row["cpu_seconds"] = cpu  # this process's CPU time over every run of this row (the machine may be shared)
+    row["arrivals_cover_window"] = covered
     # steady state: jobs in the system over four quarters of the window's arrivals, and while it drains
     bl = window_backlog(res.jobs["arrival"].to_numpy(float), res.jobs["finish"].to_numpy(float), win)
     row.update({f"active_q{q + 1}": a for q, a in enumerate(bl["active"])}, active_drain=bl["active_drain"],

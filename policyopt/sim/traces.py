@@ -250,9 +250,11 @@ def assign_entities(jobs: Sequence[TraceJob], entities: Sequence[str], *, seed: 
     return [replace(j, entity=names[int(k)]) for j, k in zip(jobs, draw)]
 
 
-def _more_seed(seed: int) -> int:
-    """The seed of the jobs that continue trace ``seed`` (a stream of its own, so the first jobs are unchanged)."""
-    return int(np.random.SeedSequence([int(seed), 21]).generate_state(1)[0])
+def _more_seed(seed: int, chunk: int = 0) -> int:
+    """The seed of chunk ``chunk`` of the jobs that continue trace ``seed`` (a stream of its own per chunk,
+    so the first jobs, and the earlier chunks, are unchanged by a longer continuation)."""
+    key = [int(seed), 21] if chunk == 0 else [int(seed), 21, int(chunk)]
+    return int(np.random.SeedSequence(key).generate_state(1)[0])
 
 
 def continue_arrivals(trace: Sequence[Any], more: Sequence[Any]) -> list[Any]:
