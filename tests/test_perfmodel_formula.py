@@ -11,6 +11,7 @@ from policyopt.errors import InputError, UnknownNameError
 from policyopt.perfmodel import (CONFIG_COLUMNS, ModelSpec, PerfParams, Plan, Resources,
                                  breakdown, configs_frame, overlap, predict_iter_time,
                                  validate_table)
+from policyopt.perfmodel.model import solve_fwd_scale
 
 # P = 1e9, l = 10, h = 1000, s = 100, b = 64, F = 8 s, β = 2 bytes
 SPEC = ModelSpec(name="m", params=1e9, layers=10, hidden=1000, seq_len=100, global_batch=64,
@@ -250,3 +251,35 @@ def test_measured_plan_forward_keeps_only_the_backward_half_of_tp_and_pp_traffic
     got = breakdown(table, K)
     assert got["t_tp"].tolist() == pytest.approx([base["t_tp"].iloc[0] / 2, base["t_tp"].iloc[1]])
     assert got["t_pp"].tolist() == pytest.approx([base["t_pp"].iloc[0] / 2, base["t_pp"].iloc[1]])
+
+
+def test_fwd_scale_multiplies_the_forward_compute() -> None:
+    # fwd_scale η multiplies F/(a·d·t)·bubble (the compute of the forward), not the step
+    # overhead σ; blank keeps η = 1; the backward follows as k_bwd·T_fwd.
+    plan = Plan(dp=1, tp=4, pp=2, micro_batches=2)
+    table = configs_frame(SPEC, [plan, plan], [res(8), res(8)])
+    table["step_overhead"] = 0.01
+    base = breakdown(table, K)
+    table["fwd_scale"] = [2.5, ""]
+    got = breakdown(table, K)
+    compute = base["t_fwd"].iloc[0] - 0.01
+    assert got["t_fwd"].tolist() == pytest.approx([2.5 * compute + 0.01, base["t_fwd"].iloc[1]])
+    assert got["t_bwd"].iloc[0] == pytest.approx(K.k_bwd * got["t_fwd"].iloc[0])
+    assert got["t_tp"].tolist() == pytest.approx(base["t_tp"].tolist())  # traffic unchanged
+    table["fwd_scale"] = [2.5, 0.0]
+    with pytest.raises(InputError, match=r"configs\[1\]\.fwd_scale.*factor"):
+        breakdown(table, K)
+
+
+def test_solve_fwd_scale_inverts_the_prediction() -> None:
+    # The η solved from a "measured" time made with known η reproduces it, row by row.
+    plans = [Plan(dp=1, tp=4, pp=2, micro_batches=2), Plan(dp=2, tp=8), Plan(dp=8)]
+    table = configs_frame(SPEC, plans, [res(8), res(16, nodes=2), res(8)])
+    truth = np.array([3.0, 0.8, 1.0])
+    measured = predict_iter_time(table.assign(fwd_scale=truth), K)
+    assert solve_fwd_scale(table, K, measured) == pytest.approx(truth, rel=1e-9)
+    slow = predict_iter_time(table.assign(fwd_scale=1e3), K)
+    with pytest.raises(InputError, match=r"measured\[0\].*not reachable"):
+        solve_fwd_scale(table, K, slow)
+    with pytest.raises(InputError, match="measured"):
+        solve_fwd_scale(table, K, measured[:2])

@@ -22,9 +22,16 @@ measured forward already contains the forward's TP all-reduces (2 of the 4 per l
 stage-boundary sends (half of T_pp's volume), so on those rows T_tp and T_pp keep only their
 backward half: T_tp/2, T_pp/2.
 
+An optional column ``fwd_scale`` η (a factor > 0; blank or absent: 1) multiplies the forward's
+compute, ``T_fwd = η·F/(a·d·t)·(m+p−1)/(m·p)``: the forward efficiency of the row's code path
+relative to the one the samples (and F) were measured with — e.g. a model-parallel engine
+whose sharded kernels run slower or faster per FLOP than the data-parallel engine of the
+samples. No data-parallel sample can inform it; :func:`solve_fwd_scale` turns one profiled run
+of a plan into η (the η whose predicted T_iter equals the measured one).
+
 Two optional machine columns (blank or absent: no effect) for devices that are not a GPU each::
 
-    T_fwd = F / (a·min(d·t, κ)) · (m + p − 1)/(m·p) + σ·max(1, d·t/κ)
+    T_fwd = η·F / (a·min(d·t, κ)) · (m + p − 1)/(m·p) + σ·max(1, d·t/κ)
 
 ``parallel_capacity`` κ: how many ranks' worth of compute the job really gets (CPU ranks on a
 shared machine: κ = 1 when the ranks share one free core); ``step_overhead`` σ (s): a fixed
@@ -79,7 +86,7 @@ from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
 __all__ = ["BUCKET_BYTES", "Terms", "compute_terms", "optional_seconds", "optional_flag",
-           "phase_times", "overlap",
+           "phase_times", "overlap", "solve_fwd_scale",
            "iter_time_from_terms", "param_matrix", "predict_iter_time", "breakdown"]
 
 
@@ -133,7 +140,8 @@ def compute_terms(table: pd.DataFrame) -> Terms:
 
     cap = optional_seconds(table, "parallel_capacity")
     ranks = np.where(np.isnan(cap), d * t, np.minimum(d * t, np.nan_to_num(cap, nan=1.0)))
-    t_fwd = col["fwd_time_1gpu"] / (a * ranks) * (m + p - 1) / (m * p)
+    scale = np.nan_to_num(optional_seconds(table, "fwd_scale", unit="factor"), nan=1.0)
+    t_fwd = scale * col["fwd_time_1gpu"] / (a * ranks) * (m + p - 1) / (m * p)
     given = optional_seconds(table, "fwd_time_plan")
     t_fwd = np.where(np.isnan(given), t_fwd, given)
     # The per-step overhead σ is work of every rank too: d·t ranks sharing κ cores each get
@@ -160,8 +168,10 @@ def compute_terms(table: pd.DataFrame) -> Terms:
                  sync_overlap=optional_flag(table, "dp_overlap", default=True))
 
 
-def optional_seconds(table: pd.DataFrame, column: str, name: str = "configs") -> np.ndarray:
-    """The optional time column ``column`` (s) as floats, NaN where blank or absent.
+def optional_seconds(table: pd.DataFrame, column: str, name: str = "configs",
+                     unit: str = "seconds") -> np.ndarray:
+    """The optional positive column ``column`` (s, or another ``unit``) as floats, NaN where
+    blank or absent.
 
     A cell that is neither blank nor a finite number > 0 is an InputError naming the cell.
     """
@@ -174,7 +184,7 @@ def optional_seconds(table: pd.DataFrame, column: str, name: str = "configs") ->
     if bad.any():
         i = int(np.flatnonzero(bad)[0])
         raise InputError(f"{name}[{i}].{column}", raw.iloc[i],
-                         "must be a finite number > 0 (seconds) or blank")
+                         f"must be a finite number > 0 ({unit}) or blank")
     return np.where(blank, np.nan, given)
 
 
@@ -283,3 +293,36 @@ def breakdown(configs: pd.DataFrame, params: PerfParams | Mapping[str, PerfParam
         "t_pp": terms.t_pp, "t_cc": t_cc, "t_opt": t_opt, "t_off": terms.t_off,
         "t_oo": t_iter - t_cc - k_const, "k_const": k_const, "iter_time": t_iter,
     })
+
+
+def solve_fwd_scale(configs: pd.DataFrame, params: PerfParams | Mapping[str, PerfParams],
+                    measured: np.ndarray, *, lo: float = 1e-2, hi: float = 1e2,
+                    steps: int = 60) -> np.ndarray:
+    """Per row, the ``fwd_scale`` η with predicted T_iter(η) = ``measured`` (s).
+
+    T_iter grows with η (every term that uses T_fwd grows with it, the others do not depend on
+    it), so η is found by bisection on log η in [lo, hi], all rows at once; a row whose
+    measured time lies outside [T_iter(lo), T_iter(hi)] is an InputError naming it. This turns
+    one profiled run of a configuration into the forward efficiency of its code path relative
+    to the samples' (e.g. a model-parallel engine against the data-parallel one).
+    """
+    clean = validate_table(configs)
+    y = np.asarray(measured, dtype=float)
+    if y.shape != (len(clean),) or not np.all(np.isfinite(y) & (y > 0)):
+        raise InputError("measured", measured, f"{len(clean)} finite times > 0 (s)")
+    k = param_matrix(clean["model"], params)
+
+    def predict(eta: np.ndarray) -> np.ndarray:
+        return iter_time_from_terms(compute_terms(clean.assign(fwd_scale=eta)), k)
+
+    a, b = np.full(len(y), np.log(lo)), np.full(len(y), np.log(hi))
+    outside = (predict(np.exp(a)) > y) | (predict(np.exp(b)) < y)
+    if outside.any():
+        i = int(np.flatnonzero(outside)[0])
+        raise InputError(f"measured[{i}]", float(y[i]),
+                         f"not reachable with fwd_scale in [{lo:g}, {hi:g}]")
+    for _ in range(steps):
+        mid = 0.5 * (a + b)
+        below = predict(np.exp(mid)) < y
+        a, b = np.where(below, mid, a), np.where(below, b, mid)
+    return np.exp(0.5 * (a + b))
