@@ -46,6 +46,8 @@ def test_tables_validate_and_keep_units(data) -> None:
     assert set(gc["gc"]) == {1} and set(gc["ga_steps"]) == {1}
     assert np.allclose(samples.loc[samples["model"] == "vit", "iter_time"].iloc[0], 0.049)
     assert configs["params"].gt(5e7).all()
+    # fp32 training (the artifact's job files and DeepSpeed configs): 4 bytes per element.
+    assert set(samples["bytes_per_param"]) == set(configs["bytes_per_param"]) == {4.0}
 
 
 def test_missing_copy_named(tmp_path) -> None:

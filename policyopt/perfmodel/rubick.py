@@ -48,7 +48,7 @@ import pandas as pd
 
 from policyopt.errors import InputError
 
-__all__ = ["RUBICK_MODELS", "A800_BANDWIDTH", "GPUS_PER_NODE", "convert_artifact",
+__all__ = ["RUBICK_MODELS", "A800_BANDWIDTH", "GPUS_PER_NODE", "ELEMENT_BYTES", "convert_artifact",
            "load_rubick", "samples_table", "configs_table", "RubickData"]
 
 #: Model folder name -> validation script (without ``.py``) in ``artifact/71_performance_model/model``.
@@ -61,6 +61,14 @@ RUBICK_MODELS: dict[str, str] = {
 #: docstring for how they follow from the nominal 400 GB/s, 100 GB/s per node and PCIe 4.0).
 A800_BANDWIDTH: dict[str, float] = {"bw_intra": 150e9, "bw_inter": 12.5e9, "bw_pcie": 12e9}
 GPUS_PER_NODE = 8
+#: Bytes per communicated / offloaded element (``bytes_per_param``) of every Rubick model: the
+#: artifact trains in fp32. Its job files (``benchmark/models/<model>/morphlingjob.yaml``) run
+#: Megatron-LM (bert, gpt2, t5) without ``--fp16`` / ``--bf16`` and Hugging Face scripts (vit,
+#: roberta) without ``--fp16``; its DeepSpeed configs set ``"fp16": {"enabled": false}``; and
+#: Rubick's own formula counts 4-byte elements for the gradient and TP traffic. The LLaMA job
+#: files state no command; 4 is kept for them too (Megatron-LM all-reduces fp32 gradient
+#: buffers also under bf16, where it forces ``accumulate_allreduce_grads_in_fp32``).
+ELEMENT_BYTES = 4.0
 _ZERO = {0: "none", 1: "offload", 2: "dp"}
 _MODEL_DIR = "artifact/71_performance_model/model"
 
@@ -273,7 +281,7 @@ def _spec_columns(data: RubickData, model: str) -> dict[str, Any]:
     return {"model": model, "params": spec["parameter_size_mib"] * 2.0 ** 20,
             "layers": spec["layers"], "hidden": spec["hidden"], "seq_len": spec["seq_len"],
             "global_batch": spec["batch_size"], "fwd_time_1gpu": data.fwd_time_1gpu(model)[0],
-            "bytes_per_param": 2.0}
+            "bytes_per_param": ELEMENT_BYTES}
 
 
 def samples_table(data: RubickData, *, phases: bool = False) -> pd.DataFrame:
