@@ -45,6 +45,15 @@ that input is more than 10× off our derived forward time (llama7b's ZeRO-Offloa
 ms for a ~3 s forward), the derived one is kept. A measured forward holds the forward's own TP
 all-reduces and stage sends, so those rows carry only the backward half of T_tp and T_pp.
 
+``staged + 1 profiled TP plan`` answers what one more profiling run per model buys: the
+model-parallel validation plans run on a different engine (Megatron-LM) than the data-parallel
+samples (DeepSpeed / Hugging Face), whose forward efficiency no sample shows. Per model, one
+plan of its ``TP+PP`` group (:func:`profiled_plans`: the largest tp, then the fewest stages and
+GPUs) is treated as profiled: its measured iteration time gives the model's ``fwd_scale`` η
+(:func:`policyopt.perfmodel.model.solve_fwd_scale`, staged parameters unchanged), which is set on
+that model's model-parallel plans (tp·pp > 1). The profiled points are **left out of that
+variant's score** (95 of 99 points scored); every other variant scores all 99.
+
 The validation points' ``dp_overlap`` column is 0 on the TP/PP plans (the gradient all-reduce
 follows the backward in the artifact's Megatron-LM) and 1 on the data-parallel ones; the samples
 are data-parallel DeepSpeed runs without the column (overlapped). ``--write-csv DIR`` writes the
@@ -62,7 +71,7 @@ import pandas as pd
 
 from policyopt.errors import InputError
 from policyopt.perfmodel.fit import MIN_OFFLOAD, NO_OFFLOAD_FIXED, fit_model
-from policyopt.perfmodel.model import breakdown, predict_iter_time
+from policyopt.perfmodel.model import breakdown, predict_iter_time, solve_fwd_scale
 from policyopt.perfmodel.params import PARAM_NAMES, PerfParams
 from policyopt.perfmodel.pooled import fit_pooled, fit_staged, parse_names
 from policyopt.perfmodel.rubick import configs_table, load_rubick, samples_table
@@ -140,6 +149,27 @@ def predict_terms_fwd(configs: pd.DataFrame) -> np.ndarray:
     """Our derived T_fwd of every configuration (s)."""
     return breakdown(configs.drop(columns=["fwd_time_plan"], errors="ignore"),
                      NOMINAL_PARAMS)["t_fwd"].to_numpy()
+
+
+def profiled_plans(configs: pd.DataFrame) -> pd.Index:
+    """Index of the one ``TP+PP`` point per model treated as profiled: the largest tp, then the
+    fewest pipeline stages, then the fewest GPUs (the first model-parallel run one would make)."""
+    mp = configs[configs["plan"] == "TP+PP"]
+    order = mp.sort_values(["tp", "pp", "gpus"], ascending=[False, True, True], kind="stable")
+    return order.groupby("model", sort=False).head(1).index
+
+
+def with_profiled_scale(configs: pd.DataFrame, params: dict[str, PerfParams]
+                        ) -> tuple[pd.DataFrame, pd.Index, dict[str, float]]:
+    """``configs`` with ``fwd_scale`` η of each model (solved on its profiled plan) on its
+    model-parallel rows; the profiled rows' index; η per model."""
+    prof = profiled_plans(configs)
+    eta = solve_fwd_scale(configs.loc[prof], params, configs.loc[prof, "actual"].to_numpy())
+    by_model = dict(zip(configs.loc[prof, "model"].astype(str), eta.tolist()))
+    mp = (configs["tp"] * configs["pp"] > 1).to_numpy()
+    scale = configs["model"].map(by_model).to_numpy(dtype=float)
+    out = configs.assign(fwd_scale=np.where(mp & np.isfinite(scale), scale, np.nan))
+    return out, prof, by_model
 
 
 def plot(table: pd.DataFrame, path: Path) -> None:
@@ -225,6 +255,11 @@ def main(argv: list[str] | None = None) -> int:
     for model, why in refused.items():
         print(f"per-model fit of {model} refused: {why}")
 
+    scaled, profiled, eta = with_profiled_scale(configs, staged)
+    print("\nprofiled TP plan per model (dp, tp, pp: measured s) -> fwd_scale η on its "
+          "model-parallel plans: " + "; ".join(
+              f"{r.model} ({r.dp}, {r.tp}, {r.pp}: {r.actual:g}) -> {eta[str(r.model)]:.3f}"
+              for r in configs.loc[profiled].itertuples()))
     table = configs.copy()
     own = configs["model"].isin(list(fits)).to_numpy()
     preds = {"per-model": np.full(len(configs), np.nan),
@@ -233,12 +268,15 @@ def main(argv: list[str] | None = None) -> int:
              "staged, T_fwd given": predict_iter_time(
                  configs.assign(fwd_time_plan=rubick_forward(configs)), staged),
              "staged, bandwidth only": predict_iter_time(configs_bw, bandwidth_only),
+             "staged + 1 profiled TP plan": predict_iter_time(scaled, staged),
              "baseline": linear_baseline(samples, configs)}
     preds["per-model"][own] = predict_iter_time(configs[own], fits)
     short = {"per-model": "own", "pooled": "pooled", "staged": "staged",
-             "staged, T_fwd given": "given", "staged, bandwidth only": "bwonly", "baseline": "base"}
+             "staged, T_fwd given": "given", "staged, bandwidth only": "bwonly",
+             "staged + 1 profiled TP plan": "prof", "baseline": "base"}
     for label, pred in preds.items():
         table[short[label]] = np.abs(pred / table["actual"].to_numpy() - 1.0) * 100
+    table.loc[profiled, "prof"] = np.nan  # fitted on: not scored
     grouped = table.groupby(["model", "plan"], sort=False)
     groups = pd.concat({f"{short[k]}_{stat}": grouped[short[k]].agg(stat)
                         for k in preds for stat in ("mean", "max")}, axis=1)
@@ -247,6 +285,7 @@ def main(argv: list[str] | None = None) -> int:
     print("\nrelative error per (model, plan), % (own_*: per-model fit; pooled_*: pooled fit; "
           "staged_*: staged fit; given_*: staged fit with T_fwd = the forward time Rubick's "
           "script fed its own model; bwonly_*: staged fit without the all-reduce latency (α = 0); "
+          "prof_*: staged fit with one profiled TP+PP plan per model (not scored); "
           "base_*: linear scaling; rubick_*: reported in the "
           "artifact's validation.md):")
     print(groups.rename(columns={"reported_mean_pct": "rubick_mean",
