@@ -58,7 +58,8 @@ The validation points' ``dp_overlap`` column is 0 on the TP/PP plans (the gradie
 follows the backward in the artifact's Megatron-LM) and 1 on the data-parallel ones; the samples
 are data-parallel DeepSpeed runs without the column (overlapped). ``--write-csv DIR`` writes the
 samples and configurations exactly as fitted and predicted, for ``policyopt perf-model fit`` /
-``predict``.
+``predict``, and DIR/configs_profiled.csv: the configurations with the ``fwd_scale`` of the
+``staged + 1 profiled TP plan`` variant and a ``profiled`` flag (1: the point it was solved on).
 """
 from __future__ import annotations
 
@@ -255,7 +256,19 @@ def main(argv: list[str] | None = None) -> int:
     for model, why in refused.items():
         print(f"per-model fit of {model} refused: {why}")
 
+    mp = configs[(configs["tp"] * configs["pp"] > 1) & (configs["dp"] == 1)]
+    derived = mp["fwd_time_1gpu"] / (mp["dp"] * mp["tp"])
+    speed = (derived / mp["rubick_fwd"]).groupby([mp["model"], mp["tp"]], sort=False)
+    print("\nforward speed of the model-parallel plans with dp = 1 against the samples' data-parallel one, "
+          "F/(d·t) ÷ the forward Rubick's script feeds that plan (1 = same per-GPU speed), "
+          "per (model, tp): " + "; ".join(f"{m} tp {t}: {lo:.2f}-{hi:.2f}" for (m, t), lo, hi in
+                                          zip(speed.groups, speed.min(), speed.max())))
     scaled, profiled, eta = with_profiled_scale(configs, staged)
+    if args.write_csv:
+        scaled.assign(profiled=configs.index.isin(profiled).astype(int)).to_csv(
+            args.write_csv / "configs_profiled.csv", index=False)
+        print(f"configs with fwd_scale (profiled rows: profiled = 1) -> "
+              f"{args.write_csv}/configs_profiled.csv")
     print("\nprofiled TP plan per model (dp, tp, pp: measured s) -> fwd_scale η on its "
           "model-parallel plans: " + "; ".join(
               f"{r.model} ({r.dp}, {r.tp}, {r.pp}: {r.actual:g}) -> {eta[str(r.model)]:.3f}"
