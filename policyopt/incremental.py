@@ -40,7 +40,7 @@ import numpy as np
 from .allocation import AllocationSpace
 from .errors import SolverError
 from .modeling import Model, Variable
-from .warm_start import BASIC, LOWER, UPPER, ZERO, BasisSnapshot
+from .warm_start import BasisSnapshot
 
 __all__ = ["JobSetModel", "Splice", "adopt", "eligible", "forget", "state", "update"]
 
@@ -237,14 +237,9 @@ class JobSetModel:
         self.base = (sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(), sf.row_lower.copy(), sf.row_upper.copy())
         if start is not None and not self.loaded.basis_valid():
             # HiGHS drops a basis when deleted columns and rows held other than one basic variable
-            # per deleted row: the kept one with the deleted entries dropped and the new ones added
-            # (columns nonbasic at a bound, rows basic), completed by HiGHS (an alien basis)
-            statuses = self.loaded.statuses_of(start)
-            col_st = np.concatenate([statuses[0][keep_cols],
-                                     np.where(np.isfinite(splice.col_lower), LOWER,
-                                              np.where(np.isfinite(splice.col_upper), UPPER, ZERO)).astype(np.int8)])
-            row_st = np.concatenate([statuses[1][keep_rows], np.full(splice.row_lower.size, BASIC, np.int8)])
-            self.loaded.set_basis(col_st, row_st)
+            # per deleted row; it keeps the statuses (the kept ones, new columns nonbasic at a bound,
+            # new rows basic): set back, completed by HiGHS only if the count is off
+            self.loaded.repair_basis()
         self.start = None
         self.updates += 1
         # position in the new problem of each slot: kept slots where the problem has them, then added

@@ -347,14 +347,32 @@ class HighsModel(LoadedModel):
         return b if b.valid else None
 
     def restore_basis(self, basis: Any) -> None:
-        """Set a basis taken by :meth:`basis_object` on a model of the same size."""
+        """Set a basis taken by :meth:`basis_object` on a model of the same size (see
+        :meth:`_set_own_basis`)."""
         self._last = None
-        _check(self.h.setBasis(basis), "setBasis")
+        self._set_own_basis(basis)
         self._warm = True
+
+    def _set_own_basis(self, basis: Any) -> None:
+        """Set a basis whose statuses HiGHS gave (``getBasis``) as a complete one: HiGHS factors it
+        at the next run. Only a basis with the wrong number of basic variables is passed as
+        *alien* (HiGHS completes it, factoring it at once: ~5 ms at 4,099 rows)."""
+        basis.alien = False
+        if self._h.setBasis(basis) == self._hs.HighsStatus.kError:  # not one basic variable per row
+            basis.alien = True
+            _check(self._h.setBasis(basis), "setBasis")
 
     def basis_valid(self) -> bool:
         """Whether HiGHS holds a valid basis (deleting basic columns or rows can invalidate it)."""
         return self._passed and self._warm and bool(self._h.getBasis().valid)
+
+    def repair_basis(self) -> None:
+        """After :meth:`splice` dropped HiGHS's basis as invalid (a deleted basic column or
+        nonbasic row): the statuses HiGHS kept through the deletions and additions (kept entries
+        as they were, new columns nonbasic, new rows basic) set back as a basis, without reading
+        them into Python."""
+        self._set_own_basis(self.h.getBasis())
+        self._warm = True
 
     @staticmethod
     def statuses_of(basis: Any) -> tuple[np.ndarray, np.ndarray]:

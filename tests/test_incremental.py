@@ -1,6 +1,6 @@
 """One loaded model per policy object, updated in place when only the job set changes
 (``policyopt.incremental``): every answer equals a cold HiGHS simplex solve of the same problem
-(objective to 1e-7 relative, allocation within every row to 1e-9), over random sequences of
+(objective to 1e-9 relative, allocation within every row to 1e-9), over random sequences of
 arrivals, completions, throughput changes and reorderings; anything else goes to the cold path."""
 from __future__ import annotations
 
@@ -35,7 +35,7 @@ def check_against_cold(pol, name: str, opts: dict, p: Problem) -> None:  # type:
     got = pol.solve(p)
     ref = get_policy(name, algorithm="simplex", **opts).solve(p)
     assert got.status.value == "optimal" and ref.status.value == "optimal"
-    assert got.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-12)
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
     assert not got.space.check(got.X, tol=1e-9)
     assert list(got.space.jobs.labels) == [j.id for j in p.jobs]
     if "fill" not in opts and name.startswith("max_min"):
@@ -105,9 +105,9 @@ def test_fast_path_problems_are_built_afresh(name: str) -> None:
     run_sequence(name, {}, 220, [(0, 1), (1, 4), (2, 3), (1, 100), (0, 50)], 12, 3, kept=False)
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=50, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(range(len(POLICIES))), st.integers(4, 30),
-       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000)), min_size=1, max_size=8),
+       st.lists(st.tuples(st.integers(0, 4), st.integers(0, 1000)), min_size=1, max_size=12),
        st.sampled_from([None, 3]), st.integers(0, 10_000))
 def test_random_sequences_match_cold(k: int, n: int, steps: list[tuple[int, int]], kinds: int | None,
                                      seed: int) -> None:
@@ -247,3 +247,68 @@ def test_a_subclass_is_not_updated_unless_it_declares_it() -> None:
     assert incremental.state(pol) is None
     ref = PerJobCount(algorithm="simplex").solve(Problem(cluster(12), tuple(jobs[1:])))
     assert got.objective == pytest.approx(ref.objective, rel=1e-7)
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
+def test_completion_sets_the_kept_basis_without_completing_it(name: str) -> None:
+    """A completion deletes a basic column (and for max-min a nonbasic row), so HiGHS drops its
+    basis; the statuses it kept go back as a complete basis — not as an *alien* one, which HiGHS
+    would factor at once to complete (a second factorization before the run's own) — and the
+    answer equals a cold solve's."""
+    import highspy
+
+    rng = np.random.default_rng(21)
+    jobs = [make_job(i, rng, None) for i in range(40)]
+    cl = cluster(40)
+    pol = get_policy(name)
+    res = pol.solve(Problem(cl, tuple(jobs)))
+    aliens: list[bool] = []
+    set_basis = highspy.Highs.setBasis
+
+    def recording(self, basis, *args):  # type: ignore[no-untyped-def]
+        aliens.append(bool(basis.alien))
+        return set_basis(self, basis, *args)
+
+    highspy.Highs.setBasis = recording
+    try:
+        for _ in range(3):  # completions of the job with the largest allocation (basic columns)
+            k = int(np.argmax(res.X.sum(axis=1)))
+            js = jobs[:k] + jobs[k + 1:]
+            res = pol.solve(Problem(cl, tuple(js)))
+            check_against_cold(pol, name, {}, Problem(cl, tuple(js)))
+            jobs = js
+    finally:
+        highspy.Highs.setBasis = set_basis
+    assert aliens and not any(aliens), aliens
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 6  # each completion, and check_against_cold's re-solve
+
+
+def test_a_basis_with_the_wrong_count_is_completed_by_highs() -> None:
+    """``restore_basis``/``repair_basis`` pass HiGHS's own statuses as a complete basis; one with a
+    basic variable too many (not one per row) is handed to HiGHS to complete, and the re-solve is
+    still optimal."""
+    import highspy
+
+    from policyopt.solver_api import SolverOptions
+    from policyopt.solvers.highs import HighsModel
+
+    rng = np.random.default_rng(4)
+    jobs = [make_job(i, rng, None) for i in range(12)]
+    pol = get_policy("max_sum_throughput")
+    ref = pol.solve(Problem(cluster(12), tuple(jobs)))
+    st_ = incremental.state(pol)
+    assert st_ is not None
+    m = HighsModel(st_.loaded.sf, SolverOptions(algorithm="simplex"))
+    first = m.solve()
+    b = m.h.getBasis()
+    cols = list(b.col_status)
+    k = next(i for i, s in enumerate(cols) if s != highspy.HighsBasisStatus.kBasic)
+    cols[k] = highspy.HighsBasisStatus.kBasic  # one basic variable too many
+    b.col_status = cols
+    m.restore_basis(b)
+    assert m.h.getBasis().valid
+    again = m.resolve()
+    assert again.status.value == "optimal"
+    assert again.objective == pytest.approx(first.objective, rel=1e-12)
+    assert ref.objective is not None
