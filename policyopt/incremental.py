@@ -608,6 +608,7 @@ def adopt(policy: Any, space: AllocationSpace, model: Model, loaded: Any, obj_va
     if lay is None or any(per_job and len(names) > 2 for per_job, names in lay[0].values()):
         return None
     st = JobSetModel(policy, space, model, loaded, lay, obj_var.name if obj_var is not None else None)
+    loaded.return_duals = False  # the policies read only the point of a kept model's solves
     st.lock.acquire()
     _STATE[policy] = st
     return st

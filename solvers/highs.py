@@ -192,6 +192,9 @@ class HighsModel(LoadedModel):
         self.runs = 0  # HiGHS runs so far (a kept basis is current while no run followed it)
         self._spliced = False  # updated in place (splice): re-solve options set
         self._max_infeasibility = 0.0  # of the last run's point (see _run_highs)
+        #: whether results carry row and column duals (a model kept for in-place re-solves whose
+        #: caller reads only the point turns it off: two vectors fewer to convert per run)
+        self.return_duals = True
         # the fast path's state, kept across re-solves after cost/bound updates: the block structure
         # of the matrix (valid while ``sf.A`` is the same object; ``add_rows`` replaces it), the last
         # aggregation and the loaded reduced LP (re-solved warm when the groups are unchanged)
@@ -610,7 +613,7 @@ class HighsModel(LoadedModel):
             else:
                 res.x = np.zeros(0)
             res.objective = float(info.objective_function_value) if self.sf.num_cols else float(self.sf.offset)
-            if sol.dual_valid and not self.sf.is_mip:
+            if self.return_duals and sol.dual_valid and not self.sf.is_mip:
                 res.row_duals = self.sf.unscale_duals(np.asarray(sol.row_dual, dtype=np.float64))
                 res.col_duals = np.asarray(sol.col_dual, dtype=np.float64)
         res.timings = Timings(solve=t1 - t0, extract=time.perf_counter() - t1)
