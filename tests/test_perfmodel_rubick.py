@@ -146,3 +146,25 @@ def test_llama30b_forward_scaled_by_forward_flops(data) -> None:
     assert got == pytest.approx(7.003, abs=5e-3)
     assert source == "llama7b samples median x FLOPs ratio"
     assert data.fwd_time_1gpu("llama7b") == (pytest.approx(2.996), "samples median")
+
+
+def test_one_profiled_tp_plan_gives_t5_its_model_parallel_forward(data) -> None:
+    """t5's Megatron TP/PP runs are ~3x slower per GPU than its data-parallel samples at every
+    TP degree: the samples-only fit misses its other TP/PP points by > 40%; fwd_scale solved on
+    one profiled TP plan (tp 8, pp 2) brings them within 20%, and the solved η is ~3."""
+    from policyopt.perfmodel import predict_iter_time
+    from policyopt.perfmodel.model import solve_fwd_scale
+    from policyopt.perfmodel.pooled import fit_staged
+
+    pool = ("k_opt", "k_opt_off", "k_off", "k_swap", "k_sync")
+    samples = samples_table(data).assign(allreduce_latency=5e-5)
+    params = fit_staged(samples, pool, n_starts=2).params
+    configs = configs_table(data).assign(allreduce_latency=5e-5)
+    t5 = configs[(configs["model"] == "t5") & (configs["tp"] * configs["pp"] > 1)]
+    profiled = t5[(t5["plan"] == "TP+PP") & (t5["tp"] == 8)]
+    others = t5.drop(index=profiled.index)
+    eta = solve_fwd_scale(profiled, params, profiled["actual"].to_numpy())
+    assert 2.5 < eta[0] < 4.5
+    plain = predict_iter_time(others, params) / others["actual"] - 1
+    scaled = predict_iter_time(others.assign(fwd_scale=eta[0]), params) / others["actual"] - 1
+    assert plain.abs().mean() > 0.4 and scaled.abs().max() < 0.2, (plain, scaled)
