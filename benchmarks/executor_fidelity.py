@@ -9,8 +9,10 @@ the run itself measured, under both round models of :mod:`policyopt.executor.fid
 (``nominal``: rounds of the lease length, start-up and stop costs; ``rounds``: the run's measured
 round duration and launch cost). One row per (run, simulated table, model): the measured and
 simulated makespan and their difference in percent of the simulated one, and the mean absolute
-per-job JCT difference; and the machine's 1-minute load average (other users' processes included)
-while the table was profiled (``--profile busy|schedule``) and during the run's rounds.
+per-job JCT difference (a table with measured ``configurations``, from ``--profile busy|schedule``,
+is simulated with them and, side by side, without them: "one rate per type"); and the machine's
+1-minute load average (other users' processes included) while the table was profiled
+(``--profile busy|schedule``) and during the run's rounds.
 ``--states`` re-simulates finished runs (their state files) instead.
 
     nice python benchmarks/executor_fidelity.py --repeats 2 --csv fidelity.csv
@@ -66,9 +68,13 @@ def rows_for(state: Path, label: str) -> list[dict[str, Any]]:
     load = {"load_profile": sum(at_profile) / len(at_profile) if at_profile else None,
             "load_run": sum(loads) / len(loads) if loads else None}
     out = []
-    for name, measured in (("its table", False), ("measured in the run", True)):
+    sims = [("its table", False, True), ("measured in the run", True, True)]
+    if table.get("configurations"):  # side by side: the same table without its per-configuration rates
+        sims.insert(1, ("its table, one rate per type", False, False))
+    for name, measured, configurations in sims:
         for model in MODELS:
-            c = compare(report, simulate_run(report, table, model=model, measured_throughputs=measured))
+            c = compare(report, simulate_run(report, table, model=model, measured_throughputs=measured,
+                                             configurations=configurations))
             out.append({"run": label, "simulated with": name, "model": model,
                         "measured_s": c["makespan"]["measured"], "simulated_s": c["makespan"]["simulated"],
                         "makespan_diff_pct": c["makespan"]["difference_pct"],

@@ -38,3 +38,12 @@ def test_busy_and_schedule_profile_on_two_slots(tmp_path: Path) -> None:
         "lstm-bs10#2@cpu1-0,cpu1-1", "lstm-bs10#1@cpu1-0", "lstm-bs10#1@cpu1-1"}
     assert entry["samples"]["cpu1"] >= 1 and entry["scale_factors"]["2"]["samples"]["cpu1"] >= 1
     assert set(table["meta"]["load_average"]) == {"start", "end"}
+    # every process is a sample, and each measured configuration has each job's rate in it
+    samples = under["samples"]
+    assert len(samples) == 3 + sum(len(s["slots"]) for s in under["schedule"] + under["completed"])
+    assert all(s["rate"] > 0 and s["steps"] > 0 and s["train_seconds"] > 0 for s in samples)
+    configs = {tuple(map(tuple, c["jobs"])): c for c in table["configurations"]}
+    assert ("lstm-bs10", 2, "cpu1") in {m for key in configs for m in key}
+    pair = configs[(("lstm-bs10", 1, "cpu1"), ("lstm-bs10", 1, "cpu1"))]
+    both = [s["rate"] for s in samples if s["pass"] == "busy" and s["measurement"] == 1]
+    assert pair["samples"] >= 1 and len(pair["throughputs"]) == 2 and both

@@ -17,7 +17,10 @@ slot idles. Every process of a measurement is a sample of its ``(job type, K, wo
 ``steps / training seconds`` of its lease (rank 0's record), start-up steps and checkpoints
 included as in a round. The table keeps, per entry, the mean and the sample standard deviation
 (``ddof = 1``) of the samples of all repeats, and their count. It has the profiler's format
-(``job_types[t].throughputs``, ``scale_factors["K"]``) and ``meta.under_load``.
+(``job_types[t].throughputs``, ``scale_factors["K"]``) and ``meta.under_load`` (with every process's
+record in ``samples``: ``rate``, ``steady`` (steps/s after the first two steps), ``steps``,
+``train_seconds``), and the rate of each job in each measured configuration
+(``configurations``, :mod:`policyopt.executor.configurations`), which the fidelity simulation uses.
 """
 from __future__ import annotations
 
@@ -34,6 +37,7 @@ from policyopt.jobs.profiler import ProfilerError
 
 from .backends import Backend, Launch, LocalProcessBackend, ProcessHandle
 from .cluster import Slot, build_slots
+from .configurations import configurations_from_samples
 
 __all__ = ["Target", "busy_assignments", "schedule_assignments", "predicted_schedule", "profile_busy"]
 
@@ -188,8 +192,11 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
     steps included, as in a round). With ``schedule`` (the rounds a run is predicted to have, given
     the busy table: :func:`predicted_schedule`), a second pass measures each distinct round of the
     prediction as it is (:func:`schedule_assignments`), and an entry seen there takes the mean of
-    those samples, each configuration weighted by the rounds it was predicted for. Writes and
-    returns ``output_dir/throughputs.json``."""
+    those samples, each configuration weighted by the rounds it was predicted for. Then the run is
+    predicted again with that table and its measured ``configurations`` (the per-type rows the
+    policy will see are now fixed), and a third pass (``complete``) measures each predicted round
+    not measured yet; it adds configurations only. Writes and returns
+    ``output_dir/throughputs.json``."""
     import numpy as np
 
     from policyopt.jobs.zoo import get_job_type
@@ -214,6 +221,8 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
     rates: dict[Target, list[float]] = {}
     weighted: dict[Target, list[tuple[float, int]]] = {}
     scheduled: list[tuple[int, list[tuple[Target, tuple[int, ...]]]]] = []
+    completed: list[tuple[int, list[tuple[Target, tuple[int, ...]]]]] = []
+    samples: list[dict[str, Any]] = []
     t_start = time.time()
     load = {"start": _load(), "end": None}
 
@@ -228,8 +237,12 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
                 "under_load": {"cluster": {t: int(cluster[t]) for t in types}, "pin": pin,
                                "backend": getattr(use, "name", type(use).__name__),
                                "measurements": [label(m) for m in plan],
-                               "schedule": [{"rounds": n, "slots": label(m)} for n, m in scheduled]}}
-        return _table(r, w, names, wanted, types, slots, cluster, meta)
+                               "schedule": [{"rounds": n, "slots": label(m)} for n, m in scheduled],
+                               "completed": [{"rounds": n, "slots": label(m)} for n, m in completed],
+                               "samples": list(samples)}}
+        table = _table(r, w, names, wanted, types, slots, cluster, meta)
+        table["configurations"] = configurations_from_samples(samples)
+        return table
 
     def run_pass(name: str, measurements: Sequence[Sequence[tuple[Target, tuple[int, ...]]]], tmp: Path
                  ) -> list[list[list[float]]]:
@@ -240,6 +253,9 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
                 for j, rec in enumerate(_measure(use, slots, measurement, tmp / f"{name}{i}-{r}", seconds_per_run,
                                                  checkpoint_interval, f"{name}{i}-{r}")):
                     got[j].append(rec["rate"])
+                    (jt, k, wt), ids = measurement[j]
+                    samples.append({"pass": name, "measurement": i, "repeat": r, "job_type": jt, "scale_factor": k,
+                                    "worker_type": wt, "slots": [slots[s].worker_id for s in ids], **rec})
             say(f"{name} {i + 1}/{len(measurements)}: " + ", ".join(
                 f"{jt}#{k}@{wt} {np.mean(v):.1f}" for ((jt, k, wt), _), v in zip(measurement, got)) + " steps/s")
             results.append(got)
@@ -259,6 +275,10 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
                 for (seen, measurement), got in zip(scheduled, got_all):
                     for (target, _), vals in zip(measurement, got):
                         weighted.setdefault(target, []).extend((v, seen) for v in vals)
+                known = {tuple(sorted(t for t, _ in m)) for m in [*plan, *(m for _, m in scheduled)]}
+                completed = [(n, m) for n, m in schedule_assignments(slots, schedule(build(rates, weighted)))
+                             if tuple(sorted(t for t, _ in m)) not in known]
+                run_pass("complete", [m for _, m in completed], Path(tmp))
     finally:
         if own:
             use.close()

@@ -113,12 +113,19 @@ def round_model(report: Mapping[str, Any]) -> dict[str, Any]:
 
 def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measured_throughputs: bool = False,
                  model: str = "rounds", restore_seconds: float | None = None,
-                 checkpoint_seconds: float | None = None, record_runs: bool = False) -> dict[str, Any]:
+                 checkpoint_seconds: float | None = None, record_runs: bool = False,
+                 configurations: bool = True) -> dict[str, Any]:
     """Simulate the run of ``report`` with the round model ``model`` (one of :data:`MODELS`, see
     the module docstring); returns per-job JCTs and makespan, and the model's parameters; with
-    ``record_runs`` also ``runs``: ``(round start, job id, worker type)`` per job and round."""
+    ``record_runs`` also ``runs``: ``(round start, job id, worker type)`` per job and round. With
+    ``configurations`` (and the table's own rates, no space sharing) a table's measured
+    ``configurations`` price each round (:class:`~policyopt.executor.configurations.ConfigurationRates`
+    on the table's ``meta.cpu_count`` cores, with ``meta.load_average.start`` other runnable threads);
+    ``configuration_rates`` in the result counts the job-rounds each rule priced (``None``: not used)."""
     from policyopt.sim.simulator import SimConfig, Simulator
     from policyopt.sim.traces import TraceJob
+
+    from .configurations import ConfigurationRates, parse_configurations
 
     if model not in MODELS:
         raise InputError("model", model, f"must be one of {', '.join(MODELS)}")
@@ -152,7 +159,13 @@ def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measure
                         recompute_interval=cfg.get("recompute_interval"), checkpoint_seconds=ckpt,
                         restore_seconds=restore, gpus_per_server={t: gps.get(t, 1) for t in cluster},
                         prices={t: 0.0 for t in cluster}, seed=0, record_runs=record_runs, **extra)
-    result = Simulator(cluster, sim_cfg, gavel).run(trace)
+    measured = parse_configurations(table) if configurations and not measured_throughputs \
+        and not cfg.get("space_sharing") else []
+    meta = table.get("meta") or {}
+    rates = ConfigurationRates(measured, table.get("worker_types"), scale, cores=int(meta.get("cpu_count") or 1),
+                               other_threads=float((meta.get("load_average") or {}).get("start") or 0.0)) \
+        if measured else None
+    result = Simulator(cluster, sim_cfg, gavel, round_rates=rates).run(trace)
     jobs = result.jobs
     jct = {str(i): float(v) for i, v in zip(jobs["id"], jobs["jct"])}
     finish = [float(v) for v in jobs["finish"]]
@@ -164,7 +177,8 @@ def simulate_run(report: Mapping[str, Any], table: Mapping[str, Any], *, measure
                        zip(result.runs["round_start"], result.runs["job"], result.runs["worker_type"])]
     return {**out, "jct": jct, "makespan": makespan, "model": used,
             "round_seconds": length, "rate_scale": scale, "restore_seconds": restore, "checkpoint_seconds": ckpt,
-            "measured_throughputs": measured_throughputs}
+            "measured_throughputs": measured_throughputs,
+            "configuration_rates": dict(rates.used) if rates is not None else None}
 
 
 def _pct(measured: float | None, simulated: float | None) -> float | None:
@@ -190,7 +204,8 @@ def compare(report: Mapping[str, Any], sim: Mapping[str, Any]) -> dict[str, Any]
             "mean_jct": {"measured": mean_m, "simulated": mean_s, "difference_pct": _pct(mean_m, mean_s)},
             "mean_abs_jct_difference_pct": float(np.mean(diffs)) if diffs else None,
             "model": sim["model"], "round_seconds": sim["round_seconds"], "rate_scale": sim["rate_scale"],
-            "restore_seconds": sim["restore_seconds"], "checkpoint_seconds": sim["checkpoint_seconds"]}
+            "restore_seconds": sim["restore_seconds"], "checkpoint_seconds": sim["checkpoint_seconds"],
+            "configuration_rates": sim.get("configuration_rates")}
 
 
 def fidelity_section(report: Mapping[str, Any], table: Mapping[str, Any]) -> dict[str, Any]:

@@ -202,6 +202,9 @@ def load_throughput_table(path: str | Path) -> dict[str, Any]:
     table = _read_json(path, "throughputs")
     if not isinstance(table, Mapping) or not isinstance(table.get("job_types"), Mapping):
         raise InputError("throughputs.job_types", None, "a profiler table needs a 'job_types' object")
+    from .configurations import parse_configurations
+
+    parse_configurations(table)  # a malformed per-configuration list fails here, naming the field
     return dict(table)
 
 

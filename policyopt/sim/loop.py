@@ -364,6 +364,7 @@ class SimulationRun:
         spread_set = placement.spread
         spread = np.fromiter((ids[j] in spread_set for j in J.tolist()), bool, J.size)
         thr = self.sim._realized_throughput(self.tj, J, partner, TY, spread, self.cons, self.unc)
+        thr = self.sim._round_rates(self.tj, J, TY, thr)
         gpus_now = placement.gpus
         prev_gpus = last.gpus if last is not None else {}
         ever = np.isfinite(self.first_start[J])

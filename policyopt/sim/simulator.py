@@ -37,6 +37,9 @@ round at time ``t``:
    first start, ``checkpoint_seconds + restore_seconds`` when it resumes after a preemption or
    migrates (the checkpoint of the stop is billed at the restart). A job that completes mid-round has
    its exact finish time as JCT but frees its GPUs only at the end of the round (as in Gavel).
+   ``Simulator(..., round_rates=f)`` lets a caller replace the table's realized throughputs of a
+   round by ones that depend on the whole round (:data:`RoundRates`: e.g. rates measured per set of
+   co-running jobs, where workers share devices).
 
 Everything is deterministic for a seed (the trace, failures, and every tie-break).
 """
@@ -46,7 +49,7 @@ import time
 from dataclasses import asdict, dataclass, field
 from math import gcd
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 
@@ -66,7 +69,13 @@ from .scheduling import (StaticEntitySplit,
 from .traces import TraceJob
 
 __all__ = ["SimConfig", "SimResult", "Simulator", "simulate", "GAVEL_PRICES", "parse_cluster", "PHASES",
-           "default_renewal_credit"]
+           "default_renewal_credit", "RoundRates"]
+
+#: ``round_rates(entries, rates) -> rates`` (``Simulator(..., round_rates=...)``): ``entries`` has one
+#: ``(job type label "<model>#<scale factor>", worker type)`` per job running in the round (a
+#: space-shared pair: two entries on the same type), ``rates`` the table's realized steps/s of each;
+#: it returns the steps/s of each entry in this round (finite, ``>= 0``, same length).
+RoundRates = Callable[[Sequence[tuple[str, str]], np.ndarray], np.ndarray]
 
 #: $/GPU-hour used by Gavel's cost experiments (GCP on-demand prices).
 GAVEL_PRICES: dict[str, float] = {"v100": 2.48, "p100": 1.46, "k80": 0.45}
@@ -224,8 +233,9 @@ class Simulator:
     """Simulate ``trace`` on ``cluster`` (worker type → GPU count) under ``config``."""
 
     def __init__(self, cluster: str | Mapping[str, int], config: SimConfig | None = None,
-                 table: GavelThroughputs | None = None) -> None:
+                 table: GavelThroughputs | None = None, round_rates: RoundRates | None = None) -> None:
         self.config = config or SimConfig()
+        self.round_rates = round_rates
         self.table = table if table is not None else load_gavel()
         self.counts = parse_cluster(cluster)
         for t in self.counts:
@@ -274,6 +284,17 @@ class Simulator:
         return run.run()
 
     # ------------------------------------------------------------------ pieces of a round
+    def _round_rates(self, tj: np.ndarray, J: np.ndarray, TY: np.ndarray, thr: np.ndarray) -> np.ndarray:
+        """The realized throughputs ``thr`` of the running jobs ``J`` (on worker types ``TY``) as
+        ``round_rates`` gives them, checked."""
+        if self.round_rates is None or not J.size:
+            return thr
+        entries = [(self.table.type_label(int(t)), self.types[int(y)]) for t, y in zip(tj[J].tolist(), TY.tolist())]
+        out = np.asarray(self.round_rates(entries, thr.copy()), dtype=float)
+        if out.shape != thr.shape or not bool(np.all(np.isfinite(out) & (out >= 0))):
+            raise InputError("round_rates", out.tolist(), f"must return {thr.size} finite steps/s >= 0")
+        return out
+
     def _pair_table(self, tj: np.ndarray, ids: Sequence[str]) -> PairThroughputTable:
         """Packing weights from the Gavel table: models are job-type labels."""
         tab = self.table
