@@ -138,8 +138,7 @@ class MaxMinFairness(LPPolicy):
         before = _dot(costs, raw.x[cols])
         t1 = time.perf_counter()
         lp.set_col_bounds(LoadedLP.cols(t), t_star - FILL_TOLERANCE * abs(t_star), np.inf)
-        lp.set_costs(LoadedLP.cols(t), 0.0)
-        lp.set_costs(cols, costs)
+        lp.set_costs(np.concatenate([LoadedLP.cols(t), cols]), np.concatenate([[0.0], costs]))  # one call
         raw2 = lp.solve()
         x, message = raw.x, ""
         if raw2.status is Status.OPTIMAL and raw2.x is not None:

@@ -312,3 +312,36 @@ def test_a_basis_with_the_wrong_count_is_completed_by_highs() -> None:
     assert again.status.value == "optimal"
     assert again.objective == pytest.approx(first.objective, rel=1e-12)
     assert ref.objective is not None
+
+
+def test_splice_csc_matches_a_dense_splice() -> None:
+    """The CSC splice behind in-place updates (kept rows/columns renumbered in order, new entries in
+    new rows or new columns) equals the same splice done on dense matrices, with sorted indices."""
+    import scipy.sparse as sp
+
+    from policyopt.solvers.highs import _splice_csc
+
+    rng = np.random.default_rng(3)
+    for _ in range(400):
+        nr, nc = (int(v) for v in rng.integers(1, 25, 2))
+        A = sp.random(nr, nc, density=float(rng.uniform(0, 0.6)), format="csc", random_state=int(rng.integers(1 << 30)))
+        A.sort_indices()
+        kc = (rng.random(nc) < rng.uniform(0.3, 1.0)) | (rng.random() < 0.3)
+        kr = (rng.random(nr) < rng.uniform(0.3, 1.0)) | (rng.random() < 0.3)
+        nkc, nkr = int(kc.sum()), int(kr.sum())
+        n_c, n_r = nkc + int(rng.integers(0, 4)), nkr + int(rng.integers(0, 4))
+        cells = ({(int(rng.integers(0, n_r)), int(c)) for c in rng.integers(0, max(n_c, 1), 10)}
+                 if n_c and n_r else set())
+        cells = {(r, c) for r, c in cells if r >= nkr or c >= nkc}  # no new entry in a kept row and column
+        order = rng.permutation(len(cells))
+        cl = sorted(cells)
+        rows = np.array([cl[i][0] for i in order], np.int64)
+        cols = np.array([cl[i][1] for i in order], np.int64)
+        vals = rng.normal(size=rows.size)
+        got = _splice_csc(A, kc, kr, rows, cols, vals, n_r, n_c)
+        ref = np.zeros((n_r, n_c))
+        ref[:nkr, :nkc] = A.toarray()[np.ix_(kr, kc)]
+        ref[rows, cols] = vals
+        assert got.shape == (n_r, n_c)
+        assert np.array_equal(got.toarray(), ref)
+        assert all(np.all(np.diff(got.indices[got.indptr[j]:got.indptr[j + 1]]) > 0) for j in range(n_c))
