@@ -2,7 +2,7 @@
 on the same machine in one run.
 
     python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
-                                   [--round-seconds 5] [--restart-seconds S [S ...]]
+                                   [--round-seconds 5] [--restart-seconds S|auto [...]]
                                    [--output DIR] [--workdir DIR]
 
 For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
@@ -20,9 +20,11 @@ from the last requeue). Where the time went, per arm: the GPU-seconds the jobs w
 in Slurm and, of them, the seconds their starts took inside the jobs (interpreter, imports,
 model build, checkpoint load: the running time beyond what their steps take at the table's
 speeds, to which a demo job paces itself), the requeues, and the controller's ``squeue`` calls
-per round. ``--restart-seconds`` runs each policy once per value of the controller's option of
-that name. Writes ``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the arms of
-one run, not numbers across runs.
+per round, its stops and moves, and the GPUs its rounds left idle while a job waited.
+``--restart-seconds`` runs each policy once per value of the controller's option of that name
+(default ``0 auto``). An arm whose jobs do not finish within ``--timeout`` is reported as such.
+Writes ``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the
+arms of one run, not numbers across runs.
 """
 from __future__ import annotations
 
@@ -49,7 +51,7 @@ def _wait_done(cluster: LocalSlurm, ids: list[str], timeout: float) -> dict[str,
         if all(j.finished for j in jobs.values()) and len(jobs) == len(ids):
             return jobs
         time.sleep(1.0)
-    raise RuntimeError(f"jobs not finished within {timeout:.0f} s")
+    raise TimeoutError(f"jobs not finished within {timeout:.0f} s")
 
 
 def startup_seconds(seconds: dict[str, float], steps: int, throughputs: dict[str, float]) -> float:
@@ -62,10 +64,32 @@ def startup_seconds(seconds: dict[str, float], steps: int, throughputs: dict[str
     return total - steps * total / work if work > 0 else total
 
 
+def round_counts(report: dict[str, Any], gpus: int) -> dict[str, float]:
+    """From the controller's report: ``stops`` (running jobs requeued and not placed again in the
+    round), ``moves`` (requeued and placed on another type), ``starts`` (placements), and
+    ``idle_gpus_per_round``: the GPUs the rounds' decisions left unused, averaged over the rounds
+    in which some job waited (decided nowhere)."""
+    stops = moves = starts = 0
+    idle: list[int] = []
+    for r in report["rounds"]:
+        placed = {jid for jid, _ in r["actions"]["place"]}
+        requeued = set(r["actions"]["requeue"])
+        moves += len(requeued & placed)
+        stops += len(requeued - placed)
+        starts += len(placed)
+        live = [j for j, row in report["jobs"].items() if row["end_time"] is None or row["end_time"] > r["time"]]
+        if any(j not in r["decided"] for j in live):
+            idle.append(gpus - sum(d["gpus"] for d in r["decided"].values()))
+    return {"stops": stops, "moves": moves, "starts": starts,
+            "idle_gpus_per_round": sum(idle) / len(idle) if idle else 0.0, "rounds_with_waiting": len(idle)}
+
+
 def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float,
-            restart_seconds: float = 0.0) -> dict[str, Any]:
-    """One arm on a fresh cluster: per-job JCTs (s) and their mean, and where the time went."""
-    name = policy if policy is None or not restart_seconds else f"{policy}+restart{restart_seconds:g}"
+            restart_seconds: str = "0") -> dict[str, Any]:
+    """One arm on a fresh cluster: per-job JCTs (s) and their mean, and where the time went.
+    ``restart_seconds``: the controller's ``--restart-seconds`` (a number or ``auto``)."""
+    plain = restart_seconds not in ("auto",) and float(restart_seconds) == 0
+    name = policy if policy is None or plain else f"{policy}+restart-{restart_seconds}"
     work = root / (name or "slurm")
     work.mkdir(parents=True)
     with LocalSlurm(work / "cluster") as cluster:
@@ -79,11 +103,16 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
                     "--throughputs", str(table), "--round-seconds", str(round_seconds),
                     "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle",
-                    "--restart-seconds", str(restart_seconds)]
+                    "--restart-seconds", restart_seconds]
             proc = subprocess.Popen(argv, env=cluster.env, stdout=open(work / "controller.log", "wb"),  # noqa: SIM115
                                     stderr=subprocess.STDOUT)
         try:
-            jobs = _wait_done(cluster, ids, timeout)
+            try:
+                jobs = _wait_done(cluster, ids, timeout)
+            except TimeoutError as exc:  # an arm that never finishes (jobs taking turns) is a result too
+                print(f"{name}: {exc}", flush=True)
+                return {"arm": name, "timed_out": timeout, "average_jct": None, "restart_seconds": restart_seconds,
+                        "wall_s": time.time() - t0}
         finally:
             if proc is not None:
                 try:
@@ -108,12 +137,14 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             running = {jid: {node_type[jobs[jid].nodes[0]]: jobs[jid].end_time + 0.5 - jobs[jid].start_time}
                        for jid in ids}
             squeue_calls = None
+            counts = None
         else:
             report = json.loads((work / "out" / "report.json").read_text())
             running = {jid: report["jobs"][jid]["seconds"] for jid in ids}
             calls = [int(line.rsplit(" ", 1)[1]) for line in (work / "controller.log").read_text().splitlines()
                      if line.startswith("round ") and "squeue calls" in line]
             squeue_calls = {"rounds": len(calls), "total": sum(calls), "max": max(calls, default=0)}
+            counts = round_counts(report, sum(n.gpus for n in cluster.nodes))
         startup = {jid: startup_seconds(running[jid], job.steps, DEMO_THROUGHPUTS[job.job_type])
                    for jid, job in zip(ids, DEMO_WORKLOAD)}
     return {"arm": name or "slurm (backfill, no controller)", "jct": jct, "states": states, "restarts": restarts,
@@ -121,7 +152,7 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             "running_s": running, "startup_s": startup, "restart_seconds": restart_seconds,
             "gpu_seconds_running": sum(sum(r.values()) * j.gpus for r, j in zip(running.values(), DEMO_WORKLOAD)),
             "gpu_seconds_startup": sum(startup[jid] * j.gpus for jid, j in zip(ids, DEMO_WORKLOAD)),
-            "squeue_calls": squeue_calls,
+            "squeue_calls": squeue_calls, "round_counts": counts,
             "jobs": [{"job_type": j.job_type, "steps": j.steps, "gpus": j.gpus} for j in DEMO_WORKLOAD]}
 
 
@@ -131,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--round-seconds", type=float, default=5.0)
     p.add_argument("--timeout", type=float, default=900.0, help="seconds per arm")
     p.add_argument("--output", type=Path, default=Path("benchmarks/results"))
-    p.add_argument("--restart-seconds", type=float, nargs="+", default=[0.0],
-                   help="run each policy once per value of the controller's --restart-seconds")
+    p.add_argument("--restart-seconds", nargs="+", default=["0", "auto"],
+                   help="run each policy once per value of the controller's --restart-seconds (seconds or auto)")
     p.add_argument("--workdir", type=Path, default=None,
                    help="keep each arm's cluster, controller log and report.json here (default: a temporary folder)")
     args = p.parse_args(argv)
@@ -141,26 +172,34 @@ def main(argv: list[str] | None = None) -> int:
         print(f"skipped: {why}", file=sys.stderr)
         return 0
     rows = []
+    load_start = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="slurm-jct-") as tmp:
         root = Path(tmp) if args.workdir is None else args.workdir
-        arms = [(None, 0.0)] + [(p, r) for p in args.policies for r in args.restart_seconds]
+        arms = [(None, "0")] + [(p, r) for p in args.policies for r in args.restart_seconds]
         for policy, restart in arms:
             row = run_arm(root, policy, args.round_seconds, args.timeout, restart)
             rows.append(row)
-            calls = row["squeue_calls"]
+            if row["average_jct"] is None:
+                continue
+            calls, counts = row["squeue_calls"], row["round_counts"]
             print(f"{row['arm']:36s} average JCT {row['average_jct']:7.1f} s   "
                   f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   "
                   f"restarts {sum(row['restarts'].values())}   GPU-s running {row['gpu_seconds_running']:.0f}, "
                   f"of them startup {row['gpu_seconds_startup']:.0f}"
                   + (f"   squeue calls/round {calls['total'] / max(calls['rounds'], 1):.1f} (max {calls['max']})"
+                     f"   rounds {calls['rounds']}, stops {counts['stops']}, moves {counts['moves']}, "
+                     f"idle GPUs/round while jobs wait {counts['idle_gpus_per_round']:.2f}"
                      if calls else ""),
                   flush=True)
     base = rows[0]["average_jct"]
     for row in rows[1:]:
-        print(f"{row['arm']}: average JCT {row['average_jct'] / base:.2f}x Slurm's own scheduling")
+        ratio = (f"average JCT {row['average_jct'] / base:.2f}x Slurm's own scheduling"
+                 if row["average_jct"] is not None else f"not finished within {row['timed_out']:.0f} s")
+        print(f"{row['arm']}: {ratio}")
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "slurm_jct.json").write_text(json.dumps({"round_seconds": args.round_seconds,
-                                                            "load_average": os.getloadavg(), "arms": rows},
+                                                            "load_average": os.getloadavg(),
+                                                            "load_average_start": load_start, "arms": rows},
                                                            indent=1))
     return 0
 

@@ -49,7 +49,8 @@ def cluster(tmp_path_factory: pytest.TempPathFactory):
 def _controller(cluster: LocalSlurm, work: Path, policy: str, round_seconds: float) -> subprocess.Popen[bytes]:
     argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
             "--throughputs", str(work / "throughputs.json"), "--round-seconds", str(round_seconds),
-            "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle"]
+            "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle",
+            "--restart-seconds", "0"]  # follow the allocation round by round: what is checked here
     log = open(work / "controller.log", "ab")  # noqa: SIM115
     return subprocess.Popen(argv, env=cluster.env, stdout=log, stderr=subprocess.STDOUT)
 

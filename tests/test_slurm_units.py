@@ -471,3 +471,50 @@ def test_finish_time_fairness_carries_isolated_time_across_rounds(tmp_path: Path
     second = {j.id: j.isolated_time for j in posed[-1].jobs}
     assert second == pytest.approx({"1": 40.0 / iso["1"], "2": 6.0 / iso["2"], "3": 0.0, "4": 0.0}, rel=1e-9)
     store.close()
+
+
+@pytest.mark.parametrize("restart, learned", [(None, 5.0), (3.0, 3.0)])
+def test_a_completed_job_teaches_the_start_cost(tmp_path: Path, restart: float | None, learned: float) -> None:
+    # 100 steps at 10 steps/s take 10 s; Slurm ran the job 15 s on v100 over 1 start: 5 s per start,
+    # used for every type while nothing else is known (--restart-seconds auto); a given value wins
+    table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}, "resnet-bs32": {"v100": 12.0, "k80": 3.0}}
+    done = SlurmJob("1", "j", "u", "gpu", "COMPLETED", "None", "policyopt:type=lstm-bs10,steps=100", "", "",
+                    ("v1",), 1, None, "", 100.0, 150.0, 165.0, 0, 1)
+    cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0,
+                           restart_seconds=restart)
+    store = StateStore(tmp_path / "s.sqlite")
+    store.add_job("1", "lstm-bs10", 1, 1.0, 100.0, 100.0, 0)
+    store.add_received("1", "v100", 15.0)
+    ctl = _controller(cfg, FakeSlurm([done, _job("2", "policyopt:type=resnet-bs32")]), store)
+    ctl.run_round(now=170.0)
+    assert store.get("startup") == {"lstm-bs10": [pytest.approx(5.0), 1]}
+    assert ctl.restart_cost("lstm-bs10") == pytest.approx(learned)
+    assert ctl.restart_cost("resnet-bs32") == pytest.approx(learned)
+    store.close()
+
+
+@pytest.mark.parametrize("restart, start, steps, ran, kept", [
+    (0.0, 195.0, 1000, 0.0, False),  # start cost 0: the allocation's V100 wins (the choice before)
+    (10.0, 195.0, 1000, 0.0, True),  # a 5 s old run that cost 10 s to start is not undone
+    (10.0, 100.0, 1000, 100.0, False),  # a long run far from its end moves
+    (10.0, 100.0, 1000, 195.0, True),  # 975 - 50 steps done: 15 s left on k80 <= 2 x 10 s, kept to its end
+])
+def test_a_running_job_is_kept_while_young_or_near_its_end(tmp_path: Path, restart: float, start: float,
+                                                          steps: int, ran: float, kept: bool) -> None:
+    # one job on a K80 since `start`; max-min fairness gives it the faster V100
+    table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}}
+    job = _job("1", f"policyopt:type=lstm-bs10,steps={steps}", state="RUNNING", reason="None", nodes=("k1",),
+               start=start)
+    cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0,
+                           restart_seconds=restart)
+    store = StateStore(tmp_path / "s.sqlite")
+    store.add_job("1", "lstm-bs10", 1, 1.0, float(steps), 100.0, 0)
+    if ran:
+        store.add_received("1", "k80", ran)
+    fake = FakeSlurm([job])
+    ctl = _controller(cfg, fake, store)
+    ctl.requeue_timeout = 0.0  # the scripted job never exits: do not wait for it before placing it again
+    out = ctl.run_round(now=200.0)
+    assert out["decided"]["1"]["gpu_type"] == ("k80" if kept else "v100")
+    assert (("requeue", ["1"]) in fake.calls) is not kept
+    store.close()

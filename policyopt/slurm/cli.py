@@ -16,6 +16,19 @@ from policyopt.errors import InputError
 __all__ = ["add_subparser", "run_slurm"]
 
 
+def parse_restart_seconds(value: str | float) -> float | None:
+    """``--restart-seconds``: a number of seconds >= 0, or ``auto`` (``None``: learned)."""
+    if str(value).strip().lower() == "auto":
+        return None
+    try:
+        seconds = float(value)
+    except ValueError:
+        raise InputError("--restart-seconds", value, "must be a number of seconds >= 0 or 'auto'") from None
+    if not seconds >= 0:
+        raise InputError("--restart-seconds", seconds, "must be >= 0")
+    return seconds
+
+
 def run_slurm(args: argparse.Namespace) -> int:
     """Build the controller from ``args`` and run it."""
     from policyopt.cli import parse_options
@@ -33,8 +46,7 @@ def run_slurm(args: argparse.Namespace) -> int:
         raise InputError("--round-seconds", args.round_seconds, "must be > 0")
     if args.rounds is not None and args.rounds < 1:
         raise InputError("--rounds", args.rounds, "must be >= 1")
-    if not args.restart_seconds >= 0:
-        raise InputError("--restart-seconds", args.restart_seconds, "must be >= 0")
+    restart = parse_restart_seconds(args.restart_seconds)
     policy = get_policy(args.policy, **parse_options(args.option))
     if args.pop_k is not None:
         from policyopt.pop import pop
@@ -43,7 +55,7 @@ def run_slurm(args: argparse.Namespace) -> int:
     config = ControllerConfig(policy=policy, policy_name=args.policy, partitions=partitions,
                               throughputs=load_throughputs(args.throughputs), round_seconds=float(args.round_seconds),
                               weights=parse_weights(args.weight), work_conserving=not args.no_work_conserving,
-                              restart_seconds=float(args.restart_seconds))
+                              restart_seconds=restart)
     store = StateStore(args.state, in_memory=args.dry_run)
     try:
         controller = Controller(config, Slurm(dry_run=args.dry_run), store)
@@ -79,10 +91,13 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--seed", type=int, default=0, help="seed for POP's partition")
     p.add_argument("--no-work-conserving", dest="no_work_conserving", action="store_true",
                    help="do not give idle GPUs to jobs that are ahead of their allocation")
-    p.add_argument("--restart-seconds", dest="restart_seconds", type=float, default=0.0,
+    p.add_argument("--restart-seconds", dest="restart_seconds", default="auto", metavar="S|auto",
                    help="seconds a job loses at each start beyond what Slurm shows (its own startup: imports, "
-                        "loading its checkpoint); the round choice trades up to half of them, at most half a "
-                        "round, of each job's deviation for fewer stops and moves (default 0)")
+                        "loading its checkpoint), or 'auto': learned per job type from the jobs that finished; "
+                        "the round choice trades up to half of them, at most half a round, of each job's "
+                        "deviation for fewer stops and moves, and keeps a running job where it runs until its "
+                        "run has lasted twice them or while its remaining work takes at most twice them "
+                        "(default auto; 0 follows the allocation round by round)")
     p.add_argument("--exit-when-idle", dest="exit_when_idle", action="store_true",
                    help="stop once every managed job seen has finished")
     p.set_defaults(func=run_slurm)

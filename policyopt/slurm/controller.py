@@ -25,20 +25,21 @@ before its actions are enacted, so a killed controller restarts where it stopped
 """
 from __future__ import annotations
 
-import json
 import logging
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import AbstractSet, Any, Callable, Mapping, Sequence
 
 from policyopt.errors import InputError
 from policyopt.mechanism import Combination, IsolatedTimeTracker, RoundAssignment, RoundMechanism
 from policyopt.mechanism.state import with_worker_counts
 from policyopt.slurm.mapping import ManagedJob, managed_job
 from policyopt.slurm.packing import packable_allocation
-from policyopt.slurm.schedule import choose_configuration
-from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode
+from policyopt.slurm.schedule import choose_configuration, fill_order, keep_pinned
+from policyopt.slurm.startcost import StartupModel, pinned_jobs, startup_per_start, steps_done
+from policyopt.slurm.report import write_report
+from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode, job_gpus_by_type, start_estimate
 from policyopt.slurm.state import StateStore
 from policyopt.slurm.throughputs import ThroughputTable
 
@@ -63,40 +64,12 @@ class ControllerConfig:
     round_seconds: float
     weights: dict[str, float] = field(default_factory=dict)
     work_conserving: bool = True
-    #: seconds a job loses at each start beyond what Slurm shows (its own startup): the round choice
-    #: gives up to half of them (and of the measured start cost), at most half a round, of every
-    #: rank's deviation for fewer stops and moves
-    restart_seconds: float = 0.0
-
-
-def job_gpus_by_type(job: SlurmJob, node_types: Mapping[str, str]) -> dict[str, int]:
-    """GPU type -> GPUs a running job holds, from Slurm's ``gres_detail`` per node when present,
-    else its request spread over its nodes' type."""
-    types = {node_types[n] for n in job.nodes if n in node_types}
-    if not types:
-        return {}
-    if len(types) == 1:
-        return {types.pop(): job.gpus}
-    out: dict[str, int] = {}
-    share = job.gpus // max(len(job.nodes), 1)
-    for n in job.nodes:
-        if n in node_types:
-            out[node_types[n]] = out.get(node_types[n], 0) + share
-    return out
-
-
-def start_estimate(slurm_start: float, observed: Sequence[float | None] | None = None) -> float:
-    """When a run began: Slurm's ``start_time`` is a whole second (the true start lies in
-    ``[s, s + 1)``); ``observed = [lo, hi]`` (``hi`` may be ``None``) are the controller's
-    ``squeue`` polls around it (still waiting at ``lo``, running at ``hi``). The middle of the
-    interval both allow; Slurm's alone where they disagree (``observed`` from an earlier run)."""
-    lo, hi = float(slurm_start), float(slurm_start) + 1.0
-    if observed:
-        a = max(lo, float(observed[0])) if observed[0] is not None else lo
-        b = min(hi, float(observed[1])) if len(observed) > 1 and observed[1] is not None else hi
-        if a <= b:
-            lo, hi = a, b
-    return 0.5 * (lo + hi)
+    #: seconds a job loses at each start beyond what Slurm shows (its own startup); ``None``: learned
+    #: per job type from the jobs that finished (policyopt.slurm.startcost). The round choice gives
+    #: up to half of them (and of the measured start cost), at most half a round, of every rank's
+    #: deviation for fewer stops and moves, and keeps a job where it runs while its run is young or
+    #: its end is near compared with them
+    restart_seconds: float | None = None
 
 
 def poll_interval(waited: float) -> float:
@@ -161,7 +134,7 @@ class Controller:
             self._measure_start_cost(ran)
         store.put("stopped", [])  # consumed by the accounting above
         store.put("observed_starts", {})
-        self._finish(now, known, by_id)
+        self._learn_startup(self._finish(now, known, by_id), managed)
         known = store.known_jobs()
         live = [jid for jid, row in known.items() if row["end_time"] is None and jid in managed]
 
@@ -169,11 +142,11 @@ class Controller:
         allocation = store.get("allocation")
         if live and (allocation is None or sorted(allocation["jobs"]) != sorted(live)
                      or allocation["capacity"] != capacity or "configurations" not in allocation):
-            allocation = self._solve(now, live, managed, known, capacity)
+            allocation = self._solve(now, live, managed, known, capacity, {j for j in live if by_id[j].active})
             store.put("allocation", allocation)
         decided: dict[str, dict[str, Any]] = {}
         if live and self.mech is not None and allocation is not None:
-            decided = self._choose(allocation, live, managed, by_id, node_types)
+            decided = self._choose(allocation, live, managed, by_id, node_types, now)
         actions = self._plan_actions(decided, managed, by_id, node_types)
         store.add_round(number, now, decided, allocation or {}, actions)
         store.put("placed", actions["place"])
@@ -322,8 +295,9 @@ class Controller:
             new = sum(lost) / len(lost)
             self.store.put("start_cost", new if old is None else 0.5 * float(old) + 0.5 * new)
 
-    def _finish(self, now: float, known: Mapping[str, Mapping[str, Any]], by_id: Mapping[str, SlurmJob]) -> None:
-        """Mark managed jobs that ended (or that Slurm no longer lists) as finished."""
+    def _finish(self, now: float, known: Mapping[str, Mapping[str, Any]],
+                by_id: Mapping[str, SlurmJob]) -> list[str]:
+        """Mark managed jobs that ended (or that Slurm no longer lists) as finished; returns them."""
         done = []
         for jid, row in known.items():
             if row["end_time"] is not None:
@@ -342,6 +316,33 @@ class Controller:
             gone = [j for j in done if j in present]
             if gone:
                 self.mech.remove_jobs(gone)
+        return done
+
+    def _learn_startup(self, done: Sequence[str], managed: Mapping[str, ManagedJob]) -> None:
+        """Each job that completed with a step budget adds its start cost per start (its seconds
+        ``RUNNING`` beyond what its steps take at the table's speeds, over its starts) to the
+        learned :class:`~policyopt.slurm.startcost.StartupModel` (state ``startup``)."""
+        known = self.store.known_jobs()
+        received = self.store.received()
+        model = StartupModel.from_state(self.store.get("startup"))
+        learned = []
+        for jid in done:
+            row, mj = known.get(jid), managed.get(jid)
+            if row is None or mj is None or mj.steps is None or row["final_state"] != "COMPLETED":
+                continue
+            r = startup_per_start(received.get(jid, {}), mj.steps, mj.throughputs, int(row["restarts"] or 0) + 1)
+            model.observe(mj.job_type, r)
+            learned.append(f"{jid}:{r:.1f}")
+        if learned:
+            self.store.put("startup", model.to_state())
+            self.log(f"start cost per start learned (s): {', '.join(learned)}")
+
+    def restart_cost(self, job_type: str | None) -> float:
+        """Seconds a start costs a job of this type beyond what Slurm shows: ``--restart-seconds``,
+        or the learned mean when it is ``None``."""
+        if self.cfg.restart_seconds is not None:
+            return float(self.cfg.restart_seconds)
+        return StartupModel.from_state(self.store.get("startup")).estimate(job_type)
 
     def _capacity(self, nodes: Sequence[SlurmNode], jobs: Sequence[SlurmJob],
                   managed: Mapping[str, ManagedJob], node_types: Mapping[str, str]) -> dict[str, int]:
@@ -356,7 +357,8 @@ class Controller:
         return dict(sorted(cap.items()))
 
     def _solve(self, now: float, live: Sequence[str], managed: Mapping[str, ManagedJob],
-               known: Mapping[str, Mapping[str, Any]], capacity: Mapping[str, int]) -> dict[str, Any]:
+               known: Mapping[str, Mapping[str, Any]], capacity: Mapping[str, int],
+               active: AbstractSet[str] = frozenset()) -> dict[str, Any]:
         from policyopt.problem import Cluster, Job, Problem
 
         received = self.store.received()
@@ -379,7 +381,8 @@ class Controller:
                 mj = managed[jid]
                 best = max(mj.throughputs.values())
                 steps = mj.steps if mj.steps is not None else best * DEFAULT_WORK_SECONDS
-                done = sum(received.get(jid, {}).get(t, 0.0) * thr for t, thr in mj.throughputs.items())
+                starts = int(known[jid]["restarts"] or 0) + (jid in active)  # the runs it has had
+                done = steps_done(received.get(jid, {}), mj.throughputs, starts, self.restart_cost(mj.job_type))
                 left = max(steps - done, 1e-6 * steps)
                 problem_jobs.append(Job(jid, mj.throughputs, scale_factor=mj.gpus, weight=mj.weight,
                                         steps_remaining=left,
@@ -420,9 +423,12 @@ class Controller:
                 "configurations": [[[list(e) for e in conf], share] for conf, share in packed.configurations]}
 
     def _choose(self, allocation: Mapping[str, Any], live: Sequence[str], managed: Mapping[str, ManagedJob],
-                by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, dict[str, Any]]:
+                by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str],
+                now: float) -> dict[str, dict[str, Any]]:
         """This round's jobs: one configuration of the packable allocation (policyopt.slurm.schedule),
-        chosen by the seconds each (job, type) is owed under the mechanism's accounting."""
+        chosen by the seconds each (job, type) is owed under the mechanism's accounting; a running
+        job whose run is young or whose end is near compared with its start cost stays where it
+        runs (policyopt.slurm.startcost), the configurations rewritten to keep it."""
         assert self.mech is not None
         mech, alive = self.mech, set(live)
         types = mech.worker_types
@@ -442,9 +448,40 @@ class Controller:
         # (--restart-seconds, unseen by Slurm): fewer stops and moves are worth up to half of both
         # in every rank's deviation, at most half a round
         start_cost = float(self.store.get("start_cost") or 0.0)
-        slack = min((start_cost + self.cfg.restart_seconds) / (2 * mech.round_length), 0.5)
+        restart = {jid: self.restart_cost(managed[jid].job_type) for jid in live}
+        mean_restart = sum(restart.values()) / len(restart) if restart else 0.0
+        slack = min((start_cost + mean_restart) / (2 * mech.round_length), 0.5)
+        pins = self._pins(running, restart, managed, by_id, now)
+        if pins:
+            # GPUs a pin frees from a configuration go to the other jobs: first where the allocation
+            # gives them time (most owed first), then on any type they run on (fastest first)
+            shared = {(j, t) for i, j in enumerate(mech.arrays.job_ids) if j in alive
+                      for c, t in enumerate(types) if mech.arrays.x[i, c] > 0}
+            fill = fill_order(shared, owed, {j: managed[j].throughputs for j in live}, types)
+            configs = keep_pinned(configs, pins, {j: managed[j].gpus for j in live},
+                                  allocation.get("capacity", {}), fill)
+            self.log(f"kept where they run (start cost): {', '.join(f'{j}->{t}' for j, t in sorted(pins.items()))}")
         k = choose_configuration(configs, owed, mech.round_length, running, start_cost=start_cost, slack=slack)
         return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
+
+    def _pins(self, running: Mapping[str, str], restart: Mapping[str, float], managed: Mapping[str, ManagedJob],
+              by_id: Mapping[str, SlurmJob], now: float) -> dict[str, str]:
+        """Running jobs that stay where they run (:func:`~policyopt.slurm.startcost.pinned_jobs`):
+        ``age`` from Slurm's start time, ``remaining`` = the steps left (budget minus
+        :func:`~policyopt.slurm.startcost.steps_done`) at the speed of the type it runs on."""
+        if not any(restart.get(j, 0.0) > 0 for j in running):
+            return {}
+        received = self.store.received()
+        age, remaining = {}, {}
+        for jid, t in running.items():
+            job, mj = by_id[jid], managed[jid]
+            starts = job.restarts + 1
+            if job.start_time > 0:
+                age[jid] = now - float(job.start_time)
+            if mj.steps is not None and mj.throughputs.get(t, 0.0) > 0:
+                left = mj.steps - steps_done(received.get(jid, {}), mj.throughputs, starts, restart[jid])
+                remaining[jid] = max(left, 0.0) / mj.throughputs[t]
+        return pinned_jobs(running, age, remaining, restart)
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
                       by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, Any]:
@@ -556,29 +593,3 @@ class Controller:
                 sleep(wait)
         return done
 
-
-def write_report(store: StateStore, output: Path) -> Path:
-    """``output/report.json``: per round, each managed job's decided GPU type and count and what
-    Slurm ran; per job, seconds received on each GPU type, restarts and JCT."""
-    output.mkdir(parents=True, exist_ok=True)
-    received = store.received()
-    jobs = {}
-    for jid, row in sorted(store.known_jobs().items(), key=lambda kv: int(kv[0])):
-        end = row["end_time"]
-        jobs[jid] = {"job_type": row["job_type"], "gpus": row["gpus"], "weight": row["weight"],
-                     "seconds": received.get(jid, {}), "restarts": row["restarts"],
-                     "submit_time": row["submit_time"], "end_time": end, "state": row["final_state"],
-                     "jct": None if end is None else end - row["submit_time"]}
-    finished = [j["jct"] for j in jobs.values() if j["jct"] is not None and j["state"] == "COMPLETED"]
-    rounds = [{"round": r["round"], "time": r["started"], "decided": r["decided"], "ran": r["ran"],
-               "allocation": r["allocation"].get("x", {}),
-               "policy_allocation": r["allocation"].get("policy_x", r["allocation"].get("x", {})),
-               "actions": r["actions"]} for r in store.rounds()]
-    report = {"config": store.get("config"), "rounds": rounds, "jobs": jobs,
-              "summary": {"jobs": len(jobs), "completed": len(finished),
-                          "average_jct": sum(finished) / len(finished) if finished else None}}
-    path = output / "report.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(path)
-    return path

@@ -24,14 +24,20 @@ Only configurations with ``λ > 0`` are candidates, so in the long run the mixtu
 no start cost no entry drifts from ``Y·T + D`` by more than about a round (measured, not a
 theorem: tests/test_slurm_packing.py). Time lost to starts cannot be made up by a job whose
 shares add up to 1, so restarts, not the choice, set the error then.
+
+When a start costs the job much more than that (its own startup, ``r`` seconds: the controller's
+``--restart-seconds``), some running jobs are *pinned* where they run
+(:mod:`policyopt.slurm.startcost`) and :func:`keep_pinned` rewrites the configurations to keep
+them, filling the GPUs this frees in the order of :func:`fill_order`; the choice above then runs
+on the rewritten configurations.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["choose_configuration"]
+__all__ = ["choose_configuration", "fill_order", "keep_pinned"]
 
 
 def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
@@ -65,3 +71,50 @@ def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], ow
     rank = np.empty(len(configurations), dtype=np.int64)
     rank[lex] = np.arange(len(configurations))
     return int(np.lexsort((rank, moved, ~near))[0])
+
+
+def keep_pinned(configurations: Sequence[Sequence[tuple[str, str]]], pinned: Mapping[str, str],
+                gpus: Mapping[str, int], capacity: Mapping[str, int],
+                fill: Sequence[tuple[str, str]] = ()) -> list[list[tuple[str, str]]]:
+    """The configurations rewritten so that every pinned job keeps running where it runs now.
+
+    ``pinned``: job -> the GPU type it must stay on this round (a job whose run is still young
+    compared with its start cost, or that is near its end: the controller's rules). Each
+    configuration ``A`` becomes ``P ∪ {(j, t) ∈ A : j ∉ P, fits}``: the pinned entries first, then
+    ``A``'s other entries in order while ``Σ gpus ≤ capacity[t]`` holds on their type, then the
+    entries of ``fill`` (jobs of the allocation that no entry runs yet, best first) that still
+    fit, so GPUs a dropped entry frees are not left idle. A pinned job that no longer fits (the
+    capacity shrank) is not kept. Duplicates are dropped; without pins the configurations are
+    returned unchanged (as lists)."""
+    if not pinned:
+        return [list(c) for c in configurations]
+    out: list[list[tuple[str, str]]] = []
+    seen: set[tuple[tuple[str, str], ...]] = set()
+    for conf in configurations:
+        used: dict[str, int] = {}
+        chosen: list[tuple[str, str]] = []
+        jobs: set[str] = set()
+        for j, t in [*sorted(pinned.items()), *[e for e in conf if e[0] not in pinned], *fill]:
+            if j in jobs or used.get(t, 0) + int(gpus[j]) > int(capacity.get(t, 0)):
+                continue
+            used[t] = used.get(t, 0) + int(gpus[j])
+            chosen.append((j, t))
+            jobs.add(j)
+        key = tuple(sorted(chosen))
+        if key not in seen:
+            seen.add(key)
+            out.append(chosen)
+    return out
+
+
+def fill_order(shared: Collection[tuple[str, str]], owed: Mapping[tuple[str, str], float],
+               throughputs: Mapping[str, Mapping[str, float]], types: Sequence[str]) -> list[tuple[str, str]]:
+    """The order in which :func:`keep_pinned` hands GPUs a pin freed to other jobs: first the
+    entries the allocation gives time (``shared``), most owed first, then every other type each job
+    runs on (throughput > 0, ``throughputs``: job -> type -> steps/s), fastest first. A pinned job
+    can leave a job whose only share is on its type without GPUs there; the GPUs of the type the
+    allocation had for the pinned job would otherwise stay idle while that job waits."""
+    first = sorted(shared, key=lambda e: (-float(owed.get(e, 0.0)), e))
+    rest = sorted(((j, t) for j, row in throughputs.items() for t, v in row.items()
+                   if v > 0 and t in types and (j, t) not in shared), key=lambda e: (-throughputs[e[0]][e[1]], e))
+    return first + rest

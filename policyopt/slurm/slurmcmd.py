@@ -21,7 +21,7 @@ from policyopt.errors import InputError, PolicyOptError
 logger = logging.getLogger(__name__)
 
 __all__ = ["SlurmJob", "SlurmNode", "Slurm", "expand_nodelist", "gpus_requested", "parse_gres",
-           "parse_squeue_json", "ACTIVE_STATES", "FINISHED_STATES"]
+           "parse_squeue_json", "job_gpus_by_type", "start_estimate", "ACTIVE_STATES", "FINISHED_STATES"]
 
 #: job states in which a job holds (or is about to release) its allocation
 ACTIVE_STATES = frozenset({"RUNNING", "COMPLETING", "CONFIGURING", "SUSPENDED", "STOPPED", "RESIZING"})
@@ -277,3 +277,33 @@ class Slurm:
         if not ids:
             return True
         return self._act(["scontrol", "update", f"JobId={','.join(ids)}", f"Features={gpu_type}", "StartTime=now"])
+
+
+def job_gpus_by_type(job: SlurmJob, node_types: Mapping[str, str]) -> dict[str, int]:
+    """GPU type -> GPUs a running job holds, from Slurm's ``gres_detail`` per node when present,
+    else its request spread over its nodes' type."""
+    types = {node_types[n] for n in job.nodes if n in node_types}
+    if not types:
+        return {}
+    if len(types) == 1:
+        return {types.pop(): job.gpus}
+    out: dict[str, int] = {}
+    share = job.gpus // max(len(job.nodes), 1)
+    for n in job.nodes:
+        if n in node_types:
+            out[node_types[n]] = out.get(node_types[n], 0) + share
+    return out
+
+
+def start_estimate(slurm_start: float, observed: Sequence[float | None] | None = None) -> float:
+    """When a run began: Slurm's ``start_time`` is a whole second (the true start lies in
+    ``[s, s + 1)``); ``observed = [lo, hi]`` (``hi`` may be ``None``) are the controller's
+    ``squeue`` polls around it (still waiting at ``lo``, running at ``hi``). The middle of the
+    interval both allow; Slurm's alone where they disagree (``observed`` from an earlier run)."""
+    lo, hi = float(slurm_start), float(slurm_start) + 1.0
+    if observed:
+        a = max(lo, float(observed[0])) if observed[0] is not None else lo
+        b = min(hi, float(observed[1])) if len(observed) > 1 and observed[1] is not None else hi
+        if a <= b:
+            lo, hi = a, b
+    return 0.5 * (lo + hi)

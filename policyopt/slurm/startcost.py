@@ -1,0 +1,101 @@
+"""What a start costs a job, learned from the jobs that finished, and the jobs the round choice
+must therefore leave where they run.
+
+Slurm shows a job ``RUNNING`` from the moment its processes start, but a training job first spends
+``r`` seconds starting (interpreter, imports, model build, checkpoint load) before its first step;
+it pays them at every start, so every stop or move costs it ``r`` seconds of progress. With rounds
+of ``L`` seconds and ``r > L`` a schedule that follows a time-shared allocation round by round
+spends most of the jobs' time starting (two jobs that take turns every round never finish).
+
+* **Learning r.** A job that finished with ``steps`` steps after ``s_t`` seconds ``RUNNING`` on
+  each GPU type ``t`` (speeds ``v_t`` steps/s) and ``n`` starts spent
+  ``Σ_t s_t - steps / v̄`` seconds not stepping, with ``v̄ = Σ_t s_t·v_t / Σ_t s_t`` its average
+  speed; per start that is ``r = (Σ_t s_t - steps / v̄) / n`` (:func:`startup_per_start`).
+  :class:`StartupModel` keeps the mean per job type, and over all types for a type not seen yet.
+* **Progress.** The steps a job has done are then ``(Σ_t s_t·v_t)·max(1 - n·r / Σ_t s_t, 0)``
+  (:func:`steps_done`), not ``Σ_t s_t·v_t``: its starts are taken off its time on every type in
+  proportion.
+* **Pins** (:func:`pinned_jobs`): a running job stays where it runs this round when
+  ``age < PIN_FACTOR·r`` (``age``: seconds since its run began; a start is not undone before the
+  run has lasted ``PIN_FACTOR`` times what the start cost, so at least half of each run steps) or
+  when ``remaining ≤ PIN_FACTOR·r`` (``remaining``: seconds its steps left take on its type; a job
+  that would finish within twice what stopping it would cost later is not stopped). With
+  ``r = 0`` nothing is pinned.
+"""
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+__all__ = ["PIN_FACTOR", "StartupModel", "pinned_jobs", "startup_per_start", "steps_done"]
+
+#: a run is kept until it has lasted PIN_FACTOR·r, and a job with at most PIN_FACTOR·r seconds of
+#: work left is kept to its end
+PIN_FACTOR = 2.0
+
+
+def startup_per_start(seconds: Mapping[str, float], steps: float, throughputs: Mapping[str, float],
+                      starts: int) -> float:
+    """``r = (Σ_t s_t - steps / v̄) / n`` (module docstring), at least 0; ``n = max(starts, 1)``."""
+    total = sum(float(s) for s in seconds.values())
+    work = sum(float(s) * float(throughputs.get(t, 0.0)) for t, s in seconds.items())
+    if total <= 0 or work <= 0:
+        return 0.0
+    return max(total - float(steps) * total / work, 0.0) / max(int(starts), 1)
+
+
+def steps_done(seconds: Mapping[str, float], throughputs: Mapping[str, float], starts: int,
+               restart: float) -> float:
+    """``(Σ_t s_t·v_t)·max(1 - n·r / Σ_t s_t, 0)``: the steps ``s_t`` seconds on each type gave a
+    job that spent ``r`` seconds of each of its ``n`` starts not stepping."""
+    total = sum(float(s) for s in seconds.values())
+    work = sum(float(s) * float(throughputs.get(t, 0.0)) for t, s in seconds.items())
+    if total <= 0:
+        return 0.0
+    return work * max(1.0 - max(int(starts), 0) * max(float(restart), 0.0) / total, 0.0)
+
+
+class StartupModel:
+    """Mean start cost ``r`` (seconds) per job type, from the jobs that finished."""
+
+    def __init__(self, sums: Mapping[str, tuple[float, int]] | None = None) -> None:
+        self.sums: dict[str, tuple[float, int]] = {k: (float(v[0]), int(v[1])) for k, v in (sums or {}).items()}
+
+    @classmethod
+    def from_state(cls, state: Mapping[str, Any] | None) -> "StartupModel":
+        return cls({k: (float(v[0]), int(v[1])) for k, v in (state or {}).items()})
+
+    def to_state(self) -> dict[str, list[float]]:
+        return {k: [s, n] for k, (s, n) in sorted(self.sums.items())}
+
+    def observe(self, job_type: str | None, value: float) -> None:
+        """Add one finished job's ``r`` (agnostic jobs under the key ``""``)."""
+        key = job_type or ""
+        s, n = self.sums.get(key, (0.0, 0))
+        self.sums[key] = (s + max(float(value), 0.0), n + 1)
+
+    def estimate(self, job_type: str | None) -> float:
+        """Mean ``r`` of the type, else over every finished job, else 0 (nothing learned yet)."""
+        s, n = self.sums.get(job_type or "", (0.0, 0))
+        if n:
+            return s / n
+        total = sum(v[0] for v in self.sums.values())
+        count = sum(v[1] for v in self.sums.values())
+        return total / count if count else 0.0
+
+
+def pinned_jobs(running: Mapping[str, str], age: Mapping[str, float], remaining: Mapping[str, float],
+                restart: Mapping[str, float]) -> dict[str, str]:
+    """Job -> GPU type for each running job that must stay where it runs (module docstring):
+    ``age[j] < PIN_FACTOR·r_j`` or ``remaining[j] ≤ PIN_FACTOR·r_j``, with ``r_j = restart[j] > 0``
+    (``running``: job -> its type now; ``age``/``remaining``: seconds; a job absent from them is not
+    pinned by that rule)."""
+    out: dict[str, str] = {}
+    for j, t in running.items():
+        r = float(restart.get(j, 0.0))
+        if r <= 0:
+            continue
+        young = j in age and float(age[j]) < PIN_FACTOR * r
+        ending = j in remaining and float(remaining[j]) <= PIN_FACTOR * r
+        if young or ending:
+            out[j] = t
+    return out
