@@ -58,8 +58,8 @@ The validation points' ``dp_overlap`` column is 0 on the TP/PP plans (the gradie
 follows the backward in the artifact's Megatron-LM) and 1 on the data-parallel ones; the samples
 are data-parallel DeepSpeed runs without the column (overlapped). ``--write-csv DIR`` writes the
 samples and configurations exactly as fitted and predicted, for ``policyopt perf-model fit`` /
-``predict``, and DIR/configs_profiled.csv: the configurations with the ``fwd_scale`` of the
-``staged + 1 profiled TP plan`` variant and a ``profiled`` flag (1: the point it was solved on).
+``predict``, and DIR/profiled.csv: the one profiled TP plan per model of the ``staged + 1
+profiled TP plan`` variant with its measured ``iter_time``, for ``perf-model predict --profiled``.
 """
 from __future__ import annotations
 
@@ -72,7 +72,7 @@ import pandas as pd
 
 from policyopt.errors import InputError
 from policyopt.perfmodel.fit import MIN_OFFLOAD, NO_OFFLOAD_FIXED, fit_model
-from policyopt.perfmodel.model import breakdown, predict_iter_time, solve_fwd_scale
+from policyopt.perfmodel.model import breakdown, predict_iter_time, profiled_fwd_scale
 from policyopt.perfmodel.params import PARAM_NAMES, PerfParams
 from policyopt.perfmodel.pooled import fit_pooled, fit_staged, parse_names
 from policyopt.perfmodel.rubick import configs_table, load_rubick, samples_table
@@ -174,14 +174,13 @@ def profiled_plans(configs: pd.DataFrame) -> pd.Index:
 
 def with_profiled_scale(configs: pd.DataFrame, params: dict[str, PerfParams]
                         ) -> tuple[pd.DataFrame, pd.Index, dict[str, float]]:
-    """``configs`` with ``fwd_scale`` η of each model (solved on its profiled plan) on its
-    model-parallel rows; the profiled rows' index; η per model."""
+    """``configs`` with ``fwd_scale`` η of each model (solved on its profiled plan,
+    :func:`profiled_fwd_scale`, as ``perf-model predict --profiled``) on its model-parallel
+    rows; the profiled rows' index; η per model."""
     prof = profiled_plans(configs)
-    eta = solve_fwd_scale(configs.loc[prof], params, configs.loc[prof, "actual"].to_numpy())
-    by_model = dict(zip(configs.loc[prof, "model"].astype(str), eta.tolist()))
-    mp = (configs["tp"] * configs["pp"] > 1).to_numpy()
-    scale = configs["model"].map(by_model).to_numpy(dtype=float)
-    out = configs.assign(fwd_scale=np.where(mp & np.isfinite(scale), scale, np.nan))
+    runs = configs.loc[prof].assign(iter_time=configs.loc[prof, "actual"])
+    out, by_model = profiled_fwd_scale(configs, params, runs)
+    out.index = configs.index
     return out, prof, by_model
 
 
@@ -277,10 +276,9 @@ def main(argv: list[str] | None = None) -> int:
                                           zip(speed.groups, speed.min(), speed.max())))
     scaled, profiled, eta = with_profiled_scale(configs, staged)
     if args.write_csv:
-        scaled.assign(profiled=configs.index.isin(profiled).astype(int)).to_csv(
-            args.write_csv / "configs_profiled.csv", index=False)
-        print(f"configs with fwd_scale (profiled rows: profiled = 1) -> "
-              f"{args.write_csv}/configs_profiled.csv")
+        configs.loc[profiled].assign(iter_time=configs.loc[profiled, "actual"]).to_csv(
+            args.write_csv / "profiled.csv", index=False)
+        print(f"the profiled TP plans (for predict --profiled) -> {args.write_csv}/profiled.csv")
     print("\nprofiled TP plan per model (dp, tp, pp: measured s) -> fwd_scale η on its "
           "model-parallel plans: " + "; ".join(
               f"{r.model} ({r.dp}, {r.tp}, {r.pp}: {r.actual:g}) -> {eta[str(r.model)]:.3f}"

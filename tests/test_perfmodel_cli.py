@@ -69,3 +69,40 @@ def test_bad_input_is_one_line_error(tmp_path: Path, capsys: pytest.CaptureFixtu
     with pytest.raises(InputError, match="at least 7 samples"):
         _run(["perf-model", "fit", "--samples", str(tmp_path / "few.csv"),
               "--output", str(tmp_path / "p.json")])
+
+
+def test_predict_profiled_runs_set_fwd_scale_on_model_parallel_rows(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`predict --profiled RUNS.csv`: a model-parallel run measured 3x slower in the forward than
+    the samples' engine gives its model fwd_scale 3 on its tp·pp > 1 rows (not on data-parallel
+    rows, nor where fwd_scale is given); a data-parallel run is refused."""
+    exp = run_experiment("gpt-1.3b", 0)
+    exp.train[list(SAMPLE_COLUMNS)].to_csv(tmp_path / "samples.csv", index=False)
+    assert _run(["perf-model", "fit", "--samples", str(tmp_path / "samples.csv"),
+                 "--output", str(tmp_path / "params.json"), "--starts", "2"]) == 0
+    params = load_params(tmp_path / "params.json")
+    configs = exp.test[list(CONFIG_COLUMNS)].reset_index(drop=True)
+    mp = (configs["tp"] * configs["pp"] > 1).to_numpy()
+    assert mp.any() and (~mp).any()
+    run = configs[mp].head(1).reset_index(drop=True)
+    run["iter_time"] = predict_iter_time(run.assign(fwd_scale=3.0), params)
+    run.to_csv(tmp_path / "runs.csv", index=False)
+    configs["fwd_scale"] = ""
+    given = int(np.flatnonzero(mp)[-1])
+    configs.loc[given, "fwd_scale"] = "1.5"
+    configs.to_csv(tmp_path / "configs.csv", index=False)
+    assert _run(["perf-model", "predict", "--params", str(tmp_path / "params.json"),
+                 "--configs", str(tmp_path / "configs.csv"), "--profiled",
+                 str(tmp_path / "runs.csv"), "--output", str(tmp_path / "pred.csv")]) == 0
+    assert "gpt-1.3b: fwd_scale 3 from its profiled runs" in capsys.readouterr().out
+    pred = pd.read_csv(tmp_path / "pred.csv")
+    want = np.where(mp, 3.0, np.nan)
+    want[given] = 1.5
+    np.testing.assert_allclose(pred["fwd_scale"], want, rtol=1e-6)
+    np.testing.assert_allclose(pred["pred_iter_time"],
+                               predict_iter_time(configs.assign(fwd_scale=want), params), rtol=1e-8)
+    configs[~mp].head(1).assign(iter_time=1.0).to_csv(tmp_path / "dp.csv", index=False)
+    with pytest.raises(InputError, match=r"profiled\[0\]\.tp.*model-parallel"):
+        _run(["perf-model", "predict", "--params", str(tmp_path / "params.json"),
+              "--configs", str(tmp_path / "configs.csv"), "--profiled", str(tmp_path / "dp.csv"),
+              "--output", str(tmp_path / "pred2.csv")])

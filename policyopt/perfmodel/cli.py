@@ -3,6 +3,7 @@
     policyopt perf-model fit --samples SAMPLES.csv --output PARAMS.json [--starts 8] [--seed 0]
                              [--pool k_opt,k_sync,...] [--fix k_off=1,...] [--staged]
     policyopt perf-model predict --params PARAMS.json --configs CONFIGS.csv --output PRED.csv
+                                 [--profiled RUNS.csv]
 
 Bad input raises :class:`~policyopt.errors.InputError`; the top-level CLI prints it on one line.
 ``python -m policyopt.perfmodel.cli ...`` runs the same commands stand-alone.
@@ -18,9 +19,10 @@ from policyopt.errors import InputError
 
 from .fit import fit_all
 from .pooled import fit_pooled, fit_staged, parse_assignments, parse_names
-from .io import read_configs, read_samples, write_predictions
-from .model import compute_terms, iter_time_from_terms, param_matrix
+from .io import read_configs, read_samples, read_table_csv, write_predictions
+from .model import compute_terms, iter_time_from_terms, param_matrix, profiled_fwd_scale
 from .params import load_params, save_params
+from .table import validate_table
 
 __all__ = ["add_subparser", "cmd_fit", "cmd_predict", "main"]
 
@@ -70,6 +72,12 @@ def cmd_predict(args: argparse.Namespace) -> int:
     """Predict ``pred_iter_time`` for every row of CONFIGS.csv and write PRED.csv."""
     params = load_params(args.params)
     raw, clean = read_configs(args.configs)
+    if args.profiled:
+        raw, scale = profiled_fwd_scale(raw, params, read_table_csv(args.profiled, "profiled_file"))
+        clean = validate_table(raw, "configs")
+        for name, eta in scale.items():
+            n = int(((clean["model"] == name) & (clean["tp"] * clean["pp"] > 1)).sum())
+            print(f"{name}: fwd_scale {eta:.4g} from its profiled runs, on {n} model-parallel rows")
     pred = iter_time_from_terms(compute_terms(clean), param_matrix(clean["model"], params))
     write_predictions(raw, pred, args.output)
     log.info("wrote %d predictions to %s", len(raw), args.output)
@@ -101,6 +109,10 @@ def add_subparser(subparsers: "argparse._SubParsersAction[argparse.ArgumentParse
     pred.add_argument("--params", required=True, help="PARAMS.json from `fit`")
     pred.add_argument("--configs", required=True, help="CONFIGS.csv")
     pred.add_argument("--output", required=True, help="PRED.csv to write")
+    pred.add_argument("--profiled", default=None, metavar="RUNS.csv",
+                      help="profiled model-parallel runs (SAMPLES columns): per model, the "
+                           "fwd_scale that matches them is set on its rows with tp*pp > 1 "
+                           "and a blank fwd_scale, and written to PRED.csv")
     pred.set_defaults(func=cmd_predict)
 
 

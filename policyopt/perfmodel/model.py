@@ -86,7 +86,7 @@ from .params import PARAM_NAMES, PerfParams
 from .table import validate_table
 
 __all__ = ["BUCKET_BYTES", "Terms", "compute_terms", "optional_seconds", "optional_flag",
-           "phase_times", "overlap", "solve_fwd_scale",
+           "phase_times", "overlap", "solve_fwd_scale", "profiled_fwd_scale",
            "iter_time_from_terms", "param_matrix", "predict_iter_time", "breakdown"]
 
 
@@ -326,3 +326,31 @@ def solve_fwd_scale(configs: pd.DataFrame, params: PerfParams | Mapping[str, Per
         below = predict(np.exp(mid)) < y
         a, b = np.where(below, mid, a), np.where(below, b, mid)
     return np.exp(0.5 * (a + b))
+
+
+def profiled_fwd_scale(configs: pd.DataFrame, params: PerfParams | Mapping[str, PerfParams],
+                       runs: pd.DataFrame) -> tuple[pd.DataFrame, dict[str, float]]:
+    """``configs`` with the ``fwd_scale`` η of each model read off its profiled model-parallel
+    ``runs`` (sample rows: configuration + ``iter_time``), and η per model.
+
+    Per model, η = exp(mean log η_i) over its runs, η_i from :func:`solve_fwd_scale`; it is set on
+    that model's model-parallel rows (tp·pp > 1) whose ``fwd_scale`` is blank — the plans that run
+    on the model-parallel engine the runs measured, not on the data-parallel one of the samples.
+    A run with tp·pp = 1 is an InputError (it measures the samples' engine).
+    """
+    clean_runs = validate_table(runs, "profiled", require_iter_time=True)
+    serial = np.flatnonzero((clean_runs["tp"] * clean_runs["pp"]).to_numpy() == 1)
+    if serial.size:
+        i = int(serial[0])
+        raise InputError(f"profiled[{i}].tp", int(clean_runs["tp"].iloc[i]),
+                         "a profiled run must be model-parallel (tp·pp > 1)")
+    eta = solve_fwd_scale(clean_runs, params, clean_runs["iter_time"].to_numpy(dtype=float))
+    by_model = pd.Series(np.log(eta)).groupby(clean_runs["model"].to_numpy()).mean()
+    scale = {str(m): float(np.exp(v)) for m, v in by_model.items()}
+    clean = validate_table(configs)
+    current = optional_seconds(clean, "fwd_scale", unit="factor")
+    mp = (clean["tp"] * clean["pp"]).to_numpy() > 1
+    found = clean["model"].map(scale).to_numpy(dtype=float)
+    out = configs.reset_index(drop=True).assign(
+        fwd_scale=np.where(np.isnan(current) & mp & ~np.isnan(found), found, current))
+    return out, scale
