@@ -85,8 +85,9 @@ class AllocationSpace:
         self.prices = np.array([np.nan if w.price_per_hour is None else w.price_per_hour
                                 for w in cl.worker_types], dtype=np.float64)
         cfg_names = self.configs.labels.tolist()
-        self.config_type = np.array([self.worker_types.position(physical_type(c)) for c in cfg_names], np.int64)
-        self.config_unconsolidated = np.array([c != physical_type(c) for c in cfg_names], bool)
+        phys = [physical_type(c) for c in cfg_names]
+        self.config_type = np.array([self.worker_types.position(t) for t in phys], np.int64)
+        self.config_unconsolidated = np.array([c != t for c, t in zip(cfg_names, phys)], bool)
         arr = problem.arrays
         self.scale = arr.scale
         self.weights = arr.weights
@@ -103,9 +104,11 @@ class AllocationSpace:
             self._build_pairs()
         p = self.pair_jobs.shape[0]
         lab = self.jobs.labels.astype(str)
-        pair_labels = np.char.add(np.char.add(lab[self.pair_jobs[:, 0]], "|"), lab[self.pair_jobs[:, 1]])
-        # no pairs: the rows are the jobs (reuse the label array; no re-conversion of n strings)
-        self.rows = IndexSet("rows", np.concatenate([lab, pair_labels]) if len(pair_labels) else lab)
+        if p:
+            pair_labels = np.char.add(np.char.add(lab[self.pair_jobs[:, 0]], "|"), lab[self.pair_jobs[:, 1]])
+            self.rows = IndexSet("rows", np.concatenate([lab, pair_labels]))
+        else:  # the rows are the jobs (reuse the label array; no re-conversion of n strings)
+            self.rows = IndexSet("rows", lab)
         self.row_scale = np.concatenate([self.scale, self.scale[self.pair_jobs[:, 0]]]) if p else self.scale.copy()
         self.mask = np.vstack([self.single_mask, self.pair_mask]) if p else self.single_mask
         self._thr_matrix: Triplets | None = None
@@ -117,16 +120,24 @@ class AllocationSpace:
         mask = (self.T > 0) & fits
         # a consolidated slot is impossible when the job cannot fit on one server and the data gives
         # its unconsolidated throughput for that type (placement-sensitive configurations)
-        unc = np.flatnonzero(self.config_unconsolidated)
-        if unc.size:
-            gps_c = self.gpus_per_server[self.config_type]
-            for c_u in unc:
-                t = self.config_type[c_u]
-                c_phys = np.flatnonzero((self.config_type == t) & ~self.config_unconsolidated)
-                if c_phys.size:
-                    cp_ = c_phys[0]
-                    spread_only = (self.scale > gps_c[cp_]) & (self.T[:, c_u] > 0)
-                    mask[spread_only, cp_] = False
+        ctype, unc_flags = self.config_type.tolist(), self.config_unconsolidated.tolist()
+        if any(unc_flags):
+            # per unconsolidated configuration, the first consolidated one of its type (a few
+            # configurations: plain Python), then one vectorized test over jobs × those pairs
+            first_phys: dict[int, int] = {}
+            for c, (t, u) in enumerate(zip(ctype, unc_flags)):
+                if not u:
+                    first_phys.setdefault(t, c)
+            pairs = [(c, first_phys[t]) for c, (t, u) in enumerate(zip(ctype, unc_flags)) if u and t in first_phys]
+            if pairs:
+                c_u, c_p = (np.array(v, np.int64) for v in zip(*pairs))
+                spread_only = (self.scale[:, None] > self.gpus_per_server[self.config_type[c_p]][None, :]) \
+                    & (self.T[:, c_u] > 0)
+                if np.unique(c_p).size == c_p.size:
+                    mask[:, c_p] &= ~spread_only
+                else:  # a physical configuration backs several variants
+                    for k in range(c_p.size):
+                        mask[spread_only[:, k], c_p[k]] = False
         return mask
 
     def _build_pairs(self) -> None:

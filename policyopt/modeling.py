@@ -20,6 +20,7 @@ pass to a :class:`~policyopt.standard_form.StandardForm`. Rewrites are explicit 
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Sequence, Union
 
@@ -78,7 +79,15 @@ def _check_dims(a: tuple[IndexSet, ...], b: tuple[IndexSet, ...]) -> None:
 
 
 def _shape(dims: tuple[IndexSet, ...]) -> tuple[int, ...]:
-    return tuple(len(d) for d in dims)
+    return tuple([len(d.labels) for d in dims])
+
+
+def _full(value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A new array of ``shape`` holding ``value`` broadcast (``np.full`` for a scalar: ~4× cheaper
+    than ``broadcast_to(...).copy()`` on small arrays)."""
+    if value.ndim == 0:
+        return np.full(shape, value, np.float64)
+    return np.broadcast_to(value, shape).copy()
 
 
 @dataclass(frozen=True)
@@ -133,7 +142,7 @@ class LinExpr:
                                np.asarray(coefs, dtype=np.float64)),)
         c = np.asarray(const, dtype=np.float64)
         shape = _shape(self.dims)
-        self.const = c if c.shape == shape else np.broadcast_to(c, shape).copy()
+        self.const = c if c.shape == shape else _full(c, shape)
 
     @classmethod
     def _of_terms(cls, dims: tuple[IndexSet, ...], terms: Terms, const: np.ndarray) -> "LinExpr":
@@ -175,12 +184,12 @@ class LinExpr:
         per element of ``var`` (C order); a scipy/dense matrix or :class:`Triplets`. Masked variable
         slots are dropped with their coefficients."""
         m = matrix if isinstance(matrix, Triplets) else Triplets.from_matrix(matrix)
-        n = int(np.prod(_shape(dims))) if dims else 1
+        n = math.prod(_shape(dims))
         if m.shape != (n, var.cols.size):
             raise ModelingError(f"matrix shape {m.shape} does not match ({n}, {var.cols.size}) for "
                                 f"dims {[d.name for d in dims]} x variable {var.name!r}")
         cols, all_exist = var._columns_at(m.cols)
-        if all_exist and np.all(m.vals != 0):
+        if all_exist and (m.vals != 0).all():
             return cls(dims, m.rows, cols, m.vals, const)
         keep = (cols >= 0) & (m.vals != 0)
         return cls(dims, m.rows[keep], cols[keep], m.vals[keep], const)
@@ -191,7 +200,7 @@ class LinExpr:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.shape)) if self.dims else 1
+        return math.prod(self.shape)
 
     def __repr__(self) -> str:
         return f"LinExpr(dims={[d.name for d in self.dims]}, shape={self.shape}, nnz={self.coefs.size})"
@@ -199,10 +208,13 @@ class LinExpr:
     # ------------------------------------------------------------------ arithmetic
     def _factor(self, other: ArrayLike) -> np.ndarray:
         arr = np.asarray(other, dtype=np.float64)
-        if not np.all(np.isfinite(arr)):
+        if not np.isfinite(arr).all():
             raise ModelingError("coefficient data contains NaN or infinity")
+        shape = self.shape
+        if arr.shape == shape:
+            return arr
         try:
-            return np.broadcast_to(arr, self.shape)
+            return np.broadcast_to(arr, shape)
         except ValueError:
             raise ModelingError(f"data of shape {arr.shape} does not broadcast to expression shape {self.shape} "
                                 f"(dims {[d.name for d in self.dims]})") from None
@@ -219,7 +231,7 @@ class LinExpr:
 
     def __truediv__(self, other: ArrayLike) -> "LinExpr":
         arr = np.asarray(other, dtype=np.float64)
-        if np.any(arr == 0):
+        if (arr == 0).any():
             raise ModelingError("division of an expression by zero")
         return self * (1.0 / arr)
 
@@ -255,7 +267,7 @@ class LinExpr:
         """Repeat a scalar expression (dims ``()``) over ``dims``."""
         if self.dims != ():
             raise ModelingError("only a scalar expression can be broadcast")
-        n = int(np.prod(_shape(dims)))
+        n = math.prod(_shape(dims))
         k = self.coefs.size
         rows = np.repeat(np.arange(n, dtype=np.int64), k)
         return LinExpr(dims, rows, np.tile(self.cols, n), np.tile(self.coefs, n),
@@ -373,7 +385,7 @@ class Variable:
         if hit is not None and hit[0] is positions:
             return hit[1], hit[2]
         cols = self.cols.ravel()[positions]
-        exist = bool(np.all(cols >= 0))
+        exist = bool((cols >= 0).all())
         if not positions.flags.writeable:
             cols.flags.writeable = False
             self._at[id(positions)] = (positions, cols, exist)
@@ -545,13 +557,13 @@ class Model:
         if m.shape != shape:
             raise ModelingError(f"mask shape {m.shape} does not match variable shape {shape}")
         lo_in, hi_in = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
-        if np.any(np.isnan(lo_in)) or np.any(np.isnan(hi_in)):
+        if np.isnan(lo_in).any() or np.isnan(hi_in).any():
             raise ModelingError(f"variable {name!r}: NaN bound")
         # bounds are the variable's own writable arrays (callers tighten them in place: X.upper[...] = 0.5)
-        lo = np.broadcast_to(lo_in, shape).copy()
-        hi = np.broadcast_to(hi_in, shape).copy()
+        lo = _full(lo_in, shape)
+        hi = _full(hi_in, shape)
         n = int(np.count_nonzero(m))
-        if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else np.any(lo[m] > hi[m]):
+        if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else (lo[m] > hi[m]).any():
             raise ModelingError(f"variable {name!r}: lower bound above upper bound")
         if n == m.size:
             cols = np.arange(self.num_cols, self.num_cols + n, dtype=np.int64).reshape(shape)
@@ -576,11 +588,15 @@ class Model:
             raise ModelingError(f"constraint block {name!r} already exists in model {self.name!r}")
         e = constraint.expr
         shape = e.shape
-        lo = np.broadcast_to(np.asarray(constraint.lower, np.float64), shape) - e.const
-        hi = np.broadcast_to(np.asarray(constraint.upper, np.float64), shape) - e.const
-        n = e.size
-        block = ConstraintBlock(name, e.dims, self.num_rows, self.num_rows + n, e.terms,
-                                np.ravel(lo).copy(), np.ravel(hi).copy())
+        # new arrays of the expression's shape (``const`` has it): the bounds less the constant
+        lo = np.subtract(np.asarray(constraint.lower, np.float64), e.const)
+        hi = np.subtract(np.asarray(constraint.upper, np.float64), e.const)
+        if lo.shape != shape:
+            lo = _full(lo, shape)
+        if hi.shape != shape:
+            hi = _full(hi, shape)
+        n = lo.size
+        block = ConstraintBlock(name, e.dims, self.num_rows, self.num_rows + n, e.terms, lo.ravel(), hi.ravel())
         self.num_rows += n
         self.blocks[name] = block
         self._compiled = None

@@ -29,7 +29,8 @@ from .standard_form import StandardForm
 
 __all__ = ["Feature", "SolverOptions", "Solver", "LoadedModel", "register_solver", "get_solver",
            "available_solvers", "registered_solvers", "default_solver", "RebuildingModel", "auto_algorithm",
-           "IPM_MIN_COLS", "IPM_MIN_COLS_DEGENERATE", "STRUCTURED_MIN_COLS", "PRIMAL_MAX_COLS", "zero_feasible"]
+           "IPM_MIN_COLS", "IPM_MIN_COLS_DEGENERATE", "STRUCTURED_MIN_COLS", "STRUCTURED_MIN_COLS_DEGENERATE",
+           "PRIMAL_MAX_COLS", "zero_feasible"]
 
 
 class Feature(enum.Flag):
@@ -91,6 +92,11 @@ class SolverOptions:
 #: 2.0–2.7 ms), other cold LPs by dual simplex (makespan at 1,024 jobs: 19 ms against 35 ms for
 #: primal); warm re-solves by dual simplex.
 STRUCTURED_MIN_COLS = 500
+#: a max-min epigraph LP (``degenerate``) tries the fast path from fewer columns: its whole LP is
+#: the slow one (primal simplex through a degenerate optimum); max-min fairness at 128 jobs (493
+#: columns), whole ``policy.solve`` in CPU: 3.2 ms by the fast path against 4.0 ms without, while at
+#: 96 jobs (361 columns; the aggregation declines, too few blocks repeat) 3.6 against 3.0 ms
+STRUCTURED_MIN_COLS_DEGENERATE = 400
 IPM_MIN_COLS_DEGENERATE = 4000
 IPM_MIN_COLS = 20000
 #: a cold LP below this many columns whose zero point (clipped to the bounds) is feasible goes by
@@ -106,9 +112,11 @@ def zero_feasible(sf: StandardForm, tol: float = 1e-9) -> bool:
     """Whether ``x₀ = clip(0, col_lower, col_upper)`` meets every row of ``sf`` (to ``tol``,
     relative above 1): a primal simplex from the slack basis then needs no phase 1."""
     x0 = np.clip(0.0, sf.col_lower, sf.col_upper)
-    act = sf.A @ x0 if np.any(x0) else np.zeros(sf.num_rows)
+    if not x0.any():  # x₀ = 0: every row's activity is 0
+        return bool((sf.row_lower <= tol).all() and (sf.row_upper >= -tol).all())
+    act = sf.A @ x0
     slack = tol * np.maximum(1.0, np.abs(act))
-    return bool(np.all(act >= sf.row_lower - slack) and np.all(act <= sf.row_upper + slack))
+    return bool((act >= sf.row_lower - slack).all() and (act <= sf.row_upper + slack).all())
 
 
 def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True, degenerate: bool = False,
@@ -116,7 +124,8 @@ def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True
     """The one rule behind ``algorithm="auto"`` for backends that offer several LP algorithms:
     ``"structured"`` (the block-aggregation fast path, ``policyopt.solvers.blocks``; only when
     ``structured`` — a backend asks again with ``structured=False`` when the fast path does not
-    apply) for LPs of at least :data:`STRUCTURED_MIN_COLS` columns; else ``"ipm"`` for a cold LP of
+    apply) for LPs of at least :data:`STRUCTURED_MIN_COLS` columns (:data:`STRUCTURED_MIN_COLS_DEGENERATE`
+    for a ``degenerate`` max-min epigraph LP); else ``"ipm"`` for a cold LP of
     at least :data:`IPM_MIN_COLS` columns (:data:`IPM_MIN_COLS_DEGENERATE` for a ``degenerate``
     max-min epigraph LP); below that ``"primal"`` (primal simplex, no presolve) for a cold
     ``degenerate`` LP and — when the caller can run it without presolve and check its point
@@ -129,7 +138,8 @@ def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True
     choice read ``"primal"`` as ``"simplex"``."""
     if sf.is_mip:
         return "auto"
-    if structured and sf.num_cols >= STRUCTURED_MIN_COLS:
+    if structured and sf.num_cols >= (min(STRUCTURED_MIN_COLS, STRUCTURED_MIN_COLS_DEGENERATE) if degenerate
+                                      else STRUCTURED_MIN_COLS):
         return "structured"
     ipm_from = IPM_MIN_COLS_DEGENERATE if degenerate else IPM_MIN_COLS
     if not warm and sf.num_cols >= ipm_from:

@@ -47,7 +47,7 @@ class StandardForm:
 
     @property
     def is_mip(self) -> bool:
-        return bool(np.any(self.integrality))
+        return bool(self.integrality.any())
 
     def copy(self) -> "StandardForm":
         return replace(self, c=self.c.copy(), col_lower=self.col_lower.copy(), col_upper=self.col_upper.copy(),

@@ -462,7 +462,8 @@ class HighsModel(LoadedModel):
         note = ""
         small_primal = False
         if auto:
-            if auto_algorithm(self.sf, warm=self._warm) == "structured" and self._try_structured:
+            if self._try_structured and auto_algorithm(self.sf, warm=self._warm,
+                                                       degenerate=self.options.degenerate) == "structured":
                 fast, note = self._solve_structured()
                 if fast is not None:
                     return fast

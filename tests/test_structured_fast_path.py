@@ -278,3 +278,81 @@ def test_detected_blocks_are_the_components_of_the_inner_graph(policy: str, perm
         assert np.array_equal(order, idx[np.argsort(owner[idx], kind="stable")])
         assert np.array_equal(local[order], np.arange(order.size) - start[owner[order]])
         assert np.all(local[owner < 0] == -1)
+
+
+@pytest.mark.parametrize("policy,permuted", [("max_sum_throughput", False), ("max_min_fairness", False),
+                                             ("max_min_fairness", True)])
+def test_block_hashes_are_sums_over_each_blocks_entries(policy: str, permuted: bool) -> None:
+    """Each block's matrix hash is the wrapping sum, over the entries of its columns and rows, of
+    the entry hashes (an entry in a block column or row belongs to that block; linking row ×
+    linking column to none) — summed here entry by entry with ``np.add.at``, whichever way detect
+    sums them (block by block when the block columns lie in order, else by bincounts)."""
+    import dataclasses
+
+    import scipy.sparse as sp
+
+    kinds = [({"v100": 3.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "p100": 1.5}, 2, 1.0),
+             ({"p100": 1.0, "k80": 0.5}, 4, 2.0)]
+    p = kinds_problem(kinds, [7, 5, 9], {"v100": 4, "p100": 4, "k80": 4})
+    sf, _, _ = compiled(policy, p)
+    if permuted:
+        perm = np.random.default_rng(1).permutation(sf.num_cols)
+        sf = dataclasses.replace(sf, c=sf.c[perm], col_lower=sf.col_lower[perm], col_upper=sf.col_upper[perm],
+                                 integrality=sf.integrality[perm], A=sp.csc_matrix(sf.A[:, perm]))
+    st = blocks.detect(sf)
+    assert st is not None and st.cols_in_order == (not permuted)
+    A = sf.A
+    rows, vals = A.indices, A.data
+    cols = np.repeat(np.arange(sf.num_cols), np.diff(A.indptr))
+    key = (blocks._codes(st.rb, st.lr)[rows] << np.uint64(32)) | blocks._codes(st.cb, st.lc)[cols]
+    ent = np.maximum(st.cb[cols], st.rb[rows])
+    h = np.zeros(st.B, np.uint64)
+    np.add.at(h, ent[ent >= 0], blocks._value_hash(key, vals)[ent >= 0])
+    assert np.array_equal(st.h_mat, h)
+    assert np.array_equal(st.n_mat, np.bincount(ent[ent >= 0], minlength=st.B))
+
+
+def test_segment_sums_and_groups() -> None:
+    """``_segment_sum``: wrapping uint64 sums over ranges, empty ones 0; ``_groups``: the partition
+    ``np.unique(..., return_index=True, return_inverse=True)`` gives, groups numbered by their first
+    block — also when signatures share the bits the hash table looks at (retried, then sorted)."""
+    v = np.array([1, 2**64 - 1, 5, 7, 9], np.uint64)
+    assert blocks._segment_sum(v, np.array([0, 0, 2, 2, 5])).tolist() == [0, 0, 0, 21]
+    assert blocks._segment_sum(v, np.array([0, 2, 5, 5])).tolist() == [0, 21, 0]  # 1 + (2⁶⁴ − 1) wraps to 0
+    rng = np.random.default_rng(0)
+    same = np.uint64(0x5555)  # equal in the low 63 bits: only the top bit tells them apart
+    cases = [rng.integers(0, 2**64, 7, dtype=np.uint64)[rng.integers(0, 7, 300)],
+             rng.integers(0, 2**64, 300, dtype=np.uint64),
+             np.array([same, same | np.uint64(1 << 63), same, np.uint64(3), same | np.uint64(1 << 63)] * 9, np.uint64),
+             np.zeros(1, np.uint64)]
+    for sig in cases:
+        group, first = blocks._groups(sig)
+        _, idx, inv = np.unique(sig, return_index=True, return_inverse=True)
+        order = np.argsort(idx)
+        relabel = np.empty_like(order)
+        relabel[order] = np.arange(order.size)
+        assert np.array_equal(group, relabel[inv.ravel()]) and np.array_equal(first, idx[order])
+
+
+def test_degenerate_lps_try_the_fast_path_from_fewer_columns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto``: the fast path from STRUCTURED_MIN_COLS columns, from STRUCTURED_MIN_COLS_DEGENERATE
+    for a max-min epigraph LP (``degenerate``); max-min fairness at 128 jobs (~490 columns) takes it."""
+    from policyopt import solver_api
+
+    monkeypatch.setattr(solver_api, "STRUCTURED_MIN_COLS", 500)
+    sf = StandardForm("max", np.zeros(450), 0.0, np.zeros(450), np.ones(450), np.zeros(450, np.int8),
+                      Triplets(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), (0, 450)).tocsr().tocsc(),
+                      np.zeros(0), np.zeros(0), np.ones(0))
+    assert solver_api.auto_algorithm(sf, degenerate=True) == "structured"
+    assert solver_api.auto_algorithm(sf) != "structured"
+    kinds = [({"v100": 3.0, "p100": 2.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "p100": 1.5, "k80": 0.7}, 2, 1.0),
+             ({"v100": 1.2, "p100": 1.0, "k80": 0.5}, 4, 2.0), ({"v100": 4.0, "p100": 3.0, "k80": 2.0}, 1, 1.0)]
+    p = kinds_problem(kinds, [40, 35, 35, 30], {"v100": 32, "p100": 32, "k80": 32})
+    sf, _, _ = compiled("max_min_fairness", p)
+    assert solver_api.STRUCTURED_MIN_COLS_DEGENERATE <= sf.num_cols < 500
+    fast = get_solver("highs").load(sf.copy(), SolverOptions(degenerate=True)).solve()
+    assert str(fast.options.get("fast_path", "")).startswith("aggregated"), fast.options
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    assert fast.objective == pytest.approx(ref.objective, rel=1e-7)
+    plain = get_solver("highs").load(sf.copy(), SolverOptions()).solve()  # not degenerate: whole LP
+    assert "fast_path" not in plain.options or not str(plain.options["fast_path"]).startswith("aggregated")
