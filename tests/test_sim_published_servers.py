@@ -24,3 +24,25 @@ def test_published_setup_runs_an_8_gpu_job_at_its_consolidated_throughput(gavel,
     res = Simulator(exp.cluster, SimConfig(**settings), gavel).run(trace)
     jct = res.jobs.set_index("id")["jct"]
     assert jct["0"] <= hours * 3600.0 + 3 * 360.0, jct["0"] / 3600.0
+
+
+def test_one_server_per_type_offers_no_unconsolidated_throughput(gavel) -> None:
+    """On a type of one server no placement spreads a job, so the policy must plan with the consolidated
+    throughput it will get. ResNet-18 (batch size 256) on 2 GPUs: 15.9 steps/s on consolidated V100s,
+    19.7 in the data's unconsolidated entry; the makespan LP planned 0.81 of the job's true makespan
+    while it ran at the consolidated rate. Now the plan (the LP's makespan at t = 0) equals the run."""
+    from policyopt.sim.simulator import SimConfig, Simulator
+    from policyopt.sim.traces import TraceJob
+
+    rate = float(gavel.alone[gavel.type_index("ResNet-18 (batch size 256)", 2), gavel.configs.index("v100")])
+    hours = 10.0
+    trace = [TraceJob("0", 0.0, "ResNet-18 (batch size 256)#2", 2, rate * hours * 3600.0)]
+    cfg = SimConfig(policy="makespan", migration="none", gpus_per_server=8, until="all", seed=0)
+    res = Simulator("v100=8,p100=8,k80=8", cfg, gavel).run(trace)
+    planned = float(res.recomputes["objective"].iloc[0])
+    assert planned == pytest.approx(hours * 3600.0, rel=1e-6)
+    assert float(res.jobs["jct"].iloc[0]) <= planned + 2 * 360.0
+    # two servers per type: a spread placement is possible, so the unconsolidated entry stays offered
+    spread = Simulator("v100=8,p100=8,k80=8", SimConfig(policy="makespan", migration="none", gpus_per_server=4,
+                                                          until="all", seed=0), gavel).run(trace)
+    assert float(spread.recomputes["objective"].iloc[0]) < 0.85 * hours * 3600.0

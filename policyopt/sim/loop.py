@@ -107,7 +107,7 @@ class SimulationRun:
             labels = {int(t): tab.type_label(int(t)) for t in uniq}
         self.poser = ProblemPoser(tab, types, sim.gps, sim.prices, ids, [j.entity for j in jobs], self.tj, sf,
                                   self.weight, self.slo, self.prio_flag, self.arrival, self.entities, coloc_types,
-                                  labels, float(cfg.slo_margin_seconds))
+                                  labels, float(cfg.slo_margin_seconds), sim.counts)
         self._dynamic_state()
 
     # ------------------------------------------------------------------ setup

@@ -2,10 +2,12 @@
 
 At time ``t`` the problem has one job per active job that can run on the workers available now
 (some configuration with a positive throughput on a type with at least ``scale_factor`` available
-workers). Job ``i`` carries its Gavel throughputs (``<type>`` and, for ``scale_factor > 1``,
-``<type>_unconsolidated``), ``steps_remaining``, ``time_since_start = t − arrival_i``, weight,
-priority, entity, ``slo_seconds = max(arrival_i + SLO_i − t − margin, 1)`` while the deadline is ahead
-(else none), ``job_type`` labels when space sharing is on, and ``isolated_time`` (finish-time fairness).
+workers). Job ``i`` carries its Gavel throughputs (``<type>`` and, for ``scale_factor > 1`` on a type
+of at least two servers, ``<type>_unconsolidated``: on a type of one server no placement can spread a
+job, so the policy is not offered a throughput the cluster cannot deliver), ``steps_remaining``,
+``time_since_start = t − arrival_i``, weight, priority, entity,
+``slo_seconds = max(arrival_i + SLO_i − t − margin, 1)`` while the deadline is ahead (else none),
+``job_type`` labels when space sharing is on, and ``isolated_time`` (finish-time fairness).
 
 A job's entry is validated by :class:`~policyopt.problem.Job` at its first recompute; later entries
 are built unchecked, since only the simulator's own state changes (positive remaining steps,
@@ -15,7 +17,7 @@ so the problem does not rebuild it job by job.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Any, Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -26,17 +28,19 @@ from ..problem import Cluster, Entity, Job, Problem, ProblemArrays, physical_typ
 __all__ = ["ProblemPoser", "throughput_dicts"]
 
 
-def throughput_dicts(table: GavelThroughputs, types_present: np.ndarray, cluster_types: Sequence[str]
-                     ) -> dict[int, dict[str, float]]:
-    """Per Gavel job type: ``{config: steps/s}`` on ``cluster_types`` (+ unconsolidated for sf > 1)."""
+def throughput_dicts(table: GavelThroughputs, types_present: np.ndarray, cluster_types: Sequence[str],
+                     spread_types: Collection[str] | None = None) -> dict[int, dict[str, float]]:
+    """Per Gavel job type: ``{config: steps/s}`` on ``cluster_types`` (+ unconsolidated for sf > 1 on the
+    ``spread_types``, the types with at least two servers; default: every type)."""
     out = {}
     known = set(cluster_types)
+    spread = known if spread_types is None else set(spread_types)
     for t in types_present.tolist():
         s = table.job_types[t][1]
         d = {}
         for c, name in enumerate(table.configs):
             base = physical_type(name)
-            if base in known and table.alone[t, c] > 0 and (s > 1 or base == name):
+            if base in known and table.alone[t, c] > 0 and (base == name or (s > 1 and base in spread)):
                 d[name] = float(table.alone[t, c])
         out[t] = d
     return out
@@ -46,21 +50,24 @@ class ProblemPoser:
     """Builds the recompute problems of one simulation (module docstring).
 
     ``tj`` / ``sf`` / ``weight`` / ``slo`` / ``prio`` / ``arrival`` are per-job arrays in trace order
-    (``slo`` NaN where none); ``labels`` maps Gavel job types to ``job_type`` labels (space sharing).
+    (``slo`` NaN where none); ``labels`` maps Gavel job types to ``job_type`` labels (space sharing);
+    ``counts``: GPUs per type (a type of one server, ``counts ≤ gpus_per_server``, gets no unconsolidated
+    throughputs).
     """
 
     def __init__(self, table: GavelThroughputs, types: Sequence[str], gpus_per_server: Mapping[str, int],
                  prices: Mapping[str, float], ids: Sequence[str], entity_of: Sequence[str | None], tj: np.ndarray,
                  sf: np.ndarray, weight: np.ndarray, slo: np.ndarray, prio: np.ndarray, arrival: np.ndarray,
                  entities: Mapping[str, Entity], coloc_types: Sequence[Any], labels: Mapping[int, str] | None,
-                 margin: float) -> None:
+                 margin: float, counts: Mapping[str, int] | None = None) -> None:
         self.types, self.gps, self.prices = list(types), gpus_per_server, prices
         self.ids, self.entity_of, self.tj, self.sf = ids, entity_of, tj, sf
         self.weight, self.slo, self.prio, self.arrival = weight, slo, prio, arrival
         self.entities, self.coloc_types, self.labels, self.margin = entities, tuple(coloc_types), labels, margin
         self.isolated = IsolatedTimeTracker()  # finish-time fairness: cumulative isolated time per job
         present = np.unique(tj)
-        self.thr = throughput_dicts(table, present, self.types)
+        spread = None if counts is None else [w for w in self.types if counts[w] > gpus_per_server[w]]
+        self.thr = throughput_dicts(table, present, self.types, spread)
         # the same throughputs as dense rows over every configuration any job type uses
         self.configs = sorted({c for d in self.thr.values() for c in d})
         col = {c: k for k, c in enumerate(self.configs)}
