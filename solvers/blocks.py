@@ -93,6 +93,7 @@ class BlockAggregation:
     groups: int
     group: np.ndarray | None = None   # per block: its group (numbered by first block)
     structure: BlockStructure | None = None
+    keep_mult: np.ndarray | None = None  # per reduced column: its group's multiplicity (1: linking)
 
     def describe(self) -> str:
         return (f"{self.blocks} blocks in {self.groups} groups of identical blocks; reduced LP "
@@ -326,10 +327,13 @@ def _row_labels(N: int, R: int, link_col: np.ndarray, link_row: np.ndarray, in_c
     return cb, rb, B
 
 
-def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> BlockAggregation | None:
+def aggregate(sf: StandardForm, structure: BlockStructure | None = None,
+              previous: BlockAggregation | None = None) -> BlockAggregation | None:
     """The reduced LP of ``sf`` over groups of identical blocks, or ``None`` when ``sf`` is not
     block-angular with few linking rows/columns or aggregating would not halve it. ``structure``:
-    :func:`detect`'s answer for ``sf.A`` (found here when not given)."""
+    :func:`detect`'s answer for ``sf.A`` (found here when not given). ``previous``: an aggregation
+    of the same structure (before in-place cost/bound updates); when the groups come out the same,
+    its maps and reduced matrix are reused and only the reduced costs and bounds are taken anew."""
     if structure is None:
         structure = detect(sf)
     if structure is None:
@@ -356,6 +360,16 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
     n_groups = int(first.size)
     if n_groups >= B or n_groups > MAX_GROUP_FRACTION * B:
         return None
+    if (previous is not None and previous.structure is st and previous.group is not None
+            and previous.keep_mult is not None and np.array_equal(previous.group, group)):
+        # the same groups of the same matrix: the same representatives, maps and reduced matrix
+        p, kc, kr = previous.reduced, previous.keep_cols, previous.keep_rows
+        reduced = StandardForm(
+            sense=sf.sense, c=sf.c[kc] * previous.keep_mult, offset=float(sf.offset),
+            col_lower=sf.col_lower[kc], col_upper=sf.col_upper[kc], integrality=p.integrality, A=p.A,
+            row_lower=sf.row_lower[kr], row_upper=sf.row_upper[kr], row_scale=p.row_scale, row_scale_applied=True)
+        return BlockAggregation(reduced, kc, kr, previous.col_src, previous.row_src, previous.row_div, B, n_groups,
+                                group, st, previous.keep_mult)
     mult = np.bincount(group, minlength=n_groups).astype(float)
     rep = first.astype(np.int64)  # the first block of each group
     if np.any(col_len[rep[group]] != col_len) or np.any(row_len[rep[group]] != row_len):
@@ -406,7 +420,8 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None) -> Bloc
     row_div[br] = mult[group[brb]]
     if np.any(col_src < 0) or np.any(row_src < 0):
         return None  # blocks of one group differ in shape: cannot happen with equal token tables
-    return BlockAggregation(reduced, keep_cols, keep_rows, col_src, row_src, row_div, B, n_groups, group, st)
+    return BlockAggregation(reduced, keep_cols, keep_rows, col_src, row_src, row_div, B, n_groups, group, st,
+                            m_col[keep_cols])
 
 
 _S30, _S27, _S31 = np.uint64(30), np.uint64(27), np.uint64(31)

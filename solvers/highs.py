@@ -527,7 +527,7 @@ class HighsModel(LoadedModel):
         if st is None or st.A is not self.sf.A:
             st = self._structure = blocks.detect(self.sf)
             self._agg = self._small = None
-        agg = None if st is None else blocks.aggregate(self.sf, st)
+        agg = None if st is None else blocks.aggregate(self.sf, st, self._agg)
         if agg is None:
             return None, ""
         red = agg.reduced

@@ -356,3 +356,35 @@ def test_degenerate_lps_try_the_fast_path_from_fewer_columns(monkeypatch: pytest
     assert fast.objective == pytest.approx(ref.objective, rel=1e-7)
     plain = get_solver("highs").load(sf.copy(), SolverOptions()).solve()  # not degenerate: whole LP
     assert "fast_path" not in plain.options or not str(plain.options["fast_path"]).startswith("aggregated")
+
+
+def test_aggregation_after_cost_updates_reuses_maps_only_for_the_same_groups() -> None:
+    """``aggregate(sf, st, previous)``: after in-place cost updates that keep every group (max-min's
+    fill stage: the same cost for identical jobs) the maps and reduced matrix of ``previous`` are
+    reused and the reduced costs and bounds equal a fresh aggregation's; a cost that tells two jobs
+    of one kind apart gives new groups, built afresh."""
+    kinds = [({"v100": 3.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "p100": 1.5}, 2, 1.0),
+             ({"p100": 1.0, "k80": 0.5}, 4, 2.0)]
+    p = kinds_problem(kinds, [7, 5, 9], {"v100": 4, "p100": 4, "k80": 4})
+    sf, _, X = compiled("max_min_fairness", p)
+    st = blocks.detect(sf)
+    first = blocks.aggregate(sf, st)
+    assert st is not None and first is not None
+    cols = X.cols.ravel()  # type: ignore[attr-defined]
+    cols = cols[cols >= 0]
+    sf.c[cols] = 1.0  # the same cost on every allocation column: identical jobs stay identical
+    sf.col_upper[cols[:2]] = 0.9  # …but the first job's bounds differ from its kind's others: a new group
+    again = blocks.aggregate(sf, st, first)
+    fresh = blocks.aggregate(sf, st)
+    assert again is not None and fresh is not None and again.groups == first.groups + 1
+    assert again.col_src is not first.col_src and np.array_equal(again.col_src, fresh.col_src)
+    sf.col_upper[cols[:2]] = 1.0  # back: the groups of `first`, with new costs
+    same = blocks.aggregate(sf, st, first)
+    fresh = blocks.aggregate(sf, st)
+    assert same is not None and fresh is not None
+    assert same.col_src is first.col_src and same.reduced.A is first.reduced.A and same.same_reduction(first)
+    for f in ("c", "col_lower", "col_upper", "row_lower", "row_upper"):
+        assert np.array_equal(getattr(same.reduced, f), getattr(fresh.reduced, f)), f
+    assert (same.reduced.A != fresh.reduced.A).nnz == 0
+    for f in ("keep_cols", "keep_rows", "col_src", "row_src", "row_div", "group"):
+        assert np.array_equal(getattr(same, f), getattr(fresh, f)), f
