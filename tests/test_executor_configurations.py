@@ -1,6 +1,7 @@
 """Throughputs per configuration (:mod:`policyopt.executor.configurations`): the table's
 ``configurations`` list is validated naming the field, built from a busy profile's samples, and
-prices each simulated round (exact configuration, else shared by threads, else the table); the simulator's ``round_rates`` hook changes a run as its math says."""
+prices each simulated round (exact configuration, else shared by threads, else the table); the
+simulator's ``round_rates`` hook changes a run as its math says."""
 from __future__ import annotations
 
 import json

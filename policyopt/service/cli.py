@@ -71,11 +71,13 @@ def _reexec_with_system_malloc(argv: list[str]) -> None:
     the few objects that outlive it (caches, log records, the next request's objects), so the
     server's resident memory creeps up with large requests. With the C allocator every freed block
     returns to glibc, and :func:`~policyopt.service.middleware.release_memory` (``malloc_trim``)
-    hands the pages back to the system after each large request. ``MALLOC_ARENA_MAX=2`` (unless
-    set) keeps glibc from giving each request thread a heap of its own that keeps a few MB."""
+    hands the pages back to the system after each large request. ``MALLOC_ARENA_MAX=1`` (unless
+    set): one heap for all threads. With a second heap (glibc gives request threads heaps of their
+    own), the first large request served on a thread of that heap left ~8 MB resident for good, and
+    the GIL serializes the threads' allocations anyway."""
     sys.stdout.flush()
     sys.stderr.flush()
-    env = {"MALLOC_ARENA_MAX": "2", **os.environ, "PYTHONMALLOC": "malloc"}  # few per-thread heaps to trim
+    env = {"MALLOC_ARENA_MAX": "1", **os.environ, "PYTHONMALLOC": "malloc"}  # one heap to trim
     os.execve(sys.executable, [sys.executable, "-m", "policyopt", *argv], env)
 
 
