@@ -204,7 +204,7 @@ def detect(sf: StandardForm) -> BlockStructure | None:
         inner[indptr[j]:indptr[j + 1]] = False
     in_cols, in_rows = cols[inner], rows[inner]
     in_cnt = np.bincount(in_cols, minlength=N)
-    star = bool(np.all(in_cnt[~link_col] == 1))
+    star = bool((in_cnt[~link_col] == 1).all())
     labelled = None
     if star:
         # star blocks (max-sum throughput's shape): every block column meets exactly one inner row,
@@ -311,7 +311,7 @@ def _row_labels(N: int, R: int, link_col: np.ndarray, link_row: np.ndarray, in_c
         return None
     bcols = np.flatnonzero(~link_col)
     lab = col_lab[bcols]
-    if lab.size == 0 or np.any(lab[1:] < lab[:-1]):
+    if lab.size == 0 or (lab[1:] < lab[:-1]).any():
         return None
     new = np.empty(lab.size, bool)
     new[0] = True
@@ -372,7 +372,7 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None,
                                 group, st, previous.keep_mult)
     mult = np.bincount(group, minlength=n_groups).astype(float)
     rep = first.astype(np.int64)  # the first block of each group
-    if np.any(col_len[rep[group]] != col_len) or np.any(row_len[rep[group]] != row_len):
+    if (col_len[rep[group]] != col_len).any() or (row_len[rep[group]] != row_len).any():
         return None
 
     # ---- reduced LP: linking columns/rows + the representatives' columns/rows, original order
@@ -418,7 +418,7 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None,
     row_src[br] = red_row[st.row_order[st.row_start[rep_r] + lr[br]]]
     row_div = np.ones(R)
     row_div[br] = mult[group[brb]]
-    if np.any(col_src < 0) or np.any(row_src < 0):
+    if (col_src < 0).any() or (row_src < 0).any():
         return None  # blocks of one group differ in shape: cannot happen with equal token tables
     return BlockAggregation(reduced, keep_cols, keep_rows, col_src, row_src, row_div, B, n_groups, group, st,
                             m_col[keep_cols])

@@ -50,7 +50,7 @@ def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     """``lo ≤ v ≤ hi`` to :data:`_FEAS_TOL` (relative above 1)."""
     with np.errstate(invalid="ignore"):
         tol = _FEAS_TOL * np.maximum(1.0, np.abs(v))
-        return bool(np.all((v >= lo - tol) & (v <= hi + tol)))
+        return bool(((v >= lo - tol) & (v <= hi + tol)).all())
 
 
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
