@@ -320,8 +320,11 @@ POP_NO_FORK = textwrap.dedent("""
     import importlib
     P = importlib.import_module("policyopt.pop_parallel")  # where the pool and this process take groups
     solve_group = P._solve_group
-    def slow(*args):  # this process only: the pool process gets to take groups before the queue is empty
-        time.sleep(2.0)
+    def slow(*args):  # this process only: it waits until the pool process has taken a group (the
+        # shared counter past this process's own), however long the pool takes to start on a busy machine
+        counter, end = P._SHARED[5], time.monotonic() + 240
+        while counter.value < 2 and time.monotonic() < end:
+            time.sleep(0.05)
         return solve_group(*args)
     P._solve_group = slow
     par = pop("max_min_fairness", 4, 0, max_workers=2).solve(prob)
