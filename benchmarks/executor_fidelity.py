@@ -10,7 +10,8 @@ the run itself measured, under both round models of :mod:`policyopt.executor.fid
 round duration and launch cost). One row per (run, simulated table, model): the measured and
 simulated makespan and their difference in percent of the simulated one, and the mean absolute
 per-job JCT difference (a table with measured ``configurations``, from ``--profile busy|schedule``,
-is simulated with them and, side by side, without them: "one rate per type"); and the machine's
+is simulated with them and, side by side, without them: "one rate per type"; ``priced``: the
+job-rounds its exact / shared / table rule priced); and the machine's
 1-minute load average (other users' processes included) while the table was profiled
 (``--profile busy|schedule``) and during the run's rounds.
 ``--states`` re-simulates finished runs (their state files) instead.
@@ -78,7 +79,8 @@ def rows_for(state: Path, label: str) -> list[dict[str, Any]]:
             out.append({"run": label, "simulated with": name, "model": model,
                         "measured_s": c["makespan"]["measured"], "simulated_s": c["makespan"]["simulated"],
                         "makespan_diff_pct": c["makespan"]["difference_pct"],
-                        "mean_abs_jct_diff_pct": c["mean_abs_jct_difference_pct"], **load})
+                        "mean_abs_jct_diff_pct": c["mean_abs_jct_difference_pct"], **load,
+                        "priced": "/".join(str(v) for v in (c.get("configuration_rates") or {}).values())})
     return out
 
 
@@ -112,7 +114,7 @@ def main() -> None:
     rows: list[dict[str, Any]] = []
     if args.states is not None:
         for s in args.states:
-            rows += rows_for(Path(s), Path(s).stem)
+            rows += rows_for(Path(s), "/".join(Path(s).parts[-3:-1]))  # e.g. KEEP/schedule-0
     else:
         base = Path(args.keep) if args.keep else Path(tempfile.mkdtemp(prefix="fidelity-"))
         cluster = ray_cluster() if args.ray else None
