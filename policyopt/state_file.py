@@ -2,7 +2,8 @@
 
 * :func:`check_state_file` — run before a store opens its file: a file that exists but is empty
   (0 bytes: truncated, or emptied by a failed copy), is not an SQLite database, fails
-  ``PRAGMA quick_check``, or lacks the store's tables is refused with one
+  ``PRAGMA quick_check``, or lacks the store's tables (beyond a header page: a file another
+  process is creating) is refused with one
   :class:`~policyopt.errors.InputError` naming the file and what to do (restore a backup,
   ``--repair``, or an explicit ``--new-state``). A store never starts empty over a file that held
   data; only a missing file is created.
@@ -73,7 +74,11 @@ def check_state_file(path: str | Path, tables: Iterable[str], *, field: str = "s
         if missing and names:
             raise InputError(field, str(p), f"is not a policyopt state file of this kind (tables {missing} "
                                             f"missing); " + _advice(p, flag))
-        if missing and not names and p.stat().st_size > 0:
+        # no tables in one page: SQLite's header page only, as another process that has just created
+        # the file leaves it until its first transaction (the tables) commits; nothing can have been
+        # lost, and the store's own migration waits for that transaction. More pages: refused.
+        if missing and not names and p.stat().st_size > 0 \
+                and conn.execute("PRAGMA page_count").fetchone()[0] > 1:
             raise InputError(field, str(p), "holds no tables although it is not empty; " + _advice(p, flag))
     finally:
         conn.close()

@@ -146,6 +146,43 @@ def test_executor_state_file_gets_the_same_check(tmp_path: Path) -> None:
     assert str(path) in str(exc.value) and "policyopt state repair" in str(exc.value)
 
 
+def test_a_state_file_being_created_by_another_process_is_not_refused(tmp_path: Path) -> None:
+    """Another process has created the file (SQLite's header page written) and its first
+    transaction, which creates the tables, is still open: the file holds one page and no tables.
+    Opening it then (a second opener, or a test watching a starting executor) waits for that
+    transaction instead of calling the file damaged. A larger file without tables is still refused."""
+    from policyopt.executor.state import ExecutorState
+
+    path = tmp_path / "run.sqlite"
+    creator = sqlite3.connect(str(path), isolation_level=None)
+    creator.execute("PRAGMA journal_mode=WAL")
+    creator.execute("BEGIN IMMEDIATE")
+    creator.execute("CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT)")
+    check_state_file(path, ("meta", "jobs", "rounds", "events"))  # raised "holds no tables" before
+    opened: list[ExecutorState] = []
+    opener = threading.Thread(target=lambda: opened.append(ExecutorState(path)))
+    opener.start()
+    time.sleep(0.2)
+    creator.execute("ROLLBACK")  # the creator's migration went away: the opener migrates the file itself
+    creator.close()
+    opener.join(timeout=60)
+    assert opened, "the second opener failed"
+    opened[0].put("round", 1)
+    assert opened[0].get("round") == 1
+    opened[0].close()
+
+    dropped = tmp_path / "dropped.sqlite"
+    conn = sqlite3.connect(str(dropped))
+    conn.execute("CREATE TABLE t (x)")
+    conn.executemany("INSERT INTO t VALUES (?)", [("x" * 500,)] * 200)
+    conn.commit()
+    conn.execute("DROP TABLE t")  # its pages stay in the file (free list): data may have been lost
+    conn.commit()
+    conn.close()
+    with pytest.raises(InputError, match="holds no tables"):
+        check_state_file(dropped, ("meta",))
+
+
 _WRITER = """
 import sys
 from policyopt.service.limits import Limits
