@@ -1,4 +1,4 @@
-"""The Ray backend on a local Ray instance (``ray.init()``): one actor per worker slot runs the
+"""The Ray backend on a local Ray instance (``ray.init(address="local")``): one actor per worker slot runs the
 same worker entry point; two real jobs finish at exactly their step counts."""
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def test_ray_backend_runs_real_jobs_to_completion(tmp_path: Path) -> None:
                        {"id": "cnn", "job_type": "resnet-bs32", "steps": 100}])
     config = ExecutorConfig(cluster="cpu1=1,cpu2=1", policy="max_min_fairness", round_seconds=2.0)
     t0 = time.time()
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="policyopt-test")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="policyopt-test")
     try:
         backend = RayBackend(build_slots(config.cluster, config.pin), tmp_path / "run" / "backend", run_id="t")
         executor = Executor(tmp_path / "state.sqlite", jobs, config, load_throughput_table(example_throughputs_path()),

@@ -43,7 +43,7 @@ def test_ray_address_uses_a_running_ray_session_and_leaves_it_running(gavel_dir,
     runs its tasks there and does not shut that session down."""
     from policyopt.sim import experiments as ex
 
-    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="policyopt-test")
+    ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="policyopt-test")
     try:
         summary = ex.run_experiment("las_single", tmp_path, [0], scale="published", jobs=12, rates=[6.0],
                                     progress=False, ray_address="auto")
@@ -53,3 +53,30 @@ def test_ray_address_uses_a_running_ray_session_and_leaves_it_running(gavel_dir,
     assert summary["status"] == "ok"
     df = pd.read_csv(tmp_path / "las_single_published.csv")
     assert list(df["arm"]) == ["aware", "agnostic"] and (df["completed"] > 0).all()
+
+
+def test_a_local_ray_instance_is_new_even_when_another_cluster_runs_here(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """``--ray-address local`` (the sweep) and no address (the executor's Ray backend) start a new
+    Ray instance: they pass Ray's own ``"local"``. ``ray.init(address=None)`` would join the cluster
+    that ``RAY_ADDRESS`` or ``/tmp/ray/ray_current_cluster`` names (a ``ray start --head`` or a
+    ``ray.cluster_utils.Cluster`` in another process), and fail there when given ``num_cpus``."""
+    from policyopt.executor.ray_backend import RayBackend
+    from policyopt.sim import experiments as ex
+
+    class Stop(Exception):
+        pass
+
+    addresses: list[str | None] = []
+
+    def init(address: str | None = None, **options: object) -> None:
+        addresses.append(address)
+        raise Stop
+
+    monkeypatch.setattr(ray, "is_initialized", lambda: False)
+    monkeypatch.setattr(ray, "init", init)
+    with pytest.raises(Stop):
+        ex._run_on_ray([], "local", lambda k, result: None)
+    with pytest.raises(Stop):
+        RayBackend([], tmp_path / "run")
+    assert addresses == ["local", "local"]

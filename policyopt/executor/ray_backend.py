@@ -101,7 +101,9 @@ class RayBackend:
         if not ray.is_initialized():
             options: dict[str, Any] = {"namespace": namespace, "include_dashboard": False, "log_to_driver": False}
             options.update(init_options or {})
-            ray.init(address=address, **options)
+            # None: a new local instance (Ray's "local"; ray.init(address=None) would join the cluster named
+            # by RAY_ADDRESS or /tmp/ray/ray_current_cluster, e.g. any Ray head started on this machine)
+            ray.init(address="local" if address is None else address, **options)
         root = str(Path(__file__).resolve().parents[2])
         self._env = {"PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
                      **{str(k): str(v) for k, v in (env or {}).items()}}

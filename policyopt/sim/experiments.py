@@ -504,7 +504,9 @@ def _run_on_ray(tasks: Sequence[Any], address: str, finished: Any) -> None:
         raise InputError("ray_address", address, "needs the 'ray' package (pip install 'policyopt[ray]')") from None
     started = not ray.is_initialized()
     if started:
-        ray.init(address=None if address == "local" else address, include_dashboard=False, log_to_driver=False)
+        # "local" is Ray's own word for a new instance; address=None would join the cluster named by
+        # RAY_ADDRESS or /tmp/ray/ray_current_cluster (any Ray head started on this machine)
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
     try:
         remote = ray.remote(_run_one)
         pending = {remote.remote(task): k for k, task in enumerate(tasks)}
