@@ -57,3 +57,32 @@ def test_cluster_dry_run_then_one_round(tmp_path: Path) -> None:
         assert jobs[other].held and jobs[other].features == ""  # never touched
         report = json.loads((work / "out" / "report.json").read_text())
         assert report["rounds"][0]["decided"] == {managed: {"gpu_type": "v100", "gpus": 1}}
+
+
+def test_a_port_taken_before_slurmctld_binds_it_gets_a_fresh_attempt(tmp_path: Path,
+                                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    """The local cluster's ports are found free, then bound by the daemons: one taken in between
+    (held here) makes slurmctld exit, and the cluster starts on a second attempt with fresh ports."""
+    import socket
+
+    import policyopt.slurm.localcluster as lc
+
+    with socket.socket() as held:
+        held.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        held.bind(("0.0.0.0", 0))
+        held.listen()
+        taken = held.getsockname()[1]
+        picks: list[list[int]] = []
+        free = lc._free_ports
+
+        def first_one_taken(n: int) -> list[int]:
+            ports = free(n)
+            if not picks:
+                ports[0] = taken  # slurmctld's port
+            picks.append(ports)
+            return ports
+
+        monkeypatch.setattr(lc, "_free_ports", first_one_taken)
+        with LocalSlurm(tmp_path / "slurm", (NodeSpec("v1", "v100", 1),)) as cluster:
+            assert [n.name for n in Slurm(cluster.env).nodes(["gpu"])] == ["v1"]
+    assert len(picks) == 2 and taken not in picks[1]

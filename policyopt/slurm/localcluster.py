@@ -66,6 +66,10 @@ def _free_ports(n: int) -> list[int]:
             s.close()
 
 
+class _DaemonExited(PolicyOptError):
+    """A daemon of the local cluster exited."""
+
+
 class LocalSlurm:
     """Start/stop a private Slurm cluster in ``root`` (see the module docstring).
 
@@ -159,14 +163,34 @@ class LocalSlurm:
         self._procs.append(proc)
         return proc
 
+    #: start attempts, each with fresh ports (see :meth:`start`)
+    START_ATTEMPTS = 3
+
     def start(self, timeout: float = 60.0) -> "LocalSlurm":
-        """Write the configuration, start munged, slurmctld and the slurmds; wait until idle."""
+        """Write the configuration, start munged, slurmctld and the slurmds; wait until idle.
+
+        The ports are found free here but bound by the daemons later, so another process may take
+        one in between (slurmctld then exits: "Address already in use"). A daemon that exits while
+        the cluster starts ends this attempt; the next one writes the configuration with fresh
+        ports, up to :attr:`START_ATTEMPTS` attempts."""
         why = slurm_missing()
         if why:
             raise PolicyOptError(why)
+        for attempt in range(1, self.START_ATTEMPTS + 1):
+            try:
+                return self._start_once(timeout)
+            except _DaemonExited:
+                self._end_daemons()
+                if attempt == self.START_ATTEMPTS:
+                    raise
+        raise AssertionError("unreachable")  # pragma: no cover
+
+    def _start_once(self, timeout: float) -> "LocalSlurm":
         self._write_config()
         m = self.root / "munge"
         key = m / "munge.key"
+        for stale in ("munge.sock", "munge.key", "munged.pid"):  # from an earlier attempt
+            (m / stale).unlink(missing_ok=True)
         key.write_bytes(os.urandom(1024))
         os.chmod(key, 0o400)
         self._spawn(["munged", "--foreground", "--force", f"--socket={m / 'munge.sock'}",
@@ -184,7 +208,7 @@ class LocalSlurm:
         for p in self._procs:
             if p.poll() is not None:
                 name = p.args[0] if isinstance(p.args, (list, tuple)) else p.args
-                raise PolicyOptError(f"{name!s} exited with {p.returncode}; see {self.root / 'log'}")
+                raise _DaemonExited(f"{name!s} exited with {p.returncode}; see {self.root / 'log'}")
 
     def _wait(self, ok: object, timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
@@ -217,6 +241,10 @@ class LocalSlurm:
             subprocess.run(["scancel", "--full", "-u", "root"], env=self.env, capture_output=True, timeout=30)
             subprocess.run(["scancel", "--full", "--state=PENDING", "-u", "root"], env=self.env,
                            capture_output=True, timeout=30)
+        self._end_daemons()
+
+    def _end_daemons(self) -> None:
+        """End the daemons (slurmds first) by pid: SIGTERM, SIGKILL after 15 s."""
         for proc in reversed(self._procs):
             if proc.poll() is None:
                 os.killpg(proc.pid, signal.SIGTERM)
