@@ -4,7 +4,7 @@
 Each field present in any job is read once as a column (one C-level pass), checked with one type
 scan and one numpy pass against :data:`policyopt.schema.JOB_FIELDS`, and the :class:`Job` objects
 are then built without their per-field checks; the first job with a defect is re-validated by the
-per-job reference (:func:`policyopt.problem._job_from_raw`), whose error names the field.
+per-job reference (:func:`policyopt.problem_records._job_from_raw`), whose error names the field.
 """
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ from itertools import chain, repeat
 from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 
 from .errors import InputError
-from .problem import (_JOB_KEYS, _JOB_NUMBERS, _JOB_SPECS, _NONE, _NUMBER_TYPES, _THROUGHPUT_SPEC, Job, _bad_array,
-                      _id_number_ok, _job_from_raw)
+from .problem_records import (_JOB_KEYS, _JOB_NUMBERS, _JOB_SPECS, _NONE, _NUMBER_TYPES, _THROUGHPUT_SPEC, Job,
+                              _bad_array, _id_number_ok, _job_from_raw)
 from .schema import FieldSpec
 
 if TYPE_CHECKING:

@@ -13,7 +13,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from policyopt.errors import InputError
-from policyopt.problem import Cluster, Problem, _job_from_raw
+from policyopt.problem import Cluster, Problem
+from policyopt.problem_records import _job_from_raw
 from policyopt.schema import (COLOCATED_FIELDS, COLOCATED_TYPE_FIELDS, ENTITY_FIELDS, JOB_FIELDS, MAGNITUDE,
                               PROBLEM_SECTIONS, WORKER_TYPE_FIELDS, problem_json_schema, schema_table)
 
