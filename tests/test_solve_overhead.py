@@ -129,6 +129,7 @@ def test_time_limit_is_per_run_on_reused_and_re_solved_highs_objects() -> None:
     import gc
 
     from policyopt.solvers import highs as hb
+    from policyopt.solvers.highs_support import _POOL
 
     limit = 0.2
     big = problem(256, 8)
@@ -136,10 +137,10 @@ def test_time_limit_is_per_run_on_reused_and_re_solved_highs_objects() -> None:
     for _ in range(400):  # a pooled object with more than `limit` of run time behind it
         pol.solve(big)
         gc.collect()
-        free = hb._POOL.__dict__.get("free", [])
+        free = _POOL.__dict__.get("free", [])
         if free and max(h.getRunTime() for h in free) > 2 * limit:
             break
-    free = hb._POOL.__dict__.get("free", [])
+    free = _POOL.__dict__.get("free", [])
     assert free and max(h.getRunTime() for h in free) > 2 * limit
     free.sort(key=lambda h: h.getRunTime())  # the most used one is handed out next
     small = problem(12, 3)
@@ -157,7 +158,7 @@ def test_time_limit_is_per_run_on_reused_and_re_solved_highs_objects() -> None:
     rec = get_policy("max_min_fairness", fill=False)
     rec.config["solver"] = Recording()
     rec.solve(problem(48, 5))
-    hb._POOL.__dict__["free"] = []  # a new Highs object: only this model's runs count
+    _POOL.__dict__["free"] = []  # a new Highs object: only this model's runs count
     loaded = hb.HighsSolver().load(forms[0], SolverOptions(algorithm="simplex", time_limit=limit))
     solves = 0
     while loaded.h.getRunTime() <= 2 * limit and solves < 5000:

@@ -1,0 +1,156 @@
+"""Process-wide HiGHS plumbing for :mod:`policyopt.solvers.highs`: the banner swallowed once per
+process, HiGHS's model statuses mapped to :class:`~policyopt.result.Status`, checked calls, a
+per-thread pool of cleared ``Highs`` objects, and the vectorized CSC splice behind in-place model
+updates.
+"""
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+import numpy as np
+
+from policyopt.errors import SolverError
+from policyopt.result import Status
+
+_BANNER_LOCK = threading.Lock()
+_BANNER_SILENCED_PID: int | None = None
+
+
+def silence_banner() -> None:
+    """Swallow the two-line banner HiGHS writes to stdout when the first ``Highs()`` of a process
+    is created (before ``output_flag`` can be set).
+
+    highspy prints it once per process, so the first object is created here with file descriptor 1
+    pointed at ``/dev/null`` (C-level writes included); later objects, ours or another library's
+    (PuLP's and cvxpy's HiGHS interfaces), print nothing. Idempotent and cheap after the first call;
+    called again in a forked child it does nothing (the child inherits the parent's state).
+    """
+    global _BANNER_SILENCED_PID
+    if _BANNER_SILENCED_PID is not None:
+        return
+    import highspy
+
+    with _BANNER_LOCK:
+        if _BANNER_SILENCED_PID is not None:
+            return
+        try:
+            sys.stdout.flush()
+        except (OSError, ValueError):  # closed or broken stdout: nothing buffered to keep in order
+            pass
+        try:
+            saved = os.dup(1)
+        except OSError:  # no fd 1 (a daemon): the banner has nowhere to go anyway
+            first = highspy.Highs()
+        else:
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            try:
+                os.dup2(devnull, 1)
+                first = highspy.Highs()
+                _flush_c_stdout()
+            finally:
+                os.dup2(saved, 1)
+                os.close(saved)
+                os.close(devnull)
+        # the object that printed the banner serves this thread's first model (creating one: ~0.1 ms)
+        _POOL.__dict__.setdefault("free", []).append(first)
+        _BANNER_SILENCED_PID = os.getpid()
+
+
+def _flush_c_stdout() -> None:
+    """``fflush(NULL)``: the C library buffers stdout when it is a pipe, so the banner must leave
+    the buffer while fd 1 still points at ``/dev/null``."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).fflush(None)
+    except (OSError, AttributeError, TypeError):  # no C library to ask (not expected on Linux/macOS)
+        pass
+
+
+_STATUS_MAP: dict[Any, Status] = {}
+
+
+def _status_map(hs: Any) -> dict[Any, Status]:
+    """HiGHS model statuses → :class:`Status` (built once)."""
+    if not _STATUS_MAP:
+        S = hs.HighsModelStatus
+        _STATUS_MAP.update({S.kOptimal: Status.OPTIMAL, S.kInfeasible: Status.INFEASIBLE,
+                            S.kUnbounded: Status.UNBOUNDED, S.kUnboundedOrInfeasible: Status.INFEASIBLE,
+                            S.kTimeLimit: Status.TIME_LIMIT, S.kIterationLimit: Status.TIME_LIMIT,
+                            S.kSolutionLimit: Status.STOPPED,  # a MIP node/leaf/solution budget
+                            S.kModelEmpty: Status.OPTIMAL})
+    return _STATUS_MAP
+
+
+def _check(status: Any, call: str) -> None:
+    import highspy
+
+    if status == highspy.HighsStatus.kError:
+        raise SolverError(f"HiGHS {call} returned kError")
+
+
+#: per thread, ``Highs`` objects of models that were garbage collected, cleared for reuse: creating
+#: and destroying one costs ~0.1 ms, a fixed cost of every small solve (a 64-job max-sum LP solves in
+#: ~0.3 ms); only objects that held at most _POOL_MAX_COLS columns are kept, at most _POOL_SIZE
+_POOL = threading.local()
+_POOL_SIZE = 4
+_POOL_MAX_COLS = 50_000
+
+
+def _acquire_highs(highspy: Any) -> Any:
+    free = _POOL.__dict__.get("free")
+    return free.pop() if free else highspy.Highs()
+
+
+def _release_highs(h: Any, num_cols: int) -> None:
+    """Clear ``h`` (model, solver state, options back to HiGHS's defaults) and keep it for reuse."""
+    free = _POOL.__dict__.setdefault("free", [])
+    if len(free) >= _POOL_SIZE or num_cols > _POOL_MAX_COLS:
+        return
+    h.clearModel()
+    h.resetOptions()
+    free.append(h)
+
+
+def _splice_csc(A: Any, keep_cols: np.ndarray, keep_rows: np.ndarray, rows: np.ndarray, cols: np.ndarray,
+                vals: np.ndarray, n_rows: int, n_cols: int) -> Any:
+    """``A`` (CSC, sorted row indices) without the columns and rows outside ``keep_*`` (renumbered in
+    order), with the entries ``(rows, cols, vals)`` added — new rows and columns numbered after the
+    kept ones, and no new entry in a kept row *and* a kept column, so each new entry goes after a
+    column's kept entries: one ``np.insert`` at the column ends. Vectorized, ``O(nnz)``; a
+    deletion-free update (an arrival) does not touch the kept entries' indices."""
+    import scipy.sparse as sp
+
+    counts = np.diff(A.indptr)
+    indices, data = A.indices, A.data
+    if not keep_cols.all():
+        m = np.repeat(keep_cols, counts)
+        indices, data, counts = indices[m], data[m], counts[keep_cols]
+    if not keep_rows.all():
+        m = keep_rows[indices]
+        col_of = np.repeat(np.arange(counts.size), counts)[m]
+        indices, data = (np.cumsum(keep_rows) - 1)[indices[m]], data[m]
+        counts = np.bincount(col_of, minlength=counts.size)
+    nkc = counts.size
+    per_col = np.zeros(n_cols, np.int64)
+    per_col[:nkc] = counts
+    if rows.size:
+        o = np.lexsort((rows, cols))
+        rows, cols, vals = rows[o], cols[o], vals[o]
+        ends = np.cumsum(counts)  # end of each kept column's entries (and of them all)
+        at = ends[np.minimum(cols, nkc - 1)] if nkc else np.zeros(cols.size, np.int64)
+        at = np.where(cols < nkc, at, ends[-1] if nkc else 0)
+        indices = np.insert(indices, at, rows)
+        data = np.insert(data, at, vals)
+        per_col += np.bincount(cols, minlength=n_cols)
+    indptr = np.zeros(n_cols + 1, np.int64)
+    np.cumsum(per_col, out=indptr[1:])
+    nnz = int(indptr[-1])
+    idx_dtype = np.int32 if max(nnz, n_rows, n_cols) < 2**31 - 1 else np.int64
+    out = sp.csc_matrix((np.asarray(data, np.float64), indices.astype(idx_dtype, copy=False),
+                         indptr.astype(idx_dtype)), shape=(n_rows, n_cols))
+    out.has_sorted_indices = True
+    return out
