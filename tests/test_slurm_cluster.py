@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from policyopt.errors import PolicyOptError
 from policyopt.slurm.demo import DemoJob, submit, write_throughputs
 from policyopt.slurm.localcluster import LocalSlurm, NodeSpec, slurm_missing
 from policyopt.slurm.slurmcmd import Slurm
@@ -86,3 +87,24 @@ def test_a_port_taken_before_slurmctld_binds_it_gets_a_fresh_attempt(tmp_path: P
         with LocalSlurm(tmp_path / "slurm", (NodeSpec("v1", "v100", 1),)) as cluster:
             assert [n.name for n in Slurm(cluster.env).nodes(["gpu"])] == ["v1"]
     assert len(picks) == 2 and taken not in picks[1]
+
+
+def test_a_start_that_times_out_leaves_no_daemon_running(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """slurmctld up but the nodes never idle within the timeout: start raises, and every daemon it
+    started (munged, slurmctld, slurmd) is gone (before, they outlived the failed start)."""
+    import policyopt.slurm.localcluster as lc
+
+    monkeypatch.setattr(lc.LocalSlurm, "_all_idle", lambda self: False)
+    cluster = LocalSlurm(tmp_path / "slurm", (NodeSpec("v1", "v100", 1),))
+    spawned: list[subprocess.Popen[bytes]] = []
+    spawn = cluster._spawn
+
+    def recording(argv: list[str], log: str) -> subprocess.Popen[bytes]:
+        spawned.append(spawn(argv, log))
+        return spawned[-1]
+
+    monkeypatch.setattr(cluster, "_spawn", recording)
+    with pytest.raises(PolicyOptError, match="did not"):  # become idle (or, on a loaded machine, answer)
+        cluster.start(timeout=3.0)
+    assert spawned and spawned[0].args[0] == "munged"
+    assert all(p.poll() is not None for p in spawned), [p.args[0] for p in spawned if p.poll() is None]

@@ -172,7 +172,8 @@ class LocalSlurm:
         The ports are found free here but bound by the daemons later, so another process may take
         one in between (slurmctld then exits: "Address already in use"). A daemon that exits while
         the cluster starts ends this attempt; the next one writes the configuration with fresh
-        ports, up to :attr:`START_ATTEMPTS` attempts."""
+        ports, up to :attr:`START_ATTEMPTS` attempts. A start that fails otherwise (a daemon that
+        does not answer in ``timeout``) ends the daemons it started before raising."""
         why = slurm_missing()
         if why:
             raise PolicyOptError(why)
@@ -183,6 +184,9 @@ class LocalSlurm:
                 self._end_daemons()
                 if attempt == self.START_ATTEMPTS:
                     raise
+            except BaseException:  # a timeout or an interrupt: no daemon outlives a failed start
+                self._end_daemons()
+                raise
         raise AssertionError("unreachable")  # pragma: no cover
 
     def _start_once(self, timeout: float) -> "LocalSlurm":
