@@ -115,6 +115,9 @@ def _codes(model: Model, layout: Layout, variables: bool) -> Codes:
     return code, slot, inner
 
 
+_EMPTY = np.empty(0, np.int64)  # codes not read yet (JobSetModel._index)
+
+
 class JobSetModel:
     """One loaded LP and how its columns and rows belong to jobs (see the module docstring)."""
 
@@ -128,10 +131,13 @@ class JobSetModel:
         self.ids: np.ndarray = space.jobs.labels.copy()  # each slot's job id
         self._slot_of: dict[Any, int] | None = None  # job id → slot, built when a lookup needs it
         self.T, self.scale, self.weights = space.T.copy(), space.scale.copy(), space.weights.copy()
-        self.col_code, self.col_slot, self.col_inner = _codes(model, self.var_layout, True)
-        self.row_code, self.row_slot, self.row_inner = _codes(model, self.block_layout, False)
-        self.var_dims = {name: tuple(v.dims) for name, v in model.variables.items()}
-        self.block_dims = {name: tuple(b.dims) for name, b in model.blocks.items()}
+        # the column and row codes and the dimensions are read from the model at the first update
+        # (:meth:`_index`): most kept models are replaced by a cold build before any update uses them
+        self._model: Model | None = model
+        self.col_code = self.col_slot = self.col_inner = _EMPTY
+        self.row_code = self.row_slot = self.row_inner = _EMPTY
+        self.var_dims: dict[str, tuple[Any, ...]] = {}
+        self.block_dims: dict[str, tuple[Any, ...]] = {}
         sf = loaded.sf
         self.base = (sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(), sf.row_lower.copy(), sf.row_upper.copy())
         self._cache: dict[bytes, _Block] = {}  # blocks by job data (_blocks), oldest first
@@ -141,6 +147,17 @@ class JobSetModel:
         self.updates = 0  # problems answered by an in-place update (tests and benchmarks read it)
 
     # ------------------------------------------------------------------ basis kept for the next problem
+    def _index(self) -> None:
+        """Read the codes of the columns and rows and the dimensions from the adopted model, once
+        (the model is not changed after :func:`adopt`; the loaded copy is)."""
+        model, self._model = self._model, None
+        if model is None:
+            return
+        self.col_code, self.col_slot, self.col_inner = _codes(model, self.var_layout, True)
+        self.row_code, self.row_slot, self.row_inner = _codes(model, self.block_layout, False)
+        self.var_dims = {name: tuple(v.dims) for name, v in model.variables.items()}
+        self.block_dims = {name: tuple(b.dims) for name, b in model.blocks.items()}
+
     def keep_start(self, x: np.ndarray | None) -> None:
         """Keep the backend's current basis (HiGHS's own copy) as the start of the next problem's
         solve, when the solve gave a point ``x``; a policy whose later stages change the loaded
@@ -196,6 +213,7 @@ class JobSetModel:
         start = self.start
         if start is not None and self.loaded.runs != self.start_runs:
             self.loaded.restore_basis(start)  # the kept basis (a later stage ran since), same size
+        self._index()
         keep_cols = (self.col_slot < 0) | keep_slot[np.maximum(self.col_slot, 0)]
         keep_rows = (self.row_slot < 0) | keep_slot[np.maximum(self.row_slot, 0)]
         new_slot = np.cumsum(keep_slot) - 1  # old slot → new slot (kept ones)

@@ -143,6 +143,30 @@ def test_changes_other_than_the_job_set_go_cold() -> None:
     assert incremental.state(pol) is fourth and fourth.updates == 1
 
 
+@pytest.mark.parametrize("name,opts", [("max_min_fairness", {}), ("max_sum_throughput", {})])
+def test_a_kept_model_reads_its_index_at_the_first_update_only(name: str, opts: dict) -> None:
+    """A cold build keeps its model without reading the per-column and per-row job codes (most kept
+    models are replaced by another cold build first); the first update reads them from the adopted
+    model, and the answer still equals a cold solve."""
+    rng = np.random.default_rng(11)
+    jobs = [make_job(i, rng, None) for i in range(16)]
+    pol = get_policy(name, **opts)
+    cl = cluster(16)
+    check_against_cold(pol, name, opts, Problem(cl, tuple(jobs[:15])))
+    st = incremental.state(pol)
+    assert st is not None and st.col_code.size == 0 and st.row_code.size == 0 and not st.var_dims
+    model = st._model
+    assert model is not None
+    want_cols = incremental._codes(model, st.var_layout, True)
+    check_against_cold(pol, name, opts, Problem(cl, tuple(jobs[1:15])))  # a completion: an update
+    assert incremental.state(pol) is st and st.updates == 1 and st._model is None
+    assert set(st.var_dims) == set(model.variables) and set(st.block_dims) == set(model.blocks)
+    assert st.col_code.size == st.loaded.sf.num_cols and st.row_code.size == st.loaded.sf.num_rows
+    assert st.col_code.size == want_cols[0].size - int(np.sum(want_cols[1] == 0))  # job j0's columns left
+    check_against_cold(pol, name, opts, Problem(cl, tuple(jobs[1:])))  # an arrival: a second update
+    assert incremental.state(pol) is st and st.updates == 2
+
+
 @pytest.mark.parametrize("opts", [{"algorithm": "simplex"}, {"solver": "highs:ipm"}, {"space_sharing": True}])
 def test_not_kept_outside_auto_highs_and_the_base_space(opts: dict) -> None:
     rng = np.random.default_rng(6)
