@@ -167,3 +167,51 @@ def test_time_limit_is_per_run_on_reused_and_re_solved_highs_objects() -> None:
         assert r.status.value == "optimal", (solves, r.message)
         solves += 1
     assert loaded.h.getRunTime() > 2 * limit
+
+
+def test_unchanged_highs_options_are_not_set_again() -> None:
+    """A re-solve sets only the HiGHS options whose value changed; one set on the raw object
+    (``h``) is set again through the model afterwards."""
+    from policyopt.solvers import highs as hb
+
+    forms = []
+
+    class Recording(hb.HighsSolver):
+        def load(self, sf, options):  # type: ignore[no-untyped-def]
+            forms.append(sf.copy())
+            return super().load(sf, options)
+
+    pol = get_policy("max_sum_throughput")
+    pol.config["solver"] = Recording()
+    pol.solve(problem(20, 4))
+    loaded = hb.HighsSolver().load(forms[0].copy(), SolverOptions())
+    ref = hb.HighsSolver().load(forms[0].copy(), SolverOptions(algorithm="simplex")).solve()
+    r1 = loaded.solve()
+
+    class Counting:
+        def __init__(self, h: object) -> None:
+            self.h, self.sets = h, []
+
+        def setOptionValue(self, option, value):  # type: ignore[no-untyped-def]
+            self.sets.append(option)
+            return self.h.setOptionValue(option, value)  # type: ignore[attr-defined]
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self.h, name)
+
+    counting = Counting(loaded._h)
+    loaded._h = counting
+    c = loaded.sf.c.copy()
+    for _ in range(3):
+        loaded.set_costs(np.arange(c.size), c)  # an in-place change: a warm re-solve
+        r = loaded.solve()
+        assert r.ok and r.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert r1.ok and len(counting.sets) <= 3  # the first re-solve switches to its warm algorithm at most
+    runs = len(counting.sets)
+    loaded.set_costs(np.arange(c.size), c)
+    loaded.solve()
+    assert len(counting.sets) == runs  # nothing changed: nothing set
+    loaded._set("presolve", "off")
+    loaded.h.setOptionValue("presolve", "choose")  # behind the model's back
+    loaded._set("presolve", "off")
+    assert counting.h.getOptionValue("presolve")[1] == "off"  # type: ignore[attr-defined]
