@@ -69,9 +69,6 @@ class HighsModel(LoadedModel):
         silence_banner()
         self._h = _acquire_highs(highspy)
         self._passed = False  # the model reaches HiGHS at its first use (not when the fast path answers)
-        # options this object set, by name: (type, value); a run re-sets only what differs. Cleared
-        # when the raw object is handed out (``h``): its holder may set options behind this cache
-        self._opts: dict[str, tuple[type, Any]] = {}
         # a new or pooled object holds HiGHS's defaults: only other values are set (~5 µs a call)
         self._set("output_flag", bool(options.verbose))
         if _ALGORITHMS[options.algorithm] != "choose":
@@ -113,13 +110,7 @@ class HighsModel(LoadedModel):
 
     @property
     def h(self) -> Any:
-        """The ``highspy.Highs`` object, holding the current model (passed on first access). Its
-        holder may set options on it, so the record of options set (``_set``) starts afresh."""
-        self._opts.clear()
-        return self._highs()
-
-    def _highs(self) -> Any:
-        """``h`` for this class's own calls (they set options through ``_set`` only)."""
+        """The ``highspy.Highs`` object, holding the current model (passed on first access)."""
         if not self._passed:
             self._pass_model()
         return self._h
@@ -143,17 +134,10 @@ class HighsModel(LoadedModel):
         self._passed = True
 
     def _set(self, option: str, value: Any) -> None:
-        """``setOptionValue``, skipped when this object last set ``option`` to the same value."""
-        key = (type(value), value)
-        if self._opts.get(option) == key:
-            return
-        self._opts.pop(option, None)  # unknown until the call succeeds
         status = self._h.setOptionValue(option, value)
         if status == self._hs.HighsStatus.kError:
             raise SolverError(f"HiGHS setOptionValue({option!r}, {value!r}) returned kError "
                               "(unknown option or invalid value)")
-        if status == self._hs.HighsStatus.kOk:
-            self._opts[option] = key
 
     # ------------------------------------------------------------------ in-place updates
     def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
@@ -161,7 +145,7 @@ class HighsModel(LoadedModel):
         if not self._passed:
             return
         cols = np.asarray(cols, np.int32)
-        _check(self._highs().changeColsCost(cols.size, cols, np.asarray(costs, np.float64)), "changeColsCost")
+        _check(self.h.changeColsCost(cols.size, cols, np.asarray(costs, np.float64)), "changeColsCost")
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         super().set_col_bounds(cols, lower, upper)
@@ -175,7 +159,7 @@ class HighsModel(LoadedModel):
         cols = np.asarray(cols, np.int32)
         lo = np.broadcast_to(np.asarray(lower, np.float64), cols.shape)
         hi = np.broadcast_to(np.asarray(upper, np.float64), cols.shape)
-        _check(self._highs().changeColsBounds(cols.size, cols, np.where(np.isfinite(lo), lo, -inf),
+        _check(self.h.changeColsBounds(cols.size, cols, np.where(np.isfinite(lo), lo, -inf),
                                        np.where(np.isfinite(hi), hi, inf)), "changeColsBounds")
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -190,7 +174,7 @@ class HighsModel(LoadedModel):
             return
         inf = self._hs.kHighsInf
         slo, shi = self.sf.row_lower[rows], self.sf.row_upper[rows]
-        _check(self._highs().changeRowsBounds(
+        _check(self.h.changeRowsBounds(
             rows.size, rows.astype(np.int32), np.where(np.isfinite(slo), slo, -inf),
             np.where(np.isfinite(shi), shi, inf)), "changeRowsBounds")
 
@@ -205,7 +189,7 @@ class HighsModel(LoadedModel):
         inf = self._hs.kHighsInf
         R = A_rows.tocsr()
         lo, hi = self.sf.row_lower[rows], self.sf.row_upper[rows]
-        _check(self._highs().addRows(rows.size, np.where(np.isfinite(lo), lo, -inf), np.where(np.isfinite(hi), hi, inf),
+        _check(self.h.addRows(rows.size, np.where(np.isfinite(lo), lo, -inf), np.where(np.isfinite(hi), hi, inf),
                               int(R.nnz), R.indptr[:-1].astype(np.int32), R.indices.astype(np.int32),
                               np.ascontiguousarray(R.data, np.float64)), "addRows")
         return rows
@@ -223,7 +207,7 @@ class HighsModel(LoadedModel):
     def get_basis(self) -> tuple[np.ndarray, np.ndarray] | None:
         if not self._warm:
             return None
-        b = self._highs().getBasis()
+        b = self.h.getBasis()
         if not b.valid:
             return None
         return np.array(b.col_status, np.int8), np.array(b.row_status, np.int8)
@@ -235,7 +219,7 @@ class HighsModel(LoadedModel):
         """A copy of HiGHS's current basis (a few µs), converted to arrays only when called."""
         if not self._warm:
             return lambda: None
-        b = self._highs().getBasis()
+        b = self.h.getBasis()
         if not b.valid:
             return lambda: None
         return lambda: (np.array(b.col_status, np.int8), np.array(b.row_status, np.int8))
@@ -248,7 +232,7 @@ class HighsModel(LoadedModel):
         b.col_status = [codes[v] for v in np.asarray(col_status, np.int64).tolist()]
         b.row_status = [codes[v] for v in np.asarray(row_status, np.int64).tolist()]
         b.alien = True  # HiGHS completes a basis with too many or too few basic variables
-        _check(self._highs().setBasis(b), "setBasis")
+        _check(self.h.setBasis(b), "setBasis")
         self._warm = True
 
     def holds_model(self) -> bool:
@@ -289,7 +273,7 @@ class HighsModel(LoadedModel):
         nonbasic row): the statuses HiGHS kept through the deletions and additions (kept entries
         as they were, new columns nonbasic, new rows basic) set back as a basis, without reading
         them into Python."""
-        self._set_own_basis(self._highs().getBasis())
+        self._set_own_basis(self.h.getBasis())
         self._warm = True
 
     @staticmethod
@@ -368,7 +352,7 @@ class HighsModel(LoadedModel):
         if not self._passed:
             return
         hs = self._hs
-        _check(self._highs().changeObjectiveSense(hs.ObjSense.kMaximize if sense == "max" else hs.ObjSense.kMinimize),
+        _check(self.h.changeObjectiveSense(hs.ObjSense.kMaximize if sense == "max" else hs.ObjSense.kMinimize),
                "changeObjectiveSense")
 
     # ------------------------------------------------------------------ solve
@@ -393,7 +377,7 @@ class HighsModel(LoadedModel):
                         self._set(k, v)
             self._use_auto(alg)
         res = self._run_highs()
-        if self._capped and self._highs().getModelStatus() == self._hs.HighsModelStatus.kIterationLimit:
+        if self._capped and self.h.getModelStatus() == self._hs.HighsModelStatus.kIterationLimit:
             self._cap(False)  # stalled without perturbation (a degenerate vertex): once more with it
             res = self._run_highs()
         if small_primal and res.status is Status.OPTIMAL and self._max_infeasibility > _FEAS_TOL:
@@ -486,7 +470,7 @@ class HighsModel(LoadedModel):
 
     def _run(self) -> Any:
         """``h.run()`` under the per-run time limit (see ``__init__``)."""
-        h = self._highs()
+        h = self.h
         if self._time_limit is not None:
             self._set("time_limit", h.getRunTime() + self._time_limit)
         return h.run()
@@ -497,15 +481,15 @@ class HighsModel(LoadedModel):
         self.runs += 1
         run_status = self._run()
         self._warm = True
-        ms = self._highs().getModelStatus()
+        ms = self.h.getModelStatus()
         if ms == hs.HighsModelStatus.kUnboundedOrInfeasible:
             # presolve could not tell which; one re-run without presolve decides
             self._set("presolve", "off")
             run_status = self._run()
-            ms = self._highs().getModelStatus()
+            ms = self.h.getModelStatus()
             self._set("presolve", "choose")
         t1 = time.perf_counter()
-        info = self._highs().getInfo()
+        info = self.h.getInfo()
         # the largest violation of a row or column bound by the returned point (HiGHS's own check of
         # its solution, on the rows as passed: StandardForm.violation without another A·x)
         self._max_infeasibility = float(info.max_primal_infeasibility)
@@ -515,10 +499,10 @@ class HighsModel(LoadedModel):
         opts = {"algorithm": self.options.algorithm, "highs_solver": _ALGORITHMS[self.options.algorithm],
                 "time_limit": self.options.time_limit, **self.options.extra}
         res = SolveResult(status=status, objective=None, x=None, solver="highs", options=opts,
-                          message=self._highs().modelStatusToString(ms),
+                          message=self.h.modelStatusToString(ms),
                           iterations=int(getattr(info, "simplex_iteration_count", 0) or 0)
                           + int(getattr(info, "ipm_iteration_count", 0) or 0))
-        sol = self._highs().getSolution()
+        sol = self.h.getSolution()
         has_primal = bool(sol.value_valid) and int(info.primal_solution_status) == 2  # feasible
         if status is Status.OPTIMAL or (status in (Status.TIME_LIMIT, Status.STOPPED) and has_primal):
             if self.sf.num_cols:
