@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pandas as pd
@@ -31,8 +32,10 @@ JOB_TYPES = ("resnet-bs64", "transformer-bs32", "lstm-bs40")
 PLANS = tuple(f"dp{d}-ga{a}-gc{g}" for d in (1, 2) for a in (1, 2, 4) for g in (0, 1))
 
 
-def run_profile(csv_path: Path, seconds: float, repeats: int) -> None:
-    """Measure the plan grid for :data:`JOB_TYPES` and copy ``plan_samples.csv`` to csv_path."""
+def run_profile(csv_path: Path, seconds: float, repeats: int, job_types: Sequence[str] = JOB_TYPES,
+                worker_types: Sequence[str] | None = None, plans: Sequence[str] = PLANS) -> None:
+    """Measure ``plans`` for ``job_types`` on ``worker_types`` (default: every detected type but
+    ``cpu2``) and copy ``plan_samples.csv`` to csv_path."""
     import tempfile
 
     from policyopt.jobs.profiler import detect_worker_types, profile
@@ -40,9 +43,10 @@ def run_profile(csv_path: Path, seconds: float, repeats: int) -> None:
     began = time.perf_counter()
     with tempfile.TemporaryDirectory() as tmp:
         # cpu2 (2 threads in one process) yields no plan rows: skip its alone runs.
-        workers = [name for name in detect_worker_types() if name != "cpu2"]
-        result = profile(tmp, job_types=list(JOB_TYPES), worker_types=workers,
-                         seconds_per_run=seconds, repeats=repeats, plans=list(PLANS),
+        workers = (list(worker_types) if worker_types is not None
+                   else [name for name in detect_worker_types() if name != "cpu2"])
+        result = profile(tmp, job_types=list(job_types), worker_types=workers,
+                         seconds_per_run=seconds, repeats=repeats, plans=list(plans),
                          warmup_steps=2,
                          log=lambda msg: print(f"{time.perf_counter() - began:6.1f}s {msg}",
                                                flush=True))
@@ -57,6 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--csv", type=Path, default=COMMITTED, help="profiler plan_samples.csv")
     ap.add_argument("--profile", action="store_true", help="re-measure into --csv first")
+    ap.add_argument("--job-types", nargs="+", default=list(JOB_TYPES), help="job types to profile (--profile)")
+    ap.add_argument("--worker-types", nargs="+", default=None,
+                    help="worker types to profile (--profile; default: every detected one but cpu2)")
+    ap.add_argument("--plans", nargs="+", default=list(PLANS), help="plans to profile (--profile)")
     ap.add_argument("--seconds-per-run", type=float, default=1.5)
     ap.add_argument("--repeats", type=int, default=2)
     ap.add_argument("--train", type=int, default=7, help="training runs per split (>= 4)")
@@ -66,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the plain formula (no parallel_capacity / step_overhead choice)")
     args = ap.parse_args(argv)
     if args.profile:
-        run_profile(args.csv, args.seconds_per_run, args.repeats)
+        run_profile(args.csv, args.seconds_per_run, args.repeats, args.job_types, args.worker_types, args.plans)
     samples = read_real_samples(args.csv)
     pd.set_option("display.width", 160)
     print(f"{len(samples)} real runs from {args.csv}")
