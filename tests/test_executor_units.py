@@ -353,3 +353,19 @@ def test_scale_factor_jobs_and_their_table_rows() -> None:
                                     {j.id: j.scale_factor for j in jobs})
     used = {t: sum(x[j.id][t] * j.scale_factor for j in jobs) for t in ("cpu1", "cpu2")}
     assert all(v <= 2 + 1e-9 for v in used.values())
+
+
+def test_k_worker_rows_are_needed_only_for_types_with_k_workers() -> None:
+    """A 2-worker job can never run on a type with one worker (one GPU beside CPU slots): its row
+    for that type may be absent; with two such workers it must be there."""
+    from policyopt.executor.spec import check_table
+
+    table = load_throughput_table(example_throughputs_path("multi"))
+    for row in table["job_types"].values():
+        row["throughputs"]["h100"] = 2 * row["throughputs"]["cpu2"]  # alone rows only, no K = 2 row
+    jobs = parse_jobs(EXAMPLES["multi"])
+    check_table(table, jobs, {"cpu1": 2, "cpu2": 2, "h100": 1})
+    with pytest.raises(InputError, match=r"scale_factors\.2\.throughputs\.h100"):
+        check_table(table, jobs, {"cpu1": 2, "cpu2": 2, "h100": 2})
+    with pytest.raises(InputError, match=r"scale_factor.*needs 2 workers of one type; the cluster has at most 1"):
+        check_table(table, jobs, {"cpu1": 1, "h100": 1})

@@ -125,7 +125,7 @@ def resolve_throughputs(args: argparse.Namespace, jobs: Sequence[Any], cluster: 
     shipped = example_throughputs_path(name)
     table = load_throughput_table(shipped)
     try:
-        check_table(table, jobs, types)
+        check_table(table, jobs, {t: n for t, n in cluster.items() if n > 0})
     except InputError as exc:
         raise InputError("throughputs", None, f"the shipped table does not cover this run ({exc}); "
                          "give --throughputs TABLE.json or --profile") from None

@@ -141,7 +141,7 @@ class Executor(ProcessControl):
     # ------------------------------------------------------------------------------ setup
     def _initialize(self, jobs: list[JobSpec], config: ExecutorConfig, table: dict[str, Any], run_dir: Path,
                     source: str) -> None:
-        check_table(table, jobs, [t for t, n in config.cluster.items() if n > 0])
+        check_table(table, jobs, {t: n for t, n in config.cluster.items() if n > 0})
         run_dir = run_dir.resolve()
         records = [JobRecord(j.id, i, j.to_dict(), "pending", j.steps,
                              stats={"rounds_run": 0, "migrations": 0, "preemptions": 0, "seconds_by_type": {},

@@ -219,12 +219,17 @@ def table_row(table: Mapping[str, Any], job_type: str, scale_factor: int = 1) ->
     return f"{field}.scale_factors.{scale_factor}", row if isinstance(row, Mapping) else None
 
 
-def check_table(table: Mapping[str, Any], jobs: Sequence[JobSpec], worker_types: Sequence[str]) -> None:
-    """Every (job type, scale factor) of ``jobs`` has a positive throughput on at least one worker
-    type, and a number (possibly 0 = cannot run) for each worker type of the cluster."""
+def check_table(table: Mapping[str, Any], jobs: Sequence[JobSpec],
+                worker_types: Sequence[str] | Mapping[str, int]) -> None:
+    """Every (job type, scale factor ``K``) of ``jobs`` has a positive throughput on at least one
+    worker type, and a number (possibly 0 = cannot run) for each worker type of the cluster.
+
+    ``worker_types`` may map each type to its worker count: a type with fewer than ``K`` workers
+    can never hold a ``K``-worker job, so its ``K``-worker row may be absent (it counts as 0)."""
     job_types = table.get("job_types")
     if not isinstance(job_types, Mapping):
         raise InputError("throughputs.job_types", job_types, "must be an object")
+    counts = dict(worker_types) if isinstance(worker_types, Mapping) else None
     for jt, k in sorted({(j.job_type, j.scale_factor) for j in jobs}):
         where, entry = table_row(table, jt, k)
         if entry is None or not isinstance(entry.get("throughputs"), Mapping):
@@ -232,12 +237,18 @@ def check_table(table: Mapping[str, Any], jobs: Sequence[JobSpec], worker_types:
             raise InputError(where, None, "not in the throughput table (profile it: policyopt profile "
                                           f"--job-types {jt}{how})")
         thr = entry["throughputs"]
+        fits = [wt for wt in worker_types if counts is None or int(counts[wt]) >= k]
+        if counts is not None and not fits:
+            raise InputError(f"jobs[job_type={jt}].scale_factor", k,
+                             f"needs {k} workers of one type; the cluster has at most {max(counts.values(), default=0)}")
         for wt in worker_types:
             value = thr.get(wt)
+            if value is None and wt not in fits:
+                continue
             if value is None:
                 raise InputError(f"{where}.throughputs.{wt}", None, "worker type not profiled for this job type")
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) or value < 0:
                 raise InputError(f"{where}.throughputs.{wt}", value, "must be a number >= 0")
-        if not any(float(thr[wt]) > 0 for wt in worker_types):
+        if fits and not any(float(thr[wt]) > 0 for wt in fits):
             raise InputError(f"{where}.throughputs", dict(thr),
                              "the job type cannot run on any worker type of the cluster")
