@@ -33,7 +33,8 @@ PLANS = tuple(f"dp{d}-ga{a}-gc{g}" for d in (1, 2) for a in (1, 2, 4) for g in (
 
 
 def run_profile(csv_path: Path, seconds: float, repeats: int, job_types: Sequence[str] = JOB_TYPES,
-                worker_types: Sequence[str] | None = None, plans: Sequence[str] = PLANS) -> None:
+                worker_types: Sequence[str] | None = None, plans: Sequence[str] = PLANS,
+                warmup_steps: int = 2) -> None:
     """Measure ``plans`` for ``job_types`` on ``worker_types`` (default: every detected type but
     ``cpu2``) and copy ``plan_samples.csv`` to csv_path."""
     import tempfile
@@ -47,7 +48,7 @@ def run_profile(csv_path: Path, seconds: float, repeats: int, job_types: Sequenc
                    else [name for name in detect_worker_types() if name != "cpu2"])
         result = profile(tmp, job_types=list(job_types), worker_types=workers,
                          seconds_per_run=seconds, repeats=repeats, plans=list(plans),
-                         warmup_steps=2,
+                         warmup_steps=warmup_steps,
                          log=lambda msg: print(f"{time.perf_counter() - began:6.1f}s {msg}",
                                                flush=True))
         table = pd.read_csv(result.paths["samples"])
@@ -67,6 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--plans", nargs="+", default=list(PLANS), help="plans to profile (--profile)")
     ap.add_argument("--seconds-per-run", type=float, default=1.5)
     ap.add_argument("--repeats", type=int, default=2)
+    ap.add_argument("--warmup-steps", type=int, default=2, help="steps excluded from each run's rate (--profile)")
     ap.add_argument("--train", type=int, default=7, help="training runs per split (>= 4)")
     ap.add_argument("--splits", type=int, default=20)
     ap.add_argument("--seed", type=int, default=0)
@@ -74,7 +76,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="only the plain formula (no parallel_capacity / step_overhead choice)")
     args = ap.parse_args(argv)
     if args.profile:
-        run_profile(args.csv, args.seconds_per_run, args.repeats, args.job_types, args.worker_types, args.plans)
+        run_profile(args.csv, args.seconds_per_run, args.repeats, args.job_types, args.worker_types, args.plans,
+                    args.warmup_steps)
     samples = read_real_samples(args.csv)
     pd.set_option("display.width", 160)
     print(f"{len(samples)} real runs from {args.csv}")
