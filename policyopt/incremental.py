@@ -42,7 +42,7 @@ from .errors import SolverError
 from .modeling import Model, Variable
 from .warm_start import BasisSnapshot
 
-__all__ = ["JobSetModel", "Splice", "adopt", "eligible", "forget", "state", "update"]
+__all__ = ["JobSetModel", "Splice", "adopt", "eligible", "forget", "seed_prices", "seeded", "state", "update"]
 
 #: per variable (or constraint block) name: whether it is per job, and its dimension names
 Layout = dict[str, tuple[bool, tuple[str, ...]]]
@@ -158,6 +158,25 @@ class JobSetModel:
         self.var_dims = {name: tuple(v.dims) for name, v in model.variables.items()}
         self.block_dims = {name: tuple(b.dims) for name, b in model.blocks.items()}
 
+    def linking_duals(self) -> dict[str, np.ndarray] | None:
+        """The last answer's multipliers (original row scale) of the rows of each constraint block
+        that is not per job (the capacity rows), by block name, in the block's flat order; ``None``
+        without them."""
+        y = self.loaded.answer_duals()
+        if y is None:
+            return None
+        out = {}
+        for k, (name, (per_job, _)) in enumerate(self.block_layout.items()):
+            if per_job:
+                continue
+            if self._model is not None:  # not updated yet: the adopted model's rows
+                b = self._model.blocks[name]
+                out[name] = y[b.start:b.stop].copy()
+            else:
+                sel = np.flatnonzero(self.row_code == k)
+                out[name] = y[sel[np.argsort(self.row_inner[sel])]]
+        return out
+
     def keep_start(self, x: np.ndarray | None) -> None:
         """Keep the backend's current basis (HiGHS's own copy) as the start of the next problem's
         solve, when the solve gave a point ``x``; a policy whose later stages change the loaded
@@ -185,10 +204,12 @@ class JobSetModel:
         """Bring the loaded model to ``space``'s job set (the caller holds :attr:`lock`); returns the
         variables over ``space`` (columns of the updated model), or ``None`` when the change is not a
         pure change of the job set (then nothing was changed)."""
-        if _signature(policy, space) != self.signature or not self.loaded.holds_model():
+        if (_signature(policy, space) != self.signature or not self.loaded.holds_model()
+                or self.loaded.prefers_rebuild()):
             # (while the structured fast path answers, HiGHS never held the whole LP: a fresh build
             # and detection cost less than the update — Gavel's 2,048-job workload: 7.0 ms cold
-            # against 8.6 ms updated, max-sum)
+            # against 8.6 ms updated, max-sum; where the backend answers from the linking rows'
+            # prices, a fresh build started from them does too: :func:`seed_prices`)
             return None
         ids = space.jobs.labels
         n = len(ids)
@@ -607,10 +628,45 @@ def update(policy: Any, space: AllocationSpace) -> tuple[JobSetModel, dict[str, 
         forget(policy)
         raise
     if got is None:
+        duals = st.linking_duals() if st.loaded.prefers_rebuild() else None
         st.lock.release()
         forget(policy)
+        if duals is not None:
+            _PRICES[policy] = duals
         return None
     return st, got
+
+
+#: per policy object, the linking rows' multipliers left by a kept model that preferred a rebuild,
+#: and how many fresh builds were started from such multipliers (tests and benchmarks read it)
+_PRICES: "weakref.WeakKeyDictionary[Any, dict[str, np.ndarray]]" = weakref.WeakKeyDictionary()
+_SEEDED: "weakref.WeakKeyDictionary[Any, int]" = weakref.WeakKeyDictionary()
+
+
+def seeded(policy: Any) -> int:
+    """How many of ``policy``'s fresh builds started from a kept model's prices (:func:`seed_prices`)."""
+    return _SEEDED.get(policy, 0)
+
+
+def seed_prices(policy: Any, model: Model, loaded: Any) -> bool:
+    """Start ``loaded`` (``model`` compiled and loaded, cold) from the multipliers of the linking
+    rows (constraint blocks not per job, matched by name and size) that ``policy``'s kept model left
+    when it preferred a rebuild (:meth:`JobSetModel.linking_duals`); other rows start at 0. Whether
+    it did: the backend's price path then answers or the whole LP is solved."""
+    duals = _PRICES.pop(policy, None)
+    if duals is None:
+        return False
+    _SEEDED[policy] = _SEEDED.get(policy, 0) + 1
+    y = np.zeros(loaded.sf.num_rows)
+    hit = False
+    for name, v in duals.items():
+        b = model.blocks.get(name)
+        if b is not None and b.stop - b.start == v.size:
+            y[b.start:b.stop] = v
+            hit = True
+    if hit:
+        loaded.set_dual_start(y)
+    return hit
 
 
 def adopt(policy: Any, space: AllocationSpace, model: Model, loaded: Any, obj_var: Variable | None

@@ -271,7 +271,10 @@ class LPPolicy(Policy):
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
         loaded = solver.load(sf, self.solver_options(sf))
         prev = recall(self)
-        if prev is not None and not model.is_mip and self.config["algorithm"] == "auto" \
+        # the linking rows' prices a kept model left (max-sum throughput's capacity rows): the
+        # backend's price path starts from them; when it fails, the whole LP is solved cold
+        priced = self.incremental_lp and not model.is_mip and incremental.seed_prices(self, model, loaded)
+        if prev is not None and not priced and not model.is_mip and self.config["algorithm"] == "auto" \
                 and prev.statuses() is not None:
             # warm start: the previous problem's optimal basis, carried over by labels (a job more
             # or less after an arrival or completion); a failed warm solve is checked cold (resolve)

@@ -216,6 +216,20 @@ class LoadedModel(ABC):
         """Start the next solve from this basis (possibly *alien*: the wrong number of basic
         variables, completed by the backend). Backends without warm starts: nothing to do."""
 
+    def answer_duals(self) -> np.ndarray | None:
+        """The row multipliers (original row scale) of the last optimal answer, or ``None`` (not
+        kept: backends without them)."""
+        return None
+
+    def set_dual_start(self, row_duals: np.ndarray) -> None:
+        """Row multipliers (original row scale, one per row; 0 where unknown) to start the next
+        solve from — a guess only: backends that cannot use them ignore them."""
+
+    def prefers_rebuild(self) -> bool:
+        """Whether a fresh build of the next problem, started from :meth:`answer_duals`
+        (:meth:`set_dual_start`), is expected to answer faster than updating this model in place."""
+        return False
+
     def resolve(self) -> SolveResult:
         """Re-solve after in-place updates. An ``INFEASIBLE`` or ``ERROR`` answer is checked by one
         cold solve without presolve: a warm basis can stall the simplex (HiGHS: model status

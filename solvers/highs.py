@@ -31,8 +31,16 @@ from policyopt.solver_api import (
 )
 from policyopt.standard_form import StandardForm
 
-from . import blocks
-from .highs_support import _acquire_highs, _check, _release_highs, _splice_csc, _status_map, silence_banner
+from . import blocks, prices
+from .highs_support import (
+    _acquire_highs,
+    _check,
+    _release_highs,
+    _splice_csc,
+    _status_map,
+    silence_banner,
+    solve_small_lp,
+)
 
 _ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pdlp", "primal": "simplex"}
 #: HiGHS's simplex variants (``simplex_strategy``) for auto_algorithm's answers
@@ -100,6 +108,15 @@ class HighsModel(LoadedModel):
         self._structure: blocks.BlockStructure | None = None
         self._agg: blocks.BlockAggregation | None = None
         self._small: HighsModel | None = None
+        # the linking-row price path (module ``prices``): the row multipliers of the last optimal
+        # answer over the current rows (``None``: unknown; ``_y_highs``: HiGHS's solution is that
+        # answer, read only when a splice needs it), and the price structure of ``sf.A``
+        self._y: np.ndarray | None = None
+        self._y_highs = False
+        self._gub: prices.GubStructure | None = None
+        self._gub_of: Any = None
+        self._gub_never = False  # the shape did not fit once, or the path failed twice: not tried again
+        self._gub_fails = 0
         for k, v in options.extra.items():
             self._set(k, v)
 
@@ -180,6 +197,7 @@ class HighsModel(LoadedModel):
 
     def add_rows(self, A_rows: Any, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
         rows = super().add_rows(A_rows, lower, upper)
+        self._y, self._y_highs = None, False
         if self._last is not None and rows.size:
             act = np.asarray(A_rows @ self._last[0], dtype=np.float64).ravel()  # row_scale 1
             ok = _within(act, self.sf.row_lower[rows], self.sf.row_upper[rows])
@@ -200,6 +218,7 @@ class HighsModel(LoadedModel):
 
     def clear_warm_start(self) -> None:
         self._last = None
+        self._y, self._y_highs = None, False
         if self._passed:
             _check(self._h.clearSolver(), "clearSolver")
         self._warm = False
@@ -226,6 +245,7 @@ class HighsModel(LoadedModel):
 
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
         self._last = None  # another basis: its point is unknown here
+        self._y, self._y_highs = self._answer_duals(), False  # (setting a basis drops HiGHS's solution)
         S = self._hs.HighsBasisStatus
         codes = [S.kLower, S.kBasic, S.kUpper, S.kZero, S.kNonbasic]
         b = self._hs.HighsBasis()
@@ -252,6 +272,7 @@ class HighsModel(LoadedModel):
         """Set a basis taken by :meth:`basis_object` on a model of the same size (see
         :meth:`_set_own_basis`)."""
         self._last = None
+        self._y, self._y_highs = self._answer_duals(), False  # (setting a basis drops HiGHS's solution)
         self._set_own_basis(basis)
         self._warm = True
 
@@ -293,6 +314,10 @@ class HighsModel(LoadedModel):
         sf = self.sf
         kc, kr = np.asarray(s.keep_cols, bool), np.asarray(s.keep_rows, bool)
         nkc, nkr = int(kc.sum()), int(kr.sum())
+        y = self._answer_duals()
+        # the last answer's multipliers on the kept rows (0 on new ones): the next solve's prices
+        self._y = None if y is None else np.concatenate([y[kr], np.zeros(s.row_lower.size)])
+        self._y_highs = False
         n_c, n_r = nkc + s.c.size, nkr + s.row_lower.size
         sf.A = _splice_csc(sf.A, kc, kr, s.rows, s.cols, s.vals, n_r, n_c)
         sf.c = np.concatenate([sf.c[kc], s.c])
@@ -343,6 +368,77 @@ class HighsModel(LoadedModel):
             _check(h.addRows(s.row_lower.size, lo, hi, int(cc.size), starts, cc.astype(np.int32),
                              np.ascontiguousarray(vv, np.float64)), "addRows")
 
+    def _answer_duals(self) -> np.ndarray | None:
+        """The row multipliers (scaled rows) of the last optimal answer on the current rows, or
+        ``None``."""
+        if self._gub_never:
+            return None
+        if self._y is not None or not self._y_highs or not self._passed:
+            return self._y
+        sol = self._h.getSolution()
+        if not sol.dual_valid:
+            return None
+        y = np.asarray(sol.row_dual, dtype=np.float64)
+        return y if y.size == self.sf.num_rows else None
+
+    def answer_duals(self) -> np.ndarray | None:
+        y = self._answer_duals()
+        return None if y is None else self.sf.unscale_duals(y)
+
+    def set_dual_start(self, row_duals: np.ndarray) -> None:
+        y = np.asarray(row_duals, np.float64)
+        if y.shape != (self.sf.num_rows,):
+            raise ValueError(f"row_duals has shape {y.shape}, the model has {self.sf.num_rows} rows")
+        self._y, self._y_highs = y / self.sf.row_scale, False
+
+    def _gub_structure(self) -> prices.GubStructure | None:
+        """The price structure of the current matrix (detected once per matrix), or ``None``."""
+        if self._gub_never:
+            return None
+        if self._gub_of is not self.sf.A:
+            self._gub, self._gub_of = prices.detect(self.sf), self.sf.A
+            self._gub_never = self._gub is None
+        return self._gub
+
+    def prefers_rebuild(self) -> bool:
+        """True when the linking-price path applies (module ``prices``) and the last answer's
+        multipliers are known: a fresh build started from them costs less than a splice (max-sum
+        throughput at 2,048 jobs: build and compile about 1.2 ms; an update in place about 2 ms)."""
+        return (self.options.algorithm == "auto" and (self._y is not None or self._y_highs)
+                and self._gub_structure() is not None and self._answer_duals() is not None)
+
+    def _solve_prices(self) -> tuple[SolveResult | None, str]:
+        """The linking-price path (module ``prices``) from the last answer's multipliers: the
+        certified result, or ``None`` and why not (then HiGHS solves the whole LP)."""
+        t0 = time.perf_counter()
+        y = self._answer_duals()
+        if y is None or y.size != self.sf.num_rows:
+            return None, ""
+        st = self._gub_structure()
+        if st is None:
+            self._y, self._y_highs = None, False
+            return None, ""
+        hs = self._hs
+        ans, why = prices.solve(self.sf, st, y[st.link], lambda lp: solve_small_lp(hs, lp))
+        if ans is None:
+            self._y, self._y_highs = None, False
+            self._gub_fails += 1
+            self._gub_never = self._gub_fails >= 2
+            return None, f"linking prices: {why}; whole LP solved by HiGHS"
+        self._gub_fails = 0
+        self._y, self._y_highs = ans.y, False
+        self._last = None
+        res = SolveResult(status=Status.OPTIMAL, objective=ans.objective, x=ans.x, solver="highs",
+                          options={"algorithm": "auto", "fast_path": f"linking prices: {ans.free} of {st.B} blocks "
+                                   f"free, {ans.rounds} round(s); dual bound {ans.bound:.15g}, violation "
+                                   f"{ans.violation:.3g}", "time_limit": self.options.time_limit,
+                                   **self.options.extra},
+                          message="Optimal", iterations=0)
+        if self.return_duals:
+            res.row_duals, res.col_duals = self.sf.unscale_duals(ans.y), ans.d
+        res.timings = Timings(solve=time.perf_counter() - t0)
+        return res, ""
+
     def set_presolve(self, enabled: bool) -> None:
         self._presolve = enabled
         self._set("presolve", "choose" if enabled else "off")
@@ -360,10 +456,15 @@ class HighsModel(LoadedModel):
         auto = self.options.algorithm == "auto" and not self.sf.is_mip
         note = ""
         small_primal = False
+        if auto and (self._y is not None or self._y_highs):
+            fast, note = self._solve_prices()
+            if fast is not None:
+                return fast
         if auto:
             if self._try_structured and auto_algorithm(self.sf, warm=self._warm,
                                                        degenerate=self.options.degenerate) == "structured":
-                fast, note = self._solve_structured()
+                fast, why = self._solve_structured()
+                note = why or note
                 if fast is not None:
                     return fast
                 self._try_structured = False  # re-solves of this model go to HiGHS directly
@@ -479,6 +580,7 @@ class HighsModel(LoadedModel):
         hs = self._hs
         t0 = time.perf_counter()
         self.runs += 1
+        self._y = None
         run_status = self._run()
         self._warm = True
         ms = self.h.getModelStatus()
@@ -514,8 +616,14 @@ class HighsModel(LoadedModel):
                 res.x = np.zeros(0)
             res.objective = float(info.objective_function_value) if self.sf.num_cols else float(self.sf.offset)
             if self.return_duals and sol.dual_valid and not self.sf.is_mip:
-                res.row_duals = self.sf.unscale_duals(np.asarray(sol.row_dual, dtype=np.float64))
+                y = np.asarray(sol.row_dual, dtype=np.float64)
+                res.row_duals = self.sf.unscale_duals(y)
                 res.col_duals = np.asarray(sol.col_dual, dtype=np.float64)
+                if status is Status.OPTIMAL and not self._gub_never:
+                    self._y = y
+        # the price path's next start: this answer's multipliers (read from HiGHS when needed)
+        self._y_highs = (status is Status.OPTIMAL and self._y is None and not self._gub_never
+                         and self.options.algorithm == "auto" and not self.sf.is_mip)
         res.timings = Timings(solve=t1 - t0, extract=time.perf_counter() - t1)
         return res
 

@@ -154,3 +154,41 @@ def _splice_csc(A: Any, keep_cols: np.ndarray, keep_rows: np.ndarray, rows: np.n
                          indptr.astype(idx_dtype)), shape=(n_rows, n_cols))
     out.has_sorted_indices = True
     return out
+
+
+_SMALL = threading.local()
+#: options of the dedicated object that solves the price path's small LPs (set once per thread):
+#: dual simplex without presolve to tight tolerances (the answer is certified on the whole LP)
+_SMALL_OPTIONS = {"output_flag": False, "solver": "simplex", "presolve": "off",
+                  "primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
+
+
+def solve_small_lp(highspy: Any, sf: Any) -> tuple[np.ndarray, np.ndarray] | None:
+    """A small LP (a :class:`~policyopt.standard_form.StandardForm` with finite or infinite bounds,
+    no integers) by HiGHS's dual simplex on one object kept per thread: its optimal point and row
+    duals (HiGHS's convention, ``d = c − Aᵀy``, rows as given), or ``None`` when not optimal. Leaner
+    than a loaded model (no result record, no options set per call)."""
+    h = getattr(_SMALL, "h", None)
+    if h is None:
+        h = highspy.Highs()
+        for k, v in _SMALL_OPTIONS.items():
+            _check(h.setOptionValue(k, v), f"setOptionValue({k!r})")
+        _SMALL.h = h
+    inf = highspy.kHighsInf
+    A = sf.A
+    sense = highspy.ObjSense.kMaximize if sf.sense == "max" else highspy.ObjSense.kMinimize
+    _check(h.passModel(sf.num_cols, sf.num_rows, int(A.nnz), int(highspy.MatrixFormat.kColwise), int(sense),
+                       float(sf.offset), np.ascontiguousarray(sf.c, np.float64),
+                       np.where(np.isfinite(sf.col_lower), sf.col_lower, -inf),
+                       np.where(np.isfinite(sf.col_upper), sf.col_upper, inf),
+                       np.where(np.isfinite(sf.row_lower), sf.row_lower, -inf),
+                       np.where(np.isfinite(sf.row_upper), sf.row_upper, inf),
+                       A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32),
+                       np.ascontiguousarray(A.data, np.float64), np.zeros(sf.num_cols, np.int32)), "passModel")
+    h.clearSolver()
+    if h.run() == highspy.HighsStatus.kError or h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+        return None
+    sol = h.getSolution()
+    if not (sol.value_valid and sol.dual_valid):
+        return None
+    return np.asarray(sol.col_value, np.float64), np.asarray(sol.row_dual, np.float64)

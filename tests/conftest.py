@@ -36,3 +36,12 @@ def gavel(gavel_dir: Path):
     from policyopt.data import load_gavel
 
     return load_gavel(gavel_dir / "simulation_throughputs.json")
+
+
+@pytest.fixture
+def no_price_path(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The linking-price path (``policyopt.solvers.prices``) off: every LP goes to HiGHS and a kept
+    max-sum model is updated in place — for tests of those mechanisms themselves."""
+    from policyopt.solvers import prices
+
+    monkeypatch.setattr(prices, "detect", lambda sf: None)

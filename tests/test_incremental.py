@@ -56,7 +56,10 @@ def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], ki
     pol = get_policy(name, **opts)
     check_against_cold(pol, name, opts, Problem(cl, tuple(jobs)))
     expected = 0
+    warm = 0  # steps answered by an in-place update, or by a rebuild answered from the kept prices
     for kind, draw in steps:
+        before = incremental.state(pol)
+        n_before = (before.updates if before is not None else 0, incremental.seeded(pol))
         if kind == 0 or len(jobs) < 3:
             jobs.insert(draw % (len(jobs) + 1), make_job(nxt, rng, kinds))
             nxt += 1
@@ -77,11 +80,16 @@ def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], ki
                 nxt += 1
         check_against_cold(pol, name, opts, Problem(cl, tuple(jobs)))
         expected += 1
+        after = incremental.state(pol)
+        updated = after is not None and after is before and after.updates == n_before[0] + 1
+        priced = (after is not None and incremental.seeded(pol) == n_before[1] + 1
+                  and not after.loaded.holds_model())  # HiGHS never held the rebuilt LP
+        warm += updated or priced
     st_ = incremental.state(pol)
     if kept:
-        assert st_ is not None and st_.updates == expected  # every step was an in-place update
+        assert warm == expected  # every step: an in-place update or the kept prices
     else:
-        assert st_ is None or st_.updates == 0
+        assert (st_ is None or st_.updates == 0) and incremental.seeded(pol) == 0
 
 
 @pytest.mark.parametrize("name,opts", POLICIES)
@@ -89,6 +97,15 @@ def run_sequence(name: str, opts: dict, n: int, steps: list[tuple[int, int]], ki
 def test_arrivals_completions_changes_reorders_match_cold(name: str, opts: dict, seed: int) -> None:
     steps = [(0, 3), (1, 5), (2, 7), (0, 0), (3, 4), (1, 0), (4, 11), (2, 2), (0, 9), (4, 5)]
     run_sequence(name, opts, 24, steps, None, seed)
+
+
+@pytest.mark.parametrize("opts", [{}, {"normalize": True}])
+def test_max_sum_updates_in_place_without_the_price_path(opts: dict, no_price_path: None) -> None:
+    """With the linking-price path off, every step of max-sum is an in-place update (the route taken
+    when the price path does not apply), equal to a cold solve."""
+    steps = [(0, 3), (1, 5), (2, 7), (0, 0), (3, 4), (1, 0), (4, 11), (2, 2), (0, 9), (4, 5)]
+    run_sequence("max_sum_throughput", opts, 24, steps, None, 0)
+    run_sequence("max_sum_throughput", opts, 20, steps[:8], 3, 11)
 
 
 @pytest.mark.parametrize("name,opts", POLICIES[:3])
@@ -176,7 +193,7 @@ def test_not_kept_outside_auto_highs_and_the_base_space(opts: dict) -> None:
     assert incremental.state(pol) is None
 
 
-def test_kept_model_basis_carries_by_label_to_a_cold_build() -> None:
+def test_kept_model_basis_carries_by_label_to_a_cold_build(no_price_path: None) -> None:
     """After in-place updates the basis is still recalled by labels: a cold build after a change of
     the cluster starts from it and reaches the cold optimum."""
     rng = np.random.default_rng(7)
@@ -218,7 +235,7 @@ def test_concurrent_solves_of_one_policy_object_stay_exact() -> None:
 
 
 @pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
-def test_update_starts_from_the_previous_basis(name: str) -> None:
+def test_update_starts_from_the_previous_basis(name: str, no_price_path: None) -> None:
     """After an arrival and after a completion the kept model's first HiGHS run needs fewer simplex
     iterations than a cold build's (the previous basis, new rows basic, is kept)."""
     import highspy
@@ -274,7 +291,7 @@ def test_a_subclass_is_not_updated_unless_it_declares_it() -> None:
 
 
 @pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
-def test_completion_sets_the_kept_basis_without_completing_it(name: str) -> None:
+def test_completion_sets_the_kept_basis_without_completing_it(name: str, no_price_path: None) -> None:
     """A completion deletes a basic column (and for max-min a nonbasic row), so HiGHS drops its
     basis; the statuses it kept go back as a complete basis — not as an *alien* one, which HiGHS
     would factor at once to complete (a second factorization before the run's own) — and the

@@ -72,7 +72,7 @@ def test_mechanism_arrays_same_from_deferred_and_built_dictionaries() -> None:
     assert a.job_ids == b.job_ids and a.combos == b.combos
 
 
-def test_warm_basis_is_read_only_when_the_next_solve_uses_it() -> None:
+def test_warm_basis_is_read_only_when_the_next_solve_uses_it(no_price_path: None) -> None:
     pol = get_policy("max_sum_throughput")
     p = problem(30, 2)
     pol.solve(p)

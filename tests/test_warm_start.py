@@ -47,7 +47,7 @@ def test_same_problem_restarts_at_the_optimal_basis(policy: str) -> None:
 
 @pytest.mark.parametrize("policy", ["max_min_fairness", "max_sum_throughput"])
 @pytest.mark.parametrize("seed", [0, 1, 2])
-def test_arrivals_and_completions_match_cold_solves(policy: str, seed: int) -> None:
+def test_arrivals_and_completions_match_cold_solves(policy: str, seed: int, no_price_path: None) -> None:
     base = distinct_problem(41, seed)
     jobs = list(base.jobs)
     sequence = [jobs[:40], jobs[:41], jobs[1:41], jobs[1:40] + jobs[:1]]  # arrival, completion, reorder

@@ -1,0 +1,243 @@
+"""LPs with one own row per block and a few linking rows, re-solved from the linking rows' prices.
+
+Shape (found on the standard form alone, :func:`detect`): every column ``k`` meets exactly one
+*own* row ``m(k)`` (a generalized upper bound: a job's time row) with a coefficient ``g_k > 0``,
+and otherwise only *linking rows* ``i = 1 … K`` (one capacity row per worker type), with
+
+.. math::  \\max\\ c^T x \\quad\\text{s.t.}\\quad \\sum_{k \\in m} g_k x_k \\le u_m,\\qquad
+           L \\le A_L x \\le U,\\qquad 0 \\le x_k \\le h_k,\\ h_k g_k \\ge u_m
+
+(own rows' lower bounds ``≤ 0``; a ``min`` LP is taken as ``max −c``). This is max-sum
+throughput's LP.
+
+**Prices.** For linking prices ``p`` (scaled rows), block ``m``'s best answer puts its whole row
+on a column of largest ratio ``ρ_k = (c_k − p·a_k) / g_k`` when that ratio is positive, else
+nothing; its own row's multiplier is ``y_m = max(0, max_k ρ_k)``, which makes every reduced cost
+``c_k − p·a_k − g_k y_m ≤ 0``.
+
+**Re-solve** (:func:`solve`), from the prices of a previous optimum: the blocks whose best answer
+is clear (its margin over the runner-up, or over zero, is not among the smallest) are fixed at it;
+the others (the *free* blocks: ties and near-ties, at least :data:`MIN_FREE`) keep all their
+columns in a small LP whose linking rows are what the fixed blocks leave. Its optimum and its
+linking duals ``p'`` give a point ``x`` and multipliers ``y`` (``p'`` on the linking rows, the
+``y_m`` above on the own rows) for the whole LP. **Certificate:** ``x`` meets every row and bound
+to 1e-9 and the Lagrangian bound of ``y`` equals ``c·x`` to 1e-9 relative
+(:func:`policyopt.solvers.blocks.certify`), so ``x`` is optimal. Otherwise the blocks that ``p'``
+prices differently from their fixed answer are freed too, and the small LP is solved again (at
+most :data:`ROUNDS` times); then the caller solves the whole LP.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import scipy.sparse as sp
+
+from policyopt.standard_form import StandardForm
+
+from .blocks import certify
+
+__all__ = ["GubStructure", "PriceAnswer", "detect", "solve"]
+
+#: most linking rows accepted (capacity rows: one per worker type)
+MAX_LINKING_ROWS = 64
+#: fewest blocks kept free in the small LP (the smallest margins), and per linking row
+MIN_FREE = 24
+FREE_PER_LINK = 8
+#: small LPs solved before giving up (each frees the blocks the last prices moved)
+ROUNDS = 4
+
+
+@dataclass
+class GubStructure:
+    """The shape of :func:`detect` for one matrix (valid while ``A`` is that object)."""
+
+    A: sp.csc_matrix
+    link: np.ndarray        # the linking rows (K)
+    own: np.ndarray         # per column: its own row
+    g: np.ndarray           # per column: its coefficient there (> 0)
+    order: np.ndarray | None  # columns sorted by own row (``None``: they already are)
+    start: np.ndarray       # each block's first position in that order (B + 1 entries)
+    rows: np.ndarray        # each block's own row (B)
+    block: np.ndarray       # per column: its block
+
+    @property
+    def K(self) -> int:
+        return int(self.link.size)
+
+    @property
+    def B(self) -> int:
+        return int(self.rows.size)
+
+
+@dataclass
+class PriceAnswer:
+    """A certified optimum: the point, the row multipliers (scaled rows), the objective, the dual
+    bound, the largest violation, the reduced costs, and how many blocks were free and rounds run."""
+
+    x: np.ndarray
+    y: np.ndarray
+    objective: float
+    bound: float
+    violation: float
+    d: np.ndarray
+    free: int
+    rounds: int
+
+
+def detect(sf: StandardForm) -> GubStructure | None:
+    """The :class:`GubStructure` of ``sf`` (see the module docstring), or ``None``."""
+    if sf.is_mip or sf.num_cols < 8 or sf.num_rows < 4:
+        return None
+    A = sf.A if sf.A.format == "csc" else sf.A.tocsc()
+    N, R = sf.num_cols, sf.num_rows
+    indptr, rows = A.indptr, A.indices
+    row_nnz = np.bincount(rows, minlength=R)
+    # linking rows: more entries than an own row (one block's columns) has — the 90th percentile
+    # rule of blocks.detect
+    k90 = int(0.9 * (R - 1))
+    tau = max(2, 2 * int(np.searchsorted(np.cumsum(np.bincount(row_nnz)), k90, side="right")))
+    is_link = row_nnz > tau
+    K = int(np.count_nonzero(is_link))
+    if K == 0 or K > MAX_LINKING_ROWS:
+        return None
+    pos = np.flatnonzero(~is_link[rows])
+    # exactly one entry outside the linking rows per column: N of them, the k-th in column k
+    if pos.size != N or not ((pos >= indptr[:-1]) & (pos < indptr[1:])).all():
+        return None
+    own = rows[pos].astype(np.int64)
+    g = A.data[pos]
+    # own rows (those with entries outside the linking rows): upper bound finite and positive,
+    # lower bound ≤ 0 (checked on every non-linking row: one without entries must then hold 0)
+    ru, rl = sf.row_upper[~is_link], sf.row_lower[~is_link]
+    if not ((g > 0).all() and (sf.col_lower == 0).all() and (rl <= 0).all() and (ru > 0).all()
+            and (ru < np.inf).all() and (sf.col_upper * g >= sf.row_upper[own]).all()):
+        return None
+    order: np.ndarray | None = None
+    so = own
+    if not (own[1:] >= own[:-1]).all():
+        order = np.argsort(own, kind="stable")
+        so = own[order]
+    new = np.empty(N, bool)
+    new[0] = True
+    np.not_equal(so[1:], so[:-1], out=new[1:])
+    first = np.flatnonzero(new)
+    block_sorted = np.cumsum(new) - 1
+    if order is None:
+        block = block_sorted
+    else:
+        block = np.empty(N, np.int64)
+        block[order] = block_sorted
+    return GubStructure(A=A, link=np.flatnonzero(is_link), own=own, g=g, order=order,
+                        start=np.append(first, N), rows=so[first], block=block)
+
+
+def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Under prices ``p``: every column's ratio ``ρ_k = (c_k − p·a_k) / g_k``, and each block's best
+    ratio ``max_k ρ_k``."""
+    yl = np.zeros(st.A.shape[0])
+    yl[st.link] = p
+    ratio = (c - st.A.T @ yl) / st.g  # own rows carry no price here
+    srt = ratio if st.order is None else ratio[st.order]
+    return ratio, np.maximum.reduceat(srt, st.start[:-1])
+
+
+def _responses(st: GubStructure, ratio: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Per block: its first column of best ratio, and its margin (over the runner-up and zero when
+    the best ratio is positive; else the distance to zero)."""
+    srt = ratio.copy() if st.order is None else ratio[st.order]
+    blk = st.block if st.order is None else st.block[st.order]
+    pos = np.flatnonzero(srt == best[blk])
+    first = pos[np.concatenate(([True], blk[pos][1:] != blk[pos][:-1]))]
+    srt[first] = -np.inf
+    second = np.maximum.reduceat(srt, st.start[:-1])
+    margin = np.where(best > 0, best - np.maximum(second, 0.0), -best)
+    return (first if st.order is None else st.order[first]), margin
+
+
+def _small_lp(sf: StandardForm, st: GubStructure, c: np.ndarray, free: np.ndarray, act: np.ndarray
+              ) -> tuple[StandardForm, np.ndarray]:
+    """The LP of the blocks ``free`` (all their columns, their own rows, the linking rows less the
+    fixed blocks' activity ``act``), rows as scaled in ``sf`` (``row_scale`` 1), and its columns."""
+    s, e = st.start[free], st.start[free + 1]  # the free blocks' positions in the block order
+    pos = np.repeat(s - np.cumsum(np.concatenate(([0], (e - s)[:-1]))), e - s) + np.arange(int((e - s).sum()))
+    cols = pos if st.order is None else st.order[pos]
+    # the free columns' entries, gathered range by range from the CSC arrays
+    ptr = st.A.indptr
+    lo, n = ptr[cols], ptr[cols + 1] - ptr[cols]
+    indptr = np.zeros(cols.size + 1, np.int64)
+    np.cumsum(n, out=indptr[1:])
+    ent = np.repeat(lo - indptr[:-1], n) + np.arange(indptr[-1])
+    rmap = np.full(sf.num_rows, -1, np.int64)
+    own_rows = st.rows[free]
+    rmap[own_rows] = np.arange(own_rows.size)
+    rmap[st.link] = own_rows.size + np.arange(st.K)
+    A = sp.csc_matrix((st.A.data[ent], rmap[st.A.indices[ent]], indptr), shape=(own_rows.size + st.K, cols.size))
+    rlo = np.concatenate([sf.row_lower[own_rows], sf.row_lower[st.link] - act])
+    rhi = np.concatenate([sf.row_upper[own_rows], sf.row_upper[st.link] - act])
+    lp = StandardForm(sense="max", c=c[cols], offset=0.0, col_lower=sf.col_lower[cols],
+                      col_upper=sf.col_upper[cols], integrality=np.zeros(cols.size, np.int8), A=A,
+                      row_lower=rlo, row_upper=rhi, row_scale=np.ones(rlo.size))
+    return lp, cols
+
+
+#: solves a small LP to tight tolerances: its point and row duals (``d = c − Aᵀy``), or ``None``
+SmallSolver = Callable[[StandardForm], "tuple[np.ndarray, np.ndarray] | None"]
+
+
+def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
+          feas_tol: float = 1e-9, gap_tol: float = 1e-9) -> tuple[PriceAnswer | None, str]:
+    """The certified optimum of ``sf`` from linking prices ``p`` (multipliers of the scaled linking
+    rows, ``d = c − Aᵀy`` in ``sf``'s sense), or ``None`` and why not."""
+    sign = 1.0 if sf.sense == "max" else -1.0
+    c = sign * sf.c
+    u = sf.row_upper[st.rows]
+    p = sign * np.asarray(p, np.float64)
+    if p.shape != (st.K,) or not np.isfinite(p).all():
+        return None, "no prices for the linking rows"
+    B = st.B
+    free = np.zeros(B, bool)
+    ratio, best = _ratios(st, c, p)
+    best_col, margin = _responses(st, ratio, best)
+    n_free = min(B, max(MIN_FREE, FREE_PER_LINK * st.K))
+    free[np.argpartition(margin, n_free - 1)[:n_free] if n_free < B else slice(None)] = True
+    why = ""
+    for rnd in range(1, ROUNDS + 1):
+        fixed = ~free
+        on = fixed & (best > 0)
+        x = np.zeros(sf.num_cols)
+        bc = best_col[on]
+        x[bc] = u[on] / st.g[bc]
+        act = (st.A @ x)[st.link]
+        idx = np.flatnonzero(free)
+        lp, cols = _small_lp(sf, st, c, idx, act)
+        got = small(lp)
+        if got is None:
+            why = f"the LP of {idx.size} free blocks was not solved optimally"
+            if free.all():
+                return None, why
+            more = min(B, 2 * idx.size)
+            free[np.argpartition(margin, more - 1)[:more] if more < B else slice(None)] = True
+            continue
+        x[cols] = got[0]
+        p_new = got[1][idx.size:]
+        ratio, best_new = _ratios(st, c, p_new)
+        y = np.zeros(sf.num_rows)
+        y[st.link] = p_new
+        y[st.rows] = np.maximum(best_new, 0.0)
+        ok, primal, bound, viol, d = certify(sf, x, sign * y, feas_tol, gap_tol)
+        if ok:
+            return PriceAnswer(x=x, y=sign * y, objective=primal, bound=bound, violation=viol, d=d,
+                               free=int(idx.size), rounds=rnd), ""
+        why = (f"certificate failed after {rnd} rounds (objective {primal:.12g}, bound {bound:.12g}, "
+               f"violation {viol:.3g}, {idx.size} free blocks)")
+        # complementary slackness: a fixed block's answer must be a best one under the new prices
+        val = np.zeros(B)
+        val[on] = ratio[bc]
+        opt = np.maximum(best_new, 0.0)
+        moved = fixed & (opt - val > 1e-12 * np.maximum(1.0, np.abs(opt)))
+        if not moved.any():
+            return None, why
+        free |= moved
+    return None, why
