@@ -652,11 +652,11 @@ def seed_prices(policy: Any, model: Model, loaded: Any) -> bool:
     """Start ``loaded`` (``model`` compiled and loaded, cold) from the multipliers of the linking
     rows (constraint blocks not per job, matched by name and size) that ``policy``'s kept model left
     when it preferred a rebuild (:meth:`JobSetModel.linking_duals`); other rows start at 0. Whether
-    it did: the backend's price path then answers or the whole LP is solved."""
+    the backend took them (its price path then answers, or the whole LP is solved cold); if not,
+    the caller carries the basis as usual."""
     duals = _PRICES.pop(policy, None)
     if duals is None:
         return False
-    _SEEDED[policy] = _SEEDED.get(policy, 0) + 1
     y = np.zeros(loaded.sf.num_rows)
     hit = False
     for name, v in duals.items():
@@ -664,9 +664,10 @@ def seed_prices(policy: Any, model: Model, loaded: Any) -> bool:
         if b is not None and b.stop - b.start == v.size:
             y[b.start:b.stop] = v
             hit = True
-    if hit:
-        loaded.set_dual_start(y)
-    return hit
+    if not (hit and loaded.set_dual_start(y)):
+        return False
+    _SEEDED[policy] = _SEEDED.get(policy, 0) + 1
+    return True
 
 
 def adopt(policy: Any, space: AllocationSpace, model: Model, loaded: Any, obj_var: Variable | None

@@ -221,9 +221,10 @@ class LoadedModel(ABC):
         kept: backends without them)."""
         return None
 
-    def set_dual_start(self, row_duals: np.ndarray) -> None:
+    def set_dual_start(self, row_duals: np.ndarray) -> bool:
         """Row multipliers (original row scale, one per row; 0 where unknown) to start the next
-        solve from — a guess only: backends that cannot use them ignore them."""
+        solve from — a guess only. Whether the backend uses them (here: ignored)."""
+        return False
 
     def prefers_rebuild(self) -> bool:
         """Whether a fresh build of the next problem, started from :meth:`answer_duals`

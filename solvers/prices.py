@@ -38,13 +38,15 @@ from policyopt.standard_form import StandardForm
 
 from .blocks import certify
 
-__all__ = ["GubStructure", "PriceAnswer", "detect", "solve"]
+__all__ = ["GubStructure", "PriceAnswer", "detect", "plausible", "solve"]
 
 #: most linking rows accepted (capacity rows: one per worker type)
 MAX_LINKING_ROWS = 64
 #: fewest blocks kept free in the small LP (the smallest margins), and per linking row
 MIN_FREE = 24
 FREE_PER_LINK = 8
+#: a block whose best answer beats the runner-up by at most this (relative) is free
+TIE = 1e-9
 #: small LPs solved before giving up (each frees the blocks the last prices moved)
 ROUNDS = 4
 
@@ -86,6 +88,25 @@ class PriceAnswer:
     rounds: int
 
 
+def _linking_rows(sf: StandardForm, row_nnz: np.ndarray) -> np.ndarray:
+    """Rows with more entries than an own row (one block's columns) has: above twice the 90th
+    percentile of the row counts (the rule of ``blocks.detect``)."""
+    k90 = int(0.9 * (sf.num_rows - 1))
+    tau = max(2, 2 * int(np.searchsorted(np.cumsum(np.bincount(row_nnz)), k90, side="right")))
+    return row_nnz > tau
+
+
+def plausible(sf: StandardForm) -> bool:
+    """A cheap necessary test for :func:`detect` (three passes, no per-column work): few linking
+    rows, and as many entries outside them as columns."""
+    if sf.is_mip or sf.num_cols < 8 or sf.num_rows < 4:
+        return False
+    row_nnz = np.bincount(sf.A.indices, minlength=sf.num_rows)
+    is_link = _linking_rows(sf, row_nnz)
+    K = int(np.count_nonzero(is_link))
+    return 0 < K <= MAX_LINKING_ROWS and int(row_nnz[~is_link].sum()) == sf.num_cols
+
+
 def detect(sf: StandardForm) -> GubStructure | None:
     """The :class:`GubStructure` of ``sf`` (see the module docstring), or ``None``."""
     if sf.is_mip or sf.num_cols < 8 or sf.num_rows < 4:
@@ -94,11 +115,7 @@ def detect(sf: StandardForm) -> GubStructure | None:
     N, R = sf.num_cols, sf.num_rows
     indptr, rows = A.indptr, A.indices
     row_nnz = np.bincount(rows, minlength=R)
-    # linking rows: more entries than an own row (one block's columns) has — the 90th percentile
-    # rule of blocks.detect
-    k90 = int(0.9 * (R - 1))
-    tau = max(2, 2 * int(np.searchsorted(np.cumsum(np.bincount(row_nnz)), k90, side="right")))
-    is_link = row_nnz > tau
+    is_link = _linking_rows(sf, row_nnz)
     K = int(np.count_nonzero(is_link))
     if K == 0 or K > MAX_LINKING_ROWS:
         return None
@@ -202,6 +219,7 @@ def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
     best_col, margin = _responses(st, ratio, best)
     n_free = min(B, max(MIN_FREE, FREE_PER_LINK * st.K))
     free[np.argpartition(margin, n_free - 1)[:n_free] if n_free < B else slice(None)] = True
+    free |= margin <= TIE * np.maximum(1.0, np.abs(best))  # ties (identical jobs at the margin)
     why = ""
     for rnd in range(1, ROUNDS + 1):
         fixed = ~free

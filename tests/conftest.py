@@ -45,3 +45,4 @@ def no_price_path(monkeypatch: pytest.MonkeyPatch) -> None:
     from policyopt.solvers import prices
 
     monkeypatch.setattr(prices, "detect", lambda sf: None)
+    monkeypatch.setattr(prices, "plausible", lambda sf: False)
