@@ -3,7 +3,11 @@
 ``memory``: the memory model (:func:`policyopt.perfmodel.memory.memory_table`) against the peak
 ``torch.cuda.max_memory_allocated`` that ``policyopt profile`` records per GPU plan
 (``plan_samples.csv``, column ``peak_memory_bytes``). Per row it prints the model's terms
-(weights, gradients, Adam state, activations), the predicted total and measured / predicted.
+(weights, gradients, Adam state, activations), the predicted total and measured / predicted, and
+the measurement less ``--workspace-mib``: the memory every CUDA process holds once it has run a
+GEMM forward and backward, which the model leaves out — the cuBLAS and cuBLASLt workspaces, 66.25 MiB
+with torch 2.11 on an H200 (1.25 MiB with ``CUBLAS_WORKSPACE_CONFIG=:0:0``;
+``benchmarks/results/gpu_h200/cuda_workspace.txt``).
 
 ``nccl``: data-parallel training of a zoo job over ``--ranks`` processes joined exactly as the
 executor joins a job's ranks (:func:`policyopt.jobs.plans.init_distributed`: NCCL on CUDA, a TCP
@@ -11,7 +15,7 @@ rendezvous on loopback). Rank ``r`` takes GPU ``r mod G`` (G = GPUs visible), so
 with fewer GPUs than ranks two ranks share a GPU, which NCCL refuses ("duplicate GPU"); each
 rank's outcome (steps, loss, seconds, or the error) is printed.
 
-    python benchmarks/gpu_checks.py memory PROFILE_DIR [--csv OUT.csv]
+    python benchmarks/gpu_checks.py memory PROFILE_DIR [--csv OUT.csv] [--workspace-mib 66.25]
     python benchmarks/gpu_checks.py nccl [--ranks 2] [--steps 50] [--job-type lstm-bs10] [--device cuda|cpu]
 """
 from __future__ import annotations
@@ -33,7 +37,11 @@ from policyopt.perfmodel.memory import memory_table
 MIB = 2.0 ** 20
 
 
-def memory_check(profile_dir: Path) -> pd.DataFrame:
+#: cuBLAS + cuBLASLt workspaces of one process (torch 2.11, H200), measured: see the module docstring.
+WORKSPACE_MIB = 66.25
+
+
+def memory_check(profile_dir: Path, workspace_mib: float = WORKSPACE_MIB) -> pd.DataFrame:
     """Predicted vs measured GPU memory of every GPU row of ``profile_dir/plan_samples.csv``."""
     samples = pd.read_csv(profile_dir / "plan_samples.csv")
     gpu = samples[(samples["gpus"] > 0) & (samples["peak_memory_bytes"] > 0)].reset_index(drop=True)
@@ -50,6 +58,8 @@ def memory_check(profile_dir: Path) -> pd.DataFrame:
         "predicted_mib": mem["gpu_bytes"] / MIB, "measured_mib": gpu["peak_memory_bytes"] / MIB,
     })
     out["measured_over_predicted"] = out["measured_mib"] / out["predicted_mib"]
+    out["measured_less_workspace_mib"] = out["measured_mib"] - workspace_mib
+    out["less_workspace_over_predicted"] = out["measured_less_workspace_mib"] / out["predicted_mib"]
     return out
 
 
@@ -103,7 +113,7 @@ def nccl_check(ranks: int, steps: int, job_type: str, kind: str = "cuda") -> lis
     procs = [ctx.Process(target=_rank, args=(r, ranks, port, job_type, steps, kind, queue)) for r in range(ranks)]
     for p in procs:
         p.start()
-    records = []
+    records: list[dict[str, Any]] = []
     deadline = time.monotonic() + 180.0
     while len(records) < ranks and time.monotonic() < deadline:
         try:
@@ -127,6 +137,8 @@ def main(argv: list[str] | None = None) -> int:
     m = sub.add_parser("memory", help="memory model vs measured peak of a profile's GPU plan rows")
     m.add_argument("profile_dir", type=Path)
     m.add_argument("--csv", type=Path, help="also write the table here")
+    m.add_argument("--workspace-mib", type=float, default=WORKSPACE_MIB,
+                   help="per-process CUDA workspace subtracted from each measurement (MiB)")
     n = sub.add_parser("nccl", help="data-parallel training over NCCL ranks")
     n.add_argument("--ranks", type=int, default=2)
     n.add_argument("--steps", type=int, default=50)
@@ -135,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
                    help="cuda: NCCL, rank r on GPU r mod G; cpu: gloo (the same code path without a GPU)")
     args = parser.parse_args(argv)
     if args.check == "memory":
-        table = memory_check(args.profile_dir)
+        table = memory_check(args.profile_dir, args.workspace_mib)
         with pd.option_context("display.width", 160, "display.max_columns", 20):
             print(table.round(3).to_string(index=False))
         if args.csv:

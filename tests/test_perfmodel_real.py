@@ -141,3 +141,39 @@ def test_holdout_chooses_machine_columns_on_training_runs_only(monkeypatch) -> N
     assert again["columns"].iloc[0] == first["columns"].iloc[0]
     assert again["train_rmsle"].iloc[0] == pytest.approx(first["train_rmsle"].iloc[0], rel=1e-12)
     assert abs(again["mean_err"].iloc[0] - first["mean_err"].iloc[0]) > 0.1
+
+
+def test_pool_sessions_weights_repeats_and_pools_the_spread() -> None:
+    """Two sessions of one run: 3 repeats at 1.0 s (std 0) and 1 at 2.0 s give T = 5/4 and
+    std = sqrt((3·1 + 1·4)/4 − T²) = sqrt(3)/4; a run in one session only is kept as it is."""
+    from policyopt.perfmodel.real import pool_sessions
+
+    raw = pd.read_csv(CSV)
+    one = raw[raw["model"] == raw["model"].iloc[0]].reset_index(drop=True)
+    a = one.assign(iter_time=1.0, iter_time_std=0.0, repeats=3, fwd_time_1gpu=0.4, peak_memory_bytes=10)
+    b = one.iloc[:1].assign(iter_time=2.0, iter_time_std=0.0, repeats=1, fwd_time_1gpu=0.8, peak_memory_bytes=30)
+    pooled = pool_sessions([a, b])
+    assert len(pooled) == len(one) and list(pooled.columns) == list(raw.columns)
+    first = pooled.iloc[0]
+    assert first["iter_time"] == pytest.approx(1.25) and first["repeats"] == 4
+    assert first["iter_time_std"] == pytest.approx(3 ** 0.5 / 4)
+    assert first["fwd_time_1gpu"] == pytest.approx(0.5) and first["peak_memory_bytes"] == 30
+    rest = pooled.iloc[1:]
+    assert (rest["iter_time"] == 1.0).all() and (rest["repeats"] == 3).all() and (rest["iter_time_std"] == 0).all()
+    with pytest.raises(InputError, match="plan_samples_files"):
+        pool_sessions([])
+
+
+def test_holdout_on_a_single_gpu_model_holds_k_sync() -> None:
+    """A model with dp = 1 runs only (one GPU) cannot inform k_sync: it is held at 1, so 4 training
+    runs (3 free parameters + 1) suffice; the committed H200 runs are scored."""
+    from policyopt.perfmodel.real import GPU_COLUMN_GRID, evaluate_holdout, read_real_samples
+
+    gpu = read_real_samples(CSV.with_name("perfmodel_real_h200.csv"))
+    one = gpu[gpu["model"] == "lstm-bs40@h200"].reset_index(drop=True)
+    assert (one["dp"] == 1).all() and len(one) == 5
+    results = evaluate_holdout(one, n_train=4, n_splits=2, n_starts=2, column_grid=GPU_COLUMN_GRID)
+    assert len(results) == 2 and (results["n_test"] == 1).all()
+    assert np.isfinite(results["mean_err"]).all()
+    with pytest.raises(InputError, match="n_train"):
+        evaluate_holdout(one, n_train=2, n_splits=1)

@@ -38,8 +38,11 @@ from .io import read_table_csv
 from .model import compute_terms, iter_time_from_terms
 from .table import validate_table
 
-__all__ = ["CPU_COLUMN_GRID", "profiler_rows_to_samples", "read_real_samples", "base_rows",
-           "linear_scaling_baseline", "evaluate_holdout", "summarize_holdout", "noise_summary"]
+__all__ = ["CPU_COLUMN_GRID", "GPU_COLUMN_GRID", "profiler_rows_to_samples", "read_real_samples", "pool_sessions",
+           "base_rows", "linear_scaling_baseline", "evaluate_holdout", "summarize_holdout", "noise_summary"]
+
+#: A profiler row's identity: the same job type, device and plan in two sessions is one run.
+RUN_KEYS = ("model", "worker_type", "dp", "tp", "pp", "micro_batches", "ga_steps", "gc", "zero")
 
 
 def profiler_rows_to_samples(raw: pd.DataFrame, table: str = "plan_samples") -> pd.DataFrame:
@@ -73,9 +76,49 @@ def profiler_rows_to_samples(raw: pd.DataFrame, table: str = "plan_samples") -> 
     return clean
 
 
-def read_real_samples(path: str | Path) -> pd.DataFrame:
-    """Read a profiler ``plan_samples.csv`` and map it with :func:`profiler_rows_to_samples`."""
-    return profiler_rows_to_samples(read_table_csv(path, "plan_samples_file"))
+def pool_sessions(tables: Sequence[pd.DataFrame]) -> pd.DataFrame:
+    """Profiler rows of several sessions on one kind of machine as one table of pooled repeats.
+
+    Rows with the same :data:`RUN_KEYS` become one row. With ``n_i`` repeats of mean ``T_i`` and
+    std ``s_i`` per session: ``repeats = Σn_i``, ``iter_time T = Σ n_i·T_i / Σn_i`` and
+    ``iter_time_std = sqrt(Σ n_i·(s_i² + T_i²) / Σn_i − T²)`` (within and between sessions);
+    ``fwd_time_1gpu``, ``bw_intra`` and ``bw_pcie`` are the repeat-weighted means too, and
+    ``peak_memory_bytes`` the largest. Other columns keep the first session's value.
+    """
+    if not tables:
+        raise InputError("plan_samples_files", [], "give at least one table")
+    raw = pd.concat([t.reset_index(drop=True) for t in tables], ignore_index=True)
+    for col in (*RUN_KEYS, "iter_time", "repeats"):
+        if col not in raw.columns:
+            raise InputError(f"plan_samples.{col}", None, "missing column")
+    n = pd.to_numeric(raw["repeats"], errors="coerce").fillna(1.0).clip(lower=1.0)
+    t = pd.to_numeric(raw["iter_time"], errors="coerce")
+    sd = pd.to_numeric(raw.get("iter_time_std", pd.Series(0.0, index=raw.index)), errors="coerce").fillna(0.0)
+    work = raw.assign(_n=n, _nt=n * t, _nsq=n * (sd ** 2 + t ** 2))
+    weighted = [c for c in ("fwd_time_1gpu", "bw_intra", "bw_pcie") if c in raw.columns]
+    for c in weighted:
+        work[f"_w_{c}"] = n * pd.to_numeric(raw[c], errors="coerce")
+    groups = work.groupby(list(RUN_KEYS), sort=False, dropna=False)
+    out = groups.first().reset_index()
+    sums = groups[["_n", "_nt", "_nsq", *(f"_w_{c}" for c in weighted)]].sum(min_count=1).reset_index(drop=True)
+    total = sums["_n"].to_numpy()
+    mean = sums["_nt"].to_numpy() / total
+    out["iter_time"] = mean
+    out["iter_time_std"] = np.sqrt(np.maximum(sums["_nsq"].to_numpy() / total - mean ** 2, 0.0))
+    out["repeats"] = total.astype(int)
+    for c in weighted:
+        out[c] = sums[f"_w_{c}"].to_numpy() / total
+    if "peak_memory_bytes" in raw.columns:
+        out["peak_memory_bytes"] = groups["peak_memory_bytes"].max().to_numpy()
+    return out[[c for c in raw.columns if not c.startswith("_")]]
+
+
+def read_real_samples(path: str | Path | Sequence[str | Path]) -> pd.DataFrame:
+    """Read profiler ``plan_samples.csv`` file(s) and map them with :func:`profiler_rows_to_samples`;
+    several files are sessions pooled with :func:`pool_sessions`."""
+    if isinstance(path, (str, Path)):
+        return profiler_rows_to_samples(read_table_csv(path, "plan_samples_file"))
+    return profiler_rows_to_samples(pool_sessions([read_table_csv(p, "plan_samples_file") for p in path]))
 
 
 def base_rows(samples: pd.DataFrame) -> pd.Series:
@@ -100,6 +143,10 @@ def linear_scaling_baseline(samples: pd.DataFrame, rows: np.ndarray) -> np.ndarr
 CPU_COLUMN_GRID: dict[str, tuple[float | str, ...]] = {"parallel_capacity": ("", 1.0),
                                                        "step_overhead": ("", 1e-3, 2e-3)}
 
+#: The same for GPU runs of small jobs, which are bound by kernel launches: 0.5-3 ms of fixed cost
+#: per micro-step (the zoo's on an H200: about 2 ms; see docs/perf-model.md).
+GPU_COLUMN_GRID: dict[str, tuple[float | str, ...]] = {"step_overhead": ("", 5e-4, 1e-3, 1.5e-3, 2e-3, 3e-3)}
+
 
 def _grid(column_grid: Mapping[str, Sequence[float | str]] | None) -> list[dict[str, float | str]]:
     """Every combination of the grid's column values (one empty combination without a grid)."""
@@ -111,12 +158,15 @@ def _grid(column_grid: Mapping[str, Sequence[float | str]] | None) -> list[dict[
 
 def evaluate_holdout(samples: pd.DataFrame, *, n_train: int = 7, n_splits: int = 20,
                      seed: int = 0, n_starts: int = 4,
-                     column_grid: Mapping[str, Sequence[float | str]] | None = None) -> pd.DataFrame:
+                     column_grid: Mapping[str, Sequence[float | str]] | None = None,
+                     fixed: Mapping[str, float] | None = None) -> pd.DataFrame:
     """Fit on random training subsets and score the held-out runs, per model and split.
 
     Returns one row per (model, split): ``train_rmsle``, ``mean_err``/``max_err`` (model) and
     ``base_mean_err``/``base_max_err`` (linear-scaling baseline) over the held-out runs, and
-    ``n_test``. Fits use :data:`NO_OFFLOAD_FIXED`. Seeded by ``default_rng(seed)``.
+    ``n_test``. Fits hold ``fixed`` (default :data:`NO_OFFLOAD_FIXED`); a model with no dp > 1 run
+    (a single GPU) also holds ``k_sync = 1``, which no run of it depends on. Seeded by
+    ``default_rng(seed)``.
 
     ``column_grid`` (e.g. :data:`CPU_COLUMN_GRID`): optional machine columns of the formula
     (``parallel_capacity``, ``step_overhead``, ``allreduce_latency``; ``""`` = blank) tried in
@@ -124,9 +174,9 @@ def evaluate_holdout(samples: pd.DataFrame, *, n_train: int = 7, n_splits: int =
     held-out runs play no part) and reported in ``columns``.
     """
     clean = validate_table(samples, "samples", require_iter_time=True)
-    n_free = 7 - len(NO_OFFLOAD_FIXED)
-    if isinstance(n_train, bool) or not isinstance(n_train, int) or n_train < n_free:
-        raise InputError("n_train", n_train, f"must be an integer >= {n_free}")
+    held = dict(NO_OFFLOAD_FIXED if fixed is None else fixed)
+    if isinstance(n_train, bool) or not isinstance(n_train, int) or n_train < 1:
+        raise InputError("n_train", n_train, "must be an integer >= 1")
     if isinstance(n_splits, bool) or not isinstance(n_splits, int) or n_splits < 1:
         raise InputError("n_splits", n_splits, "must be an integer >= 1")
     base = base_rows(clean)
@@ -140,6 +190,9 @@ def evaluate_holdout(samples: pd.DataFrame, *, n_train: int = 7, n_splits: int =
     for model in pd.unique(clean["model"]):
         rows = np.flatnonzero(clean["model"].to_numpy() == model)
         others = rows[rows != base[model]]
+        fx = held | ({"k_sync": 1.0} if (clean["dp"].to_numpy()[rows] == 1).all() and "k_sync" not in held else {})
+        if n_train < 7 - len(fx):
+            raise InputError("n_train", n_train, f"must be >= {7 - len(fx)} (free parameters of {model})")
         if others.size < n_train:  # need n_train − 1 others for training and >= 1 to hold out
             raise InputError(f"samples(model={model})", int(rows.size),
                              f"need more than {n_train} runs to hold any out")
@@ -147,7 +200,7 @@ def evaluate_holdout(samples: pd.DataFrame, *, n_train: int = 7, n_splits: int =
             pick = rng.permutation(others)
             train = np.concatenate([[base[model]], pick[: n_train - 1]])
             test = pick[n_train - 1:]
-            fits = [fit_model(t.iloc[train], n_starts=n_starts, seed=seed + split, fixed=NO_OFFLOAD_FIXED)
+            fits = [fit_model(t.iloc[train], n_starts=n_starts, seed=seed + split, fixed=fx)
                     for t in tables]
             best = int(np.argmin([f.rmsle for f in fits]))
             fit = fits[best]
