@@ -162,6 +162,15 @@ class _RecordingModel(LoadedModel):
     def set_presolve(self, enabled: bool) -> None:
         self._inner.set_presolve(enabled)
 
+    def answer_duals(self) -> np.ndarray | None:
+        return self._inner.answer_duals()
+
+    def set_dual_start(self, row_duals: np.ndarray) -> bool:
+        return self._inner.set_dual_start(row_duals)
+
+    def prefers_rebuild(self) -> bool:
+        return self._inner.prefers_rebuild()
+
     def solve(self) -> SolveResult:
         snap = self._inner.sf.copy()
         if self._owner.stop_at is not None and len(self._owner.captures) == self._owner.stop_at:
