@@ -145,6 +145,9 @@ class JobSetModel:
         self.start_runs = 0
         self._pos_of_slot = np.arange(len(self.ids))
         self.updates = 0  # problems answered by an in-place update (tests and benchmarks read it)
+        # whether the next problem may be built afresh from this model's prices (the backend's
+        # prefers_rebuild): not when a fresh build of this policy did not start from them before
+        self.rebuild_ok = True
 
     # ------------------------------------------------------------------ basis kept for the next problem
     def _index(self) -> None:
@@ -157,6 +160,11 @@ class JobSetModel:
         self.row_code, self.row_slot, self.row_inner = _codes(model, self.block_layout, False)
         self.var_dims = {name: tuple(v.dims) for name, v in model.variables.items()}
         self.block_dims = {name: tuple(b.dims) for name, b in model.blocks.items()}
+
+    def prefers_rebuild(self) -> bool:
+        """Whether the next problem is better built afresh and started from this model's prices
+        (the backend says so, and no earlier fresh build of this policy ignored them)."""
+        return self.rebuild_ok and bool(self.loaded.prefers_rebuild())
 
     def linking_duals(self) -> dict[str, np.ndarray] | None:
         """The last answer's multipliers (original row scale) of the rows of each constraint block
@@ -205,7 +213,7 @@ class JobSetModel:
         variables over ``space`` (columns of the updated model), or ``None`` when the change is not a
         pure change of the job set (then nothing was changed)."""
         if (_signature(policy, space) != self.signature or not self.loaded.holds_model()
-                or self.loaded.prefers_rebuild()):
+                or self.prefers_rebuild()):
             # (while the structured fast path answers, HiGHS never held the whole LP: a fresh build
             # and detection cost less than the update — Gavel's 2,048-job workload: 7.0 ms cold
             # against 8.6 ms updated, max-sum; where the backend answers from the linking rows'
@@ -628,7 +636,7 @@ def update(policy: Any, space: AllocationSpace) -> tuple[JobSetModel, dict[str, 
         forget(policy)
         raise
     if got is None:
-        duals = st.linking_duals() if st.loaded.prefers_rebuild() else None
+        duals = st.linking_duals() if st.prefers_rebuild() else None
         st.lock.release()
         forget(policy)
         if duals is not None:
@@ -683,6 +691,10 @@ def adopt(policy: Any, space: AllocationSpace, model: Model, loaded: Any, obj_va
     if lay is None or any(per_job and len(names) > 2 for per_job, names in lay[0].values()):
         return None
     st = JobSetModel(policy, space, model, loaded, lay, obj_var.name if obj_var is not None else None)
+    if _PRICES.pop(policy, None) is not None:
+        # the prices left for this build were not used (a policy whose own solve does not start
+        # from them, see seed_prices): keep updating in place from now on
+        st.rebuild_ok = False
     loaded.return_duals = False  # the policies read only the point of a kept model's solves
     st.lock.acquire()
     _STATE[policy] = st

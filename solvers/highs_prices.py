@@ -87,7 +87,8 @@ class PricePath:
         if self._gub_of is self.sf.A:
             fits = self._gub is not None
         else:
-            fits = prices.plausible(self.sf)
+            # (an LP hinted degenerate is a max-min epigraph LP: its column t links every block)
+            fits = not self.options.degenerate and prices.plausible(self.sf)
             self._gub_never = not fits  # (a job-set change keeps a shape that cannot fit)
         return fits and self._answer_duals() is not None
 

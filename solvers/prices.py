@@ -97,11 +97,15 @@ def _linking_rows(sf: StandardForm, row_nnz: np.ndarray) -> np.ndarray:
 
 
 def plausible(sf: StandardForm) -> bool:
-    """A cheap necessary test for :func:`detect` (three passes, no per-column work): few linking
-    rows, and as many entries outside them as columns."""
+    """A cheap necessary test for :func:`detect`: no column has more entries than one own row and
+    :data:`MAX_LINKING_ROWS` linking rows, there are linking rows (by :func:`detect`'s rule), and
+    as many entries outside them as columns — two passes, no per-column work."""
     if sf.is_mip or sf.num_cols < 8 or sf.num_rows < 4:
         return False
-    row_nnz = np.bincount(sf.A.indices, minlength=sf.num_rows)
+    A = sf.A
+    if int(np.diff(A.indptr).max()) > MAX_LINKING_ROWS + 1:
+        return False
+    row_nnz = np.bincount(A.indices, minlength=sf.num_rows)
     is_link = _linking_rows(sf, row_nnz)
     K = int(np.count_nonzero(is_link))
     return 0 < K <= MAX_LINKING_ROWS and int(row_nnz[~is_link].sum()) == sf.num_cols

@@ -198,20 +198,40 @@ def test_most_re_solves_after_a_change_are_answered_by_prices() -> None:
 
 
 def test_a_wrong_guess_of_the_shape_costs_one_cold_build(monkeypatch: pytest.MonkeyPatch) -> None:
-    """When the cheap test says the shape may fit but the fresh build's full test says it does not
-    (forced here for max-min fairness, whose epigraph column rules it out), that step is a cold
-    build started from the carried basis, and the next ones are in-place updates again; answers
-    stay exact."""
+    """When the cheap test on the kept model says the shape may fit but the fresh build's full test
+    says it does not (forced here), that step is a cold build started from the carried basis, and
+    the next ones are in-place updates again; answers stay exact."""
+    monkeypatch.setattr(prices, "detect", lambda sf: None)
     monkeypatch.setattr(prices, "plausible", lambda sf: True)
     jobs = distinct_jobs(41, 2)
     cl = Cluster.from_counts({"v100": 8, "p100": 8, "k80": 8})
-    pol = get_policy("max_min_fairness", fill=False)
+    pol = get_policy("max_sum_throughput")
     pol.solve(Problem(cl, tuple(jobs[:40])))
     first = incremental.state(pol)
     for js in (jobs, jobs[1:], jobs[2:]):
         p = Problem(cl, tuple(js))
         got = pol.solve(p)
-        ref = get_policy("max_min_fairness", fill=False, algorithm="simplex").solve(p)
+        ref = get_policy("max_sum_throughput", algorithm="simplex").solve(p)
         assert got.objective == pytest.approx(ref.objective, rel=1e-9)
     st_ = incremental.state(pol)
     assert st_ is not None and st_ is not first and st_.updates == 2 and incremental.seeded(pol) == 0
+
+
+def test_a_policy_whose_solve_ignores_the_prices_keeps_updating(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Max-min fairness with ``fill`` solves through its own stages, which do not start from left
+    prices: if the kept model's guess says rebuild (forced here), one step is built afresh and the
+    later ones are in-place updates again."""
+    from policyopt.solvers import highs_prices
+
+    monkeypatch.setattr(highs_prices.PricePath, "prefers_rebuild", lambda self: True)
+    jobs = distinct_jobs(41, 3)
+    cl = Cluster.from_counts({"v100": 8, "p100": 8, "k80": 8})
+    pol = get_policy("max_min_fairness")
+    pol.solve(Problem(cl, tuple(jobs[:40])))
+    for js in (jobs, jobs[1:], jobs[2:]):
+        p = Problem(cl, tuple(js))
+        got = pol.solve(p)
+        ref = get_policy("max_min_fairness", algorithm="simplex").solve(p)
+        assert got.objective == pytest.approx(ref.objective, rel=1e-9)
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 2 and not st_.rebuild_ok
