@@ -63,6 +63,7 @@ class GubStructure:
     start: np.ndarray       # each block's first position in that order (B + 1 entries)
     rows: np.ndarray        # each block's own row (B)
     block: np.ndarray       # per column: its block
+    AT: sp.csr_matrix       # Aᵀ (a view of the same arrays)
 
     @property
     def K(self) -> int:
@@ -151,7 +152,7 @@ def detect(sf: StandardForm) -> GubStructure | None:
         block = np.empty(N, np.int64)
         block[order] = block_sorted
     return GubStructure(A=A, link=np.flatnonzero(is_link), own=own, g=g, order=order,
-                        start=np.append(first, N), rows=so[first], block=block)
+                        start=np.append(first, N), rows=so[first], block=block, AT=A.T)
 
 
 def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -159,7 +160,7 @@ def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray,
     ratio ``max_k ρ_k``."""
     yl = np.zeros(st.A.shape[0])
     yl[st.link] = p
-    ratio = (c - st.A.T @ yl) / st.g  # own rows carry no price here
+    ratio = (c - st.AT @ yl) / st.g  # own rows carry no price here
     srt = ratio if st.order is None else ratio[st.order]
     return ratio, np.maximum.reduceat(srt, st.start[:-1])
 
