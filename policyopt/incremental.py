@@ -636,11 +636,12 @@ def update(policy: Any, space: AllocationSpace) -> tuple[JobSetModel, dict[str, 
         forget(policy)
         raise
     if got is None:
-        duals = st.linking_duals() if st.prefers_rebuild() else None
+        rebuild = st.prefers_rebuild()
+        duals = (st.linking_duals() or {}) if rebuild else None
         st.lock.release()
         forget(policy)
         if duals is not None:
-            _PRICES[policy] = duals
+            _PRICES[policy] = duals  # (even empty: adopt then knows the fresh build was not seeded)
         return None
     return st, got
 
@@ -673,6 +674,7 @@ def seed_prices(policy: Any, model: Model, loaded: Any) -> bool:
             y[b.start:b.stop] = v
             hit = True
     if not (hit and loaded.set_dual_start(y)):
+        _PRICES[policy] = {}  # not seeded: adopt keeps the next model updating in place
         return False
     _SEEDED[policy] = _SEEDED.get(policy, 0) + 1
     return True
@@ -692,8 +694,8 @@ def adopt(policy: Any, space: AllocationSpace, model: Model, loaded: Any, obj_va
         return None
     st = JobSetModel(policy, space, model, loaded, lay, obj_var.name if obj_var is not None else None)
     if _PRICES.pop(policy, None) is not None:
-        # the prices left for this build were not used (a policy whose own solve does not start
-        # from them, see seed_prices): keep updating in place from now on
+        # this fresh build was preferred to an update but did not start from the kept prices (a
+        # policy whose own solve does not use them, or a shape that did not fit): keep updating
         st.rebuild_ok = False
     loaded.return_duals = False  # the policies read only the point of a kept model's solves
     st.lock.acquire()

@@ -35,7 +35,9 @@ class PricePath:
         self._y_highs = False
         self._gub: prices.GubStructure | None = None
         self._gub_of: Any = None
-        self._gub_never = False  # the shape did not fit once, or the path failed twice: not tried again
+        # the shape did not fit once, or the path failed twice: not tried again; an LP hinted
+        # degenerate (a max-min epigraph LP: its column t links every block) is never tried
+        self._gub_never = bool(self.options.degenerate)
         self._gub_fails = 0
 
     def _answer_duals(self) -> np.ndarray | None:
@@ -87,8 +89,7 @@ class PricePath:
         if self._gub_of is self.sf.A:
             fits = self._gub is not None
         else:
-            # (an LP hinted degenerate is a max-min epigraph LP: its column t links every block)
-            fits = not self.options.degenerate and prices.plausible(self.sf)
+            fits = prices.plausible(self.sf)
             self._gub_never = not fits  # (a job-set change keeps a shape that cannot fit)
         return fits and self._answer_duals() is not None
 
