@@ -21,105 +21,20 @@ pass to a :class:`~policyopt.standard_form.StandardForm`. Rewrites are explicit 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
-from typing import Any, Iterable, Sequence, Union
+from dataclasses import dataclass
+from typing import Any, Sequence, Union
 
 import numpy as np
 import scipy.sparse as sp
 
-from .errors import AlignmentError, ModelingError, UnknownNameError
+from .errors import ModelingError
+from .modeling_arrays import (ConstraintBlock, IndexSet, Terms, Triplets, _check_dims, _concat_terms,
+                              _csc, _full, _shape)
 from .standard_form import StandardForm
 
 __all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "ConstraintBlock", "Triplets"]
 
 ArrayLike = Union[float, int, np.ndarray, Sequence[float]]
-
-
-class IndexSet:
-    """A named, ordered set of labels, e.g. ``IndexSet("jobs", ["0", "1", "2"])``."""
-
-    __slots__ = ("name", "labels", "_pos")
-
-    def __init__(self, name: str, labels: Iterable[Any]) -> None:
-        self.name = name
-        self.labels = np.asarray(list(labels) if not isinstance(labels, np.ndarray) else labels)
-        self._pos: dict[Any, int] | None = None
-
-    def __len__(self) -> int:
-        return len(self.labels)
-
-    def __repr__(self) -> str:
-        return f"IndexSet({self.name!r}, n={len(self)})"
-
-    def same_as(self, other: "IndexSet") -> bool:
-        return self is other or (
-            self.name == other.name and len(self) == len(other) and bool(np.array_equal(self.labels, other.labels))
-        )
-
-    def position(self, label: Any) -> int:
-        if self._pos is None:
-            self._pos = {lab: i for i, lab in enumerate(self.labels.tolist())}
-        try:
-            return self._pos[label]
-        except KeyError:
-            raise UnknownNameError(self.name, label, [str(x) for x in self.labels.tolist()]) from None
-
-    def positions(self, labels: Iterable[Any]) -> np.ndarray:
-        return np.fromiter((self.position(lab) for lab in labels), dtype=np.int64)
-
-
-def _check_dims(a: tuple[IndexSet, ...], b: tuple[IndexSet, ...]) -> None:
-    if len(a) != len(b):
-        raise ModelingError(f"dimension mismatch: {[d.name for d in a]} vs {[d.name for d in b]}")
-    for x, y in zip(a, b):
-        if x.name != y.name:
-            raise ModelingError(f"dimension mismatch: {[d.name for d in a]} vs {[d.name for d in b]}")
-        if not x.same_as(y):
-            raise AlignmentError(x.name, x.labels.tolist(), y.labels.tolist())
-
-
-def _shape(dims: tuple[IndexSet, ...]) -> tuple[int, ...]:
-    return tuple([len(d.labels) for d in dims])
-
-
-def _full(value: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
-    """A new array of ``shape`` holding ``value`` broadcast (``np.full`` for a scalar: ~4× cheaper
-    than ``broadcast_to(...).copy()`` on small arrays)."""
-    if value.ndim == 0:
-        return np.full(shape, value, np.float64)
-    return np.broadcast_to(value, shape).copy()
-
-
-@dataclass(frozen=True)
-class Triplets:
-    """A sparse matrix as ``(rows, cols, vals)`` arrays plus its shape (duplicates are summed)."""
-
-    rows: np.ndarray
-    cols: np.ndarray
-    vals: np.ndarray
-    shape: tuple[int, int]
-
-    @classmethod
-    def from_matrix(cls, matrix: "sp.spmatrix | np.ndarray") -> "Triplets":
-        m = sp.coo_matrix(matrix)
-        return cls(m.row.astype(np.int64), m.col.astype(np.int64), m.data.astype(np.float64), m.shape)
-
-    def tocsr(self) -> sp.csr_matrix:
-        return sp.csr_matrix((self.vals, (self.rows, self.cols)), shape=self.shape)
-
-    def __matmul__(self, x: np.ndarray) -> np.ndarray:
-        return np.bincount(self.rows, weights=self.vals * x[self.cols], minlength=self.shape[0])
-
-
-Terms = tuple[tuple[np.ndarray, np.ndarray, np.ndarray], ...]
-
-
-def _concat_terms(terms: Terms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One ``(rows, cols, coefs)`` triplet block from several (in order)."""
-    if len(terms) == 1:
-        return terms[0]
-    return (np.concatenate([t[0] for t in terms]), np.concatenate([t[1] for t in terms]),
-            np.concatenate([t[2] for t in terms]))
 
 
 class LinExpr:
@@ -460,72 +375,6 @@ class Variable:
         m = self.mask
         out[m] = x[self.cols[m]]
         return out
-
-
-@dataclass
-class ConstraintBlock:
-    """A family of rows added by one :meth:`Model.add_constraints` call."""
-
-    name: str
-    dims: tuple[IndexSet, ...]
-    start: int
-    stop: int
-    #: the expression's triplet blocks (:attr:`LinExpr.terms`), row indices relative to ``start``
-    terms: Terms = field(repr=False)
-    lower: np.ndarray = field(repr=False)
-    upper: np.ndarray = field(repr=False)
-
-    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if len(self.terms) > 1:
-            self.terms = (_concat_terms(self.terms),)
-        return self.terms[0]
-
-    @property
-    def rows(self) -> np.ndarray:
-        return self._flat()[0]
-
-    @property
-    def cols(self) -> np.ndarray:
-        return self._flat()[1]
-
-    @property
-    def coefs(self) -> np.ndarray:
-        return self._flat()[2]
-
-    @property
-    def shape(self) -> tuple[int, ...]:
-        return _shape(self.dims)
-
-    def value(self, row_values: np.ndarray) -> np.ndarray:
-        return row_values[self.start:self.stop].reshape(self.shape)
-
-
-#: up to this many triplets :func:`_csc` sorts them itself; above, scipy's COO conversion (a counting
-#: sort) is faster
-_SMALL_NNZ = 4096
-
-
-def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
-    """The CSC matrix of triplets (duplicates summed, explicit zeros kept, row indices sorted): what
-    ``sp.csc_matrix((vals, (rows, cols)))`` gives. Up to :data:`_SMALL_NNZ` triplets by one sort of
-    the keys ``col·R + row`` (scipy's COO path spends ~50 µs in Python checks on a 64-job LP)."""
-    R, N = shape
-    if vals.size > _SMALL_NNZ or R == 0 or N == 0:
-        return sp.csc_matrix((vals, (rows, cols)), shape=shape)
-    key = cols * R + rows
-    order = np.argsort(key, kind="stable")
-    key, vals = key[order], vals[order]
-    if key.size > 1:
-        first = np.empty(key.size, bool)
-        first[0] = True
-        np.not_equal(key[1:], key[:-1], out=first[1:])
-        if not first.all():
-            starts = np.flatnonzero(first)
-            vals, key = np.add.reduceat(vals, starts), key[starts]
-    c, r = np.divmod(key, R)
-    ptr = np.zeros(N + 1, np.int32)
-    np.cumsum(np.bincount(c, minlength=N), out=ptr[1:])
-    return sp.csc_matrix((vals, r.astype(np.int32), ptr), shape=shape)
 
 
 class Model:

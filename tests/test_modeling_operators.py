@@ -179,7 +179,7 @@ def test_small_compile_matrix_equals_scipys_coo_conversion(seed: int) -> None:
     conversion (duplicates summed, explicit zeros kept, sorted row indices, same index types)."""
     import scipy.sparse as sp
 
-    from policyopt.modeling import _SMALL_NNZ, _csc
+    from policyopt.modeling_arrays import _SMALL_NNZ, _csc
 
     rng = np.random.default_rng(seed)
     for _ in range(200):
