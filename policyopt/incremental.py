@@ -148,6 +148,10 @@ class JobSetModel:
         # whether the next problem may be built afresh from this model's prices (the backend's
         # prefers_rebuild): not when a fresh build of this policy did not start from them before
         self.rebuild_ok = True
+        # the layout of the backend's price path (one row per job, no linking variable: max-sum
+        # throughput), checked in full on the fresh build
+        self.star_layout = all(per_job for per_job, _ in self.var_layout.values()) and all(
+            len(names) == 1 for per_job, names in self.block_layout.values() if per_job)
 
     # ------------------------------------------------------------------ basis kept for the next problem
     def _index(self) -> None:
@@ -163,8 +167,9 @@ class JobSetModel:
 
     def prefers_rebuild(self) -> bool:
         """Whether the next problem is better built afresh and started from this model's prices
-        (the backend says so, and no earlier fresh build of this policy ignored them)."""
-        return self.rebuild_ok and bool(self.loaded.prefers_rebuild())
+        (the model's layout may have the backend's shape, the backend says so, and no earlier fresh
+        build of this policy ignored them)."""
+        return self.rebuild_ok and self.star_layout and bool(self.loaded.prefers_rebuild())
 
     def linking_duals(self) -> dict[str, np.ndarray] | None:
         """The last answer's multipliers (original row scale) of the rows of each constraint block

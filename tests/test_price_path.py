@@ -197,12 +197,15 @@ def test_most_re_solves_after_a_change_are_answered_by_prices() -> None:
     assert answered >= 24, answered
 
 
-def test_a_wrong_guess_of_the_shape_costs_one_cold_build(monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("cheap_test", [True, False])
+def test_a_wrong_guess_of_the_shape_costs_one_cold_build(monkeypatch: pytest.MonkeyPatch, cheap_test: bool) -> None:
     """When the cheap test on the kept model says the shape may fit but the fresh build's full test
     says it does not (forced here), that step is a cold build started from the carried basis, and
     the next ones are in-place updates again; answers stay exact."""
     monkeypatch.setattr(prices, "detect", lambda sf: None)
     monkeypatch.setattr(prices, "plausible", lambda sf: True)
+    if not cheap_test:  # a large LP: the kept model's layout alone decides the guess
+        monkeypatch.setattr(prices, "PLAUSIBLE_MAX_NNZ", 0)
     jobs = distinct_jobs(41, 2)
     cl = Cluster.from_counts({"v100": 8, "p100": 8, "k80": 8})
     pol = get_policy("max_sum_throughput")
@@ -221,9 +224,7 @@ def test_a_policy_whose_solve_ignores_the_prices_keeps_updating(monkeypatch: pyt
     """Max-min fairness with ``fill`` solves through its own stages, which do not start from left
     prices: if the kept model's guess says rebuild (forced here), one step is built afresh and the
     later ones are in-place updates again."""
-    from policyopt.solvers import highs_prices
-
-    monkeypatch.setattr(highs_prices.PricePath, "prefers_rebuild", lambda self: True)
+    monkeypatch.setattr(incremental.JobSetModel, "prefers_rebuild", lambda self: self.rebuild_ok)
     jobs = distinct_jobs(41, 3)
     cl = Cluster.from_counts({"v100": 8, "p100": 8, "k80": 8})
     pol = get_policy("max_min_fairness")
