@@ -20,6 +20,10 @@ job set), the model of the previous problem is updated in place instead of rebui
   other than one basic variable per deleted row) it is set from its statuses with the deleted
   entries dropped, and HiGHS completes it (an *alien* basis). The dual simplex repairs the new rows.
 
+Where the backend answers from the linking rows' prices (max-sum throughput:
+:mod:`policyopt.solvers.prices`), a fresh build started from the kept capacity rows' multipliers
+(:func:`seed_prices`) is cheaper than the splice, and is taken instead (:meth:`JobSetModel.prefers_rebuild`).
+
 The updated LP is the LP a fresh build of the new problem gives, up to the order of columns and
 rows and powers of two on linking rows: the same optimum. Anything other than a change of the job
 set — another cluster (types, counts, prices), other configurations, other options, space sharing,
