@@ -32,7 +32,7 @@ is the result's status:
 |---|---|---|
 | 0 | `optimal` | the optimum |
 | 2 | — | nothing: an input error (one line on stderr) |
-| 3 | `time_limit` | the solver's best feasible point, else the policy's fallback allocation |
+| 3 | `time_limit` | the solver's best feasible point unless the isolated allocation dominates it, else the policy's fallback allocation |
 | 4 | `infeasible` | the policy's fallback allocation (e.g. best effort for SLOs) |
 | 5 | `unbounded` | the policy's fallback allocation |
 | 6 | `error` | the policy's fallback allocation (the solver failed) |

@@ -11,8 +11,9 @@ extensions (e.g. ``rubick_greedy`` of ``policyopt.reconfig``) are found by disco
 
 Safe fallback: when the backend does not return an optimum (time limit, numerical error), the
 result keeps that status and carries, in this order of preference, the backend's best point if it
-satisfies every allocation constraint, else the isolated allocation ``X_iso`` (always feasible);
-``message`` says which was used.
+satisfies every allocation constraint and is not dominated by the isolated allocation ``X_iso``
+(no job faster under the point, some job slower: an interrupted solver's early iterate, such as
+all zeros, wastes capacity), else ``X_iso`` (always feasible); ``message`` says which was used.
 """
 from __future__ import annotations
 
@@ -221,12 +222,18 @@ class Policy(ABC):
     def fallback(self, space: AllocationSpace, raw: SolveResult | None, X_var: Variable | None
                  ) -> tuple[np.ndarray, str]:
         """The documented safe fallback for a non-optimal solve (see module docstring)."""
+        iso = space.full_from_single(space.isolated_allocation())
+        status = raw.status.value if raw else "error"
         if raw is not None and raw.x is not None and X_var is not None:
             X = X_var.value(raw.x)
             if not space.check(X):
-                return X, f"{raw.status.value}: returning the solver's best feasible point"
-        return space.full_from_single(space.isolated_allocation()), \
-            f"{raw.status.value if raw else 'error'}: returning the isolated allocation (fallback)"
+                thr, thr_iso = space.throughput_values(X), space.throughput_values(iso)
+                tol = 1e-9 * np.maximum(1.0, thr_iso)
+                if not (np.all(thr <= thr_iso + tol) and np.any(thr < thr_iso - tol)):
+                    return X, f"{status}: returning the solver's best feasible point"
+                return iso, (f"{status}: the solver's best point is feasible but no job is faster under it than "
+                             "under the isolated allocation; returning the isolated allocation (fallback)")
+        return iso, f"{status}: returning the isolated allocation (fallback)"
 
 
 class LPPolicy(Policy):
