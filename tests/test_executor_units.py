@@ -256,6 +256,11 @@ def test_cli_rejects_bad_input_with_one_line(tmp_path: Path, capsys: pytest.Capt
     assert "file not found" in capsys.readouterr().err
     assert main([*base, "--example", "small", "--cluster", "cpu1=1,cpu3=1"]) == 2  # not in the shipped table
     assert "--throughputs" in capsys.readouterr().err
+    # a 2-worker job on a cluster without two workers of a type: no table helps, and none is asked for
+    assert main([*base, "--example", "multi", "--cluster", "cpu1=1,cpu2=1"]) == 2
+    err = capsys.readouterr().err
+    assert "scale_factor: needs 2 workers of one type; the cluster has at most 1" in err
+    assert "--throughputs" not in err
     assert not (tmp_path / "out" / "report.json").exists()
 
 

@@ -127,6 +127,8 @@ def resolve_throughputs(args: argparse.Namespace, jobs: Sequence[Any], cluster: 
     try:
         check_table(table, jobs, {t: n for t, n in cluster.items() if n > 0})
     except InputError as exc:
+        if exc.field.startswith("jobs"):  # no table helps a job the cluster cannot hold
+            raise
         raise InputError("throughputs", None, f"the shipped table does not cover this run ({exc}); "
                          "give --throughputs TABLE.json or --profile") from None
     return table, f"shipped table {shipped.name} (measured on the 2-core development machine)"
