@@ -57,6 +57,7 @@ import numpy as np
 from policyopt.cluster_counts import parse_cluster
 from policyopt.data.gavel import load_gavel
 from policyopt.errors import InputError
+from policyopt.sim.experiments import GAVEL_SIMULATOR
 from policyopt.sim.simulator import SimConfig, Simulator
 from policyopt.sim.traces import TraceJob, gavel_trace, parse_job_type
 
@@ -69,7 +70,7 @@ ARMS: dict[str, tuple[str, str]] = {"aware": ("max_min_fairness_perf", "max_min_
 VARIANTS: dict[str, dict[str, Any]] = {"default": {},
                                        "interior": {"policy_options": {"solver": "cvxpy:CLARABEL", "fill": False}}}
 #: Gavel's ``Scheduler(minimum_time_between_allocation_resets=1920)``
-GAVEL_RESET_SECONDS = 1920.0
+GAVEL_RESET_SECONDS = GAVEL_SIMULATOR["recompute_interval"]
 DRIVER = Path("scripts") / "drivers" / "simulate_scheduler_with_trace.py"
 _JOB_LINE = re.compile(r"^Job (\d+)(?: \(high priority\))?: ([0-9.eE+-]+)$")
 _AVG_LINE = re.compile(r"^Average job completion time: ([0-9.eE+-]+) seconds")
@@ -152,8 +153,7 @@ def ours_config(policy: str, counts: dict[str, int], seed: int, num_jobs: int, w
                 round_seconds: float, overrides: dict[str, Any]) -> SimConfig:
     """Our :class:`SimConfig` with Gavel's simulator's semantics (module docstring), then ``overrides``."""
     settings: dict[str, Any] = {
-        "policy": policy, "round_seconds": float(round_seconds), "recompute_interval": GAVEL_RESET_SECONDS,
-        "checkpoint_seconds": 0.0, "restore_seconds": 0.0, "migration": "none", "keep_types": False,
+        "policy": policy, "round_seconds": float(round_seconds), **GAVEL_SIMULATOR,
         "gpus_per_server": {t: max(c, 1) for t, c in counts.items()}, "seed": seed, "until": "window",
         # positions [lo, hi): floor((lo + 0.5) / N * N) = lo exactly
         "window": ((window[0] + 0.5) / num_jobs, (window[1] + 0.5) / num_jobs)}

@@ -122,7 +122,7 @@ def test_published_scale_definition() -> None:
     mk = ex.scaled(ex.EXPERIMENTS["makespan"], "published")
     assert mk.trace["jobs"] == 500 and mk.trace["static"] and mk.rates == (None,)
     assert mk.cluster == "v100=36,p100=36,k80=36"
-    assert mk.common == {**ex.EXPERIMENTS["makespan"].common, "gpus_per_server": 36}
+    assert mk.common == {**ex.EXPERIMENTS["makespan"].common, "gpus_per_server": 36, **ex.GAVEL_SIMULATOR}
     # one server per type (every job consolidated, as in Gavel's simulator) in every published setup
     for name in ("las_single", "las_multi", "ftf"):
         assert ex.scaled(ex.EXPERIMENTS[name], "published").common["gpus_per_server"] == 36
