@@ -2,7 +2,7 @@
 
     python benchmarks/gavel_sim_compare.py --gavel PATH [--gavel-python PY] [--jobs 300] [--rate 3.5]
         [--cluster v100=12,p100=12,k80=12] [--window 120:240] [--seed 0] [--multi-gpu]
-        [--arms aware,agnostic] [--ours KEY=VALUE ...] [--timeout 900] [--json FILE]
+        [--arms aware,agnostic] [--ours KEY=VALUE ...] [--keep-arriving K] [--timeout 900] [--json FILE]
 
 ``PATH`` is a checkout of Gavel's public code (``stanford-futuredata/gavel``, MIT): its root or its
 ``scheduler/`` folder, with the RPC stubs generated (``make rpc_stubs`` there) and its Python
@@ -15,7 +15,9 @@ Gavel's duration and scale-factor distributions) is written in Gavel's trace for
 job, tab-separated: ``job_type, command, working_directory, num_steps_arg, needs_data_dir,
 total_steps, scale_factor, priority_weight, SLO, arrival_time``, where ``job_type`` is the model name
 of Gavel's throughput table and the command fields (unused by Gavel's simulator) are placeholders —
-and both simulators run it:
+and both simulators run it. ``--keep-arriving K`` continues that trace by ``K`` chunks as
+``python -m policyopt.sim.experiments ... --keep-arriving`` does (the same jobs for the same seed), so
+both simulators run the trace a published-scale experiment measured:
 
 * Gavel: ``scripts/drivers/simulate_scheduler_with_trace.py -t TRACE -p POLICY -c V:P:K --seed S
   --time_per_iteration 360 -s A -e B`` (solver ECOS, its default), in its own process; its average
@@ -57,9 +59,9 @@ import numpy as np
 from policyopt.cluster_counts import parse_cluster
 from policyopt.data.gavel import load_gavel
 from policyopt.errors import InputError
-from policyopt.sim.experiments import GAVEL_SIMULATOR
+from policyopt.sim.experiments import GAVEL_SIMULATOR, KEEP_ARRIVING_EXTRA
 from policyopt.sim.simulator import SimConfig, Simulator
-from policyopt.sim.traces import TraceJob, gavel_trace, parse_job_type
+from policyopt.sim.traces import TraceJob, _more_seed, continue_arrivals, gavel_trace, parse_job_type
 
 #: arm -> (Gavel's policy name, ours)
 ARMS: dict[str, tuple[str, str]] = {"aware": ("max_min_fairness_perf", "max_min_fairness"),
@@ -85,6 +87,18 @@ def gavel_scheduler_dir(path: str | Path | None) -> Path | None:
         if (cand / DRIVER).is_file() and (cand / "scheduler.py").is_file():
             return cand
     return None
+
+
+def continued_trace(table: Any, num_jobs: int, rate: float, seed: int, multi_gpu: bool, chunks: int) -> list[TraceJob]:
+    """Gavel trace of ``num_jobs`` jobs, continued by ``chunks`` chunks of ``KEEP_ARRIVING_EXTRA·num_jobs``
+    jobs each: the trace ``python -m policyopt.sim.experiments ... --keep-arriving`` simulates (chunk ``k``
+    drawn from its own seed, its arrivals continuing the Poisson process)."""
+    trace = gavel_trace(table, num_jobs, rate, seed=seed, multi_gpu=multi_gpu)
+    for k in range(chunks):
+        more = gavel_trace(table, KEEP_ARRIVING_EXTRA * num_jobs + 1, rate, seed=_more_seed(seed, k),
+                           multi_gpu=multi_gpu)
+        trace = continue_arrivals(trace, more)
+    return trace
 
 
 def write_gavel_trace(trace: Sequence[TraceJob], path: str | Path) -> None:
@@ -214,6 +228,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--ours", action="append", default=[], type=_override, metavar="KEY=VALUE",
                    help="override a SimConfig field of our side (repeatable)")
     p.add_argument("--timeout", type=float, default=900.0, help="seconds Gavel's simulator may take per arm")
+    p.add_argument("--keep-arriving", type=int, default=0, metavar="K",
+                   help="continue the trace by K chunks of KEEP_ARRIVING_EXTRA times --jobs more jobs, as "
+                        "'python -m policyopt.sim.experiments ... --keep-arriving' does (the same jobs for the "
+                        "same seed), so that jobs keep arriving while the window runs")
     p.add_argument("--trace-out", help="keep the exported Gavel trace here")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
@@ -240,7 +258,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         why = "no --gavel given" if args.gavel is None else f"no Gavel simulator ({DRIVER}) under {args.gavel}"
         print(f"Gavel's simulator skipped: {why}; running ours only.")
     table = load_gavel()
-    trace = gavel_trace(table, n, args.rate, seed=args.seed, multi_gpu=args.multi_gpu)
+    if args.keep_arriving < 0:
+        raise InputError("keep_arriving", args.keep_arriving, "must be a number of chunks >= 0")
+    trace = continued_trace(table, n, args.rate, args.seed, args.multi_gpu, args.keep_arriving)
     overrides = dict(args.ours)
     with tempfile.TemporaryDirectory() as tmp:
         trace_path = Path(args.trace_out) if args.trace_out else Path(tmp) / "trace.txt"
@@ -256,7 +276,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{_fmt(None if gavel.get('avg_jct_s') is None else gavel['avg_jct_s'] / 3600)} h, "
                       f"wall {gavel['wall_s']:.1f} s, CPU {_fmt(gavel.get('cpu_s'), '.1f')} s", flush=True)
             for variant in variants:
-                cfg = ours_config(opol, counts, args.seed, n, window, args.round_seconds,
+                cfg = ours_config(opol, counts, args.seed, len(trace), window, args.round_seconds,
                                   {**VARIANTS[variant], **overrides})
                 ours = run_ours(trace, args.cluster, cfg, table)
                 print(f"[{arm}] ours ({variant}): avg JCT {_fmt(ours['avg_jct_s'] / 3600)} h, "
@@ -265,7 +285,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 rows.append({"arm": arm, "variant": variant, "gavel_policy": gpol, "ours_policy": opol,
                              "gavel": gavel, "ours": ours, "per_job": agree})
     h = 3600.0
-    print(f"\n{n} jobs ({'multi' if args.multi_gpu else 'single'}-GPU), {args.rate:g} jobs/h, seed {args.seed}, "
+    print(f"\n{len(trace)} jobs ({'multi' if args.multi_gpu else 'single'}-GPU), {args.rate:g} jobs/h, "
+          f"seed {args.seed}, "
           f"cluster {args.cluster}, window jobs [{window[0]}, {window[1]}), rounds {args.round_seconds} s"
           + (f", ours with {overrides}" if overrides else ""))
     print("| arm | ours | Gavel avg JCT (h) | ours avg JCT (h) | ours / Gavel | per-job rel. diff median / p90 "
@@ -295,7 +316,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for r in rows:
             for who in ("gavel", "ours"):
                 r[who] = {k: v for k, v in r[who].items() if k != "per_job"}
-        Path(args.json).write_text(json.dumps({"jobs": n, "rate": args.rate, "seed": args.seed,
+        Path(args.json).write_text(json.dumps({"jobs": len(trace), "keep_arriving": args.keep_arriving,
+                                               "rate": args.rate, "seed": args.seed,
                                                "cluster": args.cluster, "window": list(window),
                                                "multi_gpu": args.multi_gpu, "overrides": overrides,
                                                "rows": rows}, indent=2))

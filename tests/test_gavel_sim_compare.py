@@ -93,3 +93,17 @@ def test_agreement_with_gavels_simulator(bench, gavel_dir, tmp_path: Path) -> No
     for key in (("aware", "default"), ("aware", "interior"), ("agnostic", "interior")):
         assert rows[key]["gavel"]["status"] == "ok"
         assert abs(rows[key]["ours_over_gavel"] - 1.0) <= 0.05, (key, rows[key]["ours_over_gavel"])
+
+
+def test_keep_arriving_trace_is_the_experiments_trace(bench, gavel) -> None:
+    """``--keep-arriving K`` compares on the very trace ``experiments ... --keep-arriving`` simulates."""
+    from policyopt.sim import experiments as ex
+
+    exp = ex.scaled(ex.EXPERIMENTS["las_multi"], "published", jobs=30, rates=[2.0], keep_arriving=True)
+    for chunks in (0, 2):
+        ours = bench.continued_trace(gavel, 30, 2.0, 5, True, chunks)
+        assert len(ours) == 30 * (1 + ex.KEEP_ARRIVING_EXTRA * chunks)
+        if chunks:
+            assert ours == ex._make_trace(exp, 5, 2.0, gavel, chunks)
+    with pytest.raises(Exception, match="keep_arriving"):
+        bench.main(["--jobs", "30", "--keep-arriving", "-1"])
