@@ -35,8 +35,9 @@ class PricePath:
         self._y_highs = False
         self._gub: prices.GubStructure | None = None
         self._gub_of: Any = None
-        # the shape did not fit once, or the path failed twice: not tried again; an LP hinted
-        # degenerate (a max-min epigraph LP: its column t links every block) is never tried
+        # the path failed twice on this model, or the LP is hinted degenerate (a max-min epigraph
+        # LP: its column t links every block): not tried (a shape that does not fit is known per
+        # matrix only: a small LP's linking rows may not stand out until more jobs arrive)
         self._gub_never = bool(self.options.degenerate)
         self._gub_fails = 0
 
@@ -74,7 +75,6 @@ class PricePath:
             return None
         if self._gub_of is not self.sf.A:
             self._gub, self._gub_of = prices.detect(self.sf), self.sf.A
-            self._gub_never = self._gub is None
         return self._gub
 
     def prefers_rebuild(self) -> bool:
@@ -89,7 +89,6 @@ class PricePath:
             fits = self._gub is not None
         elif self.sf.nnz <= prices.PLAUSIBLE_MAX_NNZ:
             fits = prices.plausible(self.sf)  # (small LPs: where the linking-row rule may not split)
-            self._gub_never = not fits
         else:
             fits = True  # the caller's guess from its model's layout stands
         return fits and self._answer_duals() is not None
