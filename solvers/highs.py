@@ -377,7 +377,7 @@ class HighsModel(PricePath, LoadedModel):
         auto = self.options.algorithm == "auto" and not self.sf.is_mip
         note = ""
         small_primal = False
-        if auto and (self._y is not None or self._y_highs):
+        if auto and self._wants_prices():
             fast, note = self._solve_prices()
             if fast is not None:
                 return fast

@@ -40,6 +40,7 @@ class PricePath:
         # matrix only: a small LP's linking rows may not stand out until more jobs arrive)
         self._gub_never = bool(self.options.degenerate)
         self._gub_fails = 0
+        self._y_seeded = False  # set_dual_start gave the prices (tried at any size)
 
     def _answer_duals(self) -> np.ndarray | None:
         """The row multipliers (scaled rows) of the last optimal answer on the current rows, or
@@ -67,6 +68,7 @@ class PricePath:
         if self.options.algorithm != "auto" or self._gub_structure() is None:
             return False
         self._y, self._y_highs = y / self.sf.row_scale, False
+        self._y_seeded = True
         return True
 
     def _gub_structure(self) -> prices.GubStructure | None:
@@ -83,7 +85,8 @@ class PricePath:
         (:meth:`set_dual_start`, where the shape is checked in full) costs less than a splice
         (max-sum throughput at 2,048 jobs: build and compile about 1.2 ms; an update in place about
         2 ms). The caller guesses the shape from its model; a wrong guess costs one cold solve."""
-        if self.options.algorithm != "auto" or self._gub_never or not (self._y is not None or self._y_highs):
+        if (self.options.algorithm != "auto" or self._gub_never or self.sf.num_cols < prices.PRICE_MIN_COLS
+                or not (self._y is not None or self._y_highs)):
             return False
         if self._gub_of is self.sf.A:
             fits = self._gub is not None
@@ -93,10 +96,17 @@ class PricePath:
             fits = True  # the caller's guess from its model's layout stands
         return fits and self._answer_duals() is not None
 
+    def _wants_prices(self) -> bool:
+        """Whether the next solve tries the price path: from an explicit dual start, or from the
+        last answer on a model of at least :data:`prices.PRICE_MIN_COLS` columns."""
+        return self._y_seeded or (self.sf.num_cols >= prices.PRICE_MIN_COLS
+                                  and (self._y is not None or self._y_highs))
+
     def _solve_prices(self) -> tuple[SolveResult | None, str]:
         """The linking-price path (module ``prices``) from the last answer's multipliers: the
         certified result, or ``None`` and why not (then HiGHS solves the whole LP)."""
         t0 = time.perf_counter()
+        self._y_seeded = False
         y = self._answer_duals()
         if y is None or y.size != self.sf.num_rows:
             return None, ""

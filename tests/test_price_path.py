@@ -161,14 +161,14 @@ def distinct_jobs(n: int, seed: int) -> list[Job]:
 
 @pytest.mark.parametrize("normalize", [False, True])
 def test_max_sum_re_solves_start_from_the_kept_prices(normalize: bool) -> None:
-    """Max-sum throughput after arrivals and completions: each re-solve is a fresh build started from
-    the kept model's capacity prices, answered by the price path (HiGHS never holds the LP), and
-    equal to a cold dual simplex solve."""
-    jobs = distinct_jobs(160, 1)
-    cl = Cluster.from_counts({"v100": 30, "p100": 30, "k80": 30})
+    """Max-sum throughput after arrivals and completions (from 1,500 columns): each re-solve is a
+    fresh build started from the kept model's capacity prices, answered by the price path (HiGHS
+    never holds the LP), and equal to a cold dual simplex solve."""
+    jobs = distinct_jobs(520, 1)
+    cl = Cluster.from_counts({"v100": 100, "p100": 100, "k80": 100})
     pol = get_policy("max_sum_throughput", normalize=normalize)
-    pol.solve(Problem(cl, tuple(jobs[:150])))
-    seqs = [jobs[:151], jobs[1:151], jobs[1:152], jobs[1:100] + jobs[101:152], jobs[2:153], jobs[2:154]]
+    pol.solve(Problem(cl, tuple(jobs[:510])))  # 1,530 columns: from prices.PRICE_MIN_COLS
+    seqs = [jobs[:511], jobs[1:511], jobs[1:512], jobs[1:300] + jobs[301:512], jobs[2:513], jobs[2:514]]
     for k, js in enumerate(seqs, 1):
         p = Problem(cl, tuple(js))
         got = pol.solve(p)
@@ -204,6 +204,7 @@ def test_a_wrong_guess_of_the_shape_costs_one_cold_build(monkeypatch: pytest.Mon
     the next ones are in-place updates again; answers stay exact."""
     monkeypatch.setattr(prices, "detect", lambda sf: None)
     monkeypatch.setattr(prices, "plausible", lambda sf: True)
+    monkeypatch.setattr(prices, "PRICE_MIN_COLS", 0)  # (a small LP here)
     if not cheap_test:  # a large LP: the kept model's layout alone decides the guess
         monkeypatch.setattr(prices, "PLAUSIBLE_MAX_NNZ", 0)
     jobs = distinct_jobs(41, 2)
@@ -236,3 +237,18 @@ def test_a_policy_whose_solve_ignores_the_prices_keeps_updating(monkeypatch: pyt
         assert got.objective == pytest.approx(ref.objective, rel=1e-9)
     st_ = incremental.state(pol)
     assert st_ is not None and st_.updates == 2 and not st_.rebuild_ok
+
+
+def test_small_kept_models_are_updated_in_place() -> None:
+    """Below ``prices.PRICE_MIN_COLS`` columns an update in place with a warm HiGHS run is cheaper:
+    a small max-sum model is updated, not rebuilt from its prices."""
+    jobs = distinct_jobs(62, 4)
+    cl = Cluster.from_counts({"v100": 12, "p100": 12, "k80": 12})
+    pol = get_policy("max_sum_throughput")
+    pol.solve(Problem(cl, tuple(jobs[:60])))
+    for js in (jobs[:61], jobs[1:61], jobs[1:62]):
+        p = Problem(cl, tuple(js))
+        assert pol.solve(p).objective == pytest.approx(
+            get_policy("max_sum_throughput", algorithm="simplex").solve(p).objective, rel=1e-9)
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 3 and incremental.seeded(pol) == 0
