@@ -1,6 +1,9 @@
 """HiGHS through highspy: the whole model in one array ``passModel`` call; in-place updates.
 
-With ``algorithm="auto"`` an LP goes first to the structured fast path (``blocks``: identical
+With ``algorithm="auto"`` an LP started from row multipliers (a dual start, or a re-solved model's
+last answer from ``prices.PRICE_MIN_COLS`` columns) whose shape has one own row per block and a few
+linking rows goes first to the linking-price path (``prices``, via ``highs_prices``); then an LP
+goes to the structured fast path (``blocks``: identical
 per-job blocks aggregated, the small LP solved, the answer expanded and certified on the whole LP);
 when it does not apply or its certificate fails, the whole LP is solved by the algorithm of
 :func:`~policyopt.solver_api.auto_algorithm` (interior point cold on large LPs, simplex warm) and
