@@ -1,0 +1,145 @@
+"""Parts of :mod:`policyopt.incremental`: the blocks of new jobs in job-local numbering (kept by job
+data), the key lookup that matches their linking rows and columns to the kept model's, and the
+label view of a kept model that :func:`policyopt.warm_start.carry_basis` reads."""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .allocation import AllocationSpace
+from .modeling import Variable
+
+#: per variable (or constraint block) name: whether it is per job, and its dimension names
+Layout = dict[str, tuple[bool, tuple[str, ...]]]
+#: per column (or row): its variable's (block's) index in the layout, its job slot (-1: linking) and
+#: its flat index inside the job's part (or inside the linking variable/block)
+Codes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+#: linking keys: variable/block index × _KEY + flat index
+_KEY = 1 << 32
+#: blocks kept per model (by job data), and the most new jobs of one update looked up one by one
+_CACHE_SIZE = 1024
+_CACHE_BATCH = 64
+
+
+def _lookup(keys: np.ndarray, idx: np.ndarray, want: np.ndarray) -> np.ndarray | None:
+    """``idx`` at the positions of ``want`` in ``keys`` (``None`` if one is absent)."""
+    if want.size == 0:
+        return np.zeros(0, np.int64)
+    o = np.argsort(keys)
+    at = np.searchsorted(keys[o], want)
+    if np.any(at >= keys.size) or np.any(keys[o][np.minimum(at, keys.size - 1)] != want):
+        return None
+    return idx[o[at]]
+
+
+@dataclass
+class _Block:
+    """Blocks of some jobs in job-local numbering: their own columns and rows (costs, bounds, row
+    scales, layout codes with the job's index as slot), their entries (an own index, or ``-1 - key``
+    for a linking row/column; linking rows' entries unscaled) and the linking columns and rows they
+    refer to, sorted by key, with what must match the kept model (costs, bounds; rows unscaled)."""
+
+    c: np.ndarray
+    lo: np.ndarray
+    hi: np.ndarray
+    ccode: np.ndarray
+    cslot: np.ndarray
+    cinner: np.ndarray
+    rlo: np.ndarray
+    rhi: np.ndarray
+    rscale: np.ndarray
+    rcode: np.ndarray
+    rslot: np.ndarray
+    rinner: np.ndarray
+    e_r: np.ndarray
+    e_c: np.ndarray
+    e_v: np.ndarray
+    lc_key: np.ndarray
+    lc_c: np.ndarray
+    lc_lo: np.ndarray
+    lc_hi: np.ndarray
+    lr_key: np.ndarray
+    lr_lo: np.ndarray
+    lr_hi: np.ndarray
+
+    def split(self) -> list["_Block"]:
+        """One block per job (slot ``0`` each), in slot order."""
+        jobs = int(max(self.cslot.max(initial=-1), self.rslot.max(initial=-1))) + 1
+        e_job = np.where(self.e_r >= 0, self.rslot[np.maximum(self.e_r, 0)], self.cslot[np.maximum(self.e_c, 0)])
+        out = []
+        for j in range(jobs):  # one pass per new job kind (an update brings a few)
+            cs, rs, es = self.cslot == j, self.rslot == j, e_job == j
+            cnew = np.cumsum(cs) - 1
+            rnew = np.cumsum(rs) - 1
+            er, ec = self.e_r[es], self.e_c[es]
+            er = np.where(er >= 0, rnew[np.maximum(er, 0)], er)
+            ec = np.where(ec >= 0, cnew[np.maximum(ec, 0)], ec)
+            lck = np.unique(-1 - ec[ec < 0])
+            lrk = np.unique(-1 - er[er < 0])
+            ic, ir = np.searchsorted(self.lc_key, lck), np.searchsorted(self.lr_key, lrk)
+            out.append(_Block(self.c[cs], self.lo[cs], self.hi[cs], self.ccode[cs], self.cslot[cs] * 0,
+                              self.cinner[cs], self.rlo[rs], self.rhi[rs], self.rscale[rs], self.rcode[rs],
+                              self.rslot[rs] * 0, self.rinner[rs], er, ec, self.e_v[es], lck, self.lc_c[ic],
+                              self.lc_lo[ic], self.lc_hi[ic], lrk, self.lr_lo[ir], self.lr_hi[ir]))
+        return out
+
+    @staticmethod
+    def concat(blocks: list["_Block"]) -> "_Block":
+        """The blocks of several jobs, job ``k`` of the list as slot ``k``."""
+        nc = np.cumsum([0] + [b.c.size for b in blocks])
+        nr = np.cumsum([0] + [b.rlo.size for b in blocks])
+
+        def cat(name: str) -> np.ndarray:
+            return np.concatenate([getattr(b, name) for b in blocks])
+
+        e_r = np.concatenate([np.where(b.e_r >= 0, b.e_r + nr[k], b.e_r) for k, b in enumerate(blocks)])
+        e_c = np.concatenate([np.where(b.e_c >= 0, b.e_c + nc[k], b.e_c) for k, b in enumerate(blocks)])
+        cslot = np.concatenate([np.full(b.c.size, k, np.int64) for k, b in enumerate(blocks)])
+        rslot = np.concatenate([np.full(b.rlo.size, k, np.int64) for k, b in enumerate(blocks)])
+        lck, ic = np.unique(cat("lc_key"), return_index=True)
+        lrk, ir = np.unique(cat("lr_key"), return_index=True)
+        return _Block(cat("c"), cat("lo"), cat("hi"), cat("ccode"), cslot, cat("cinner"), cat("rlo"), cat("rhi"),
+                      cat("rscale"), cat("rcode"), rslot, cat("rinner"), e_r, e_c, cat("e_v"), lck,
+                      cat("lc_c")[ic], cat("lc_lo")[ic], cat("lc_hi")[ic], lrk, cat("lr_lo")[ir], cat("lr_hi")[ir])
+
+
+@dataclass
+class _Rows:
+    """A constraint block's dimensions and its row per cell (C order), for :func:`carry_basis`."""
+
+    dims: tuple[Any, ...]
+    row_ids: np.ndarray
+    start: int = 0
+
+
+class _LabelView:
+    """The variables and constraint blocks of a kept model by name, over one problem's labels (what
+    :func:`policyopt.warm_start.carry_basis` reads of a model); the blocks are computed when read."""
+
+    def __init__(self, variables: dict[str, Variable], block_dims: dict[str, tuple[Any, ...]], layout: Layout,
+                 space: AllocationSpace, rows: Codes, pos_of_slot: np.ndarray) -> None:
+        self.variables = variables
+        self._args = (block_dims, layout, space, rows, pos_of_slot)
+        self._blocks: dict[str, _Rows] | None = None
+
+    @property
+    def blocks(self) -> dict[str, _Rows]:
+        if self._blocks is None:
+            block_dims, layout, space, (code, slot, inner), pos_of_slot = self._args
+            out = {}
+            for k, (name, (per_job, names)) in enumerate(layout.items()):
+                sel = np.flatnonzero(code == k)
+                dims = block_dims[name]
+                if per_job:
+                    dims = (space.rows if names[0] == "rows" else space.jobs,) + dims[1:]
+                size = int(np.prod([len(d) for d in dims]))
+                width = int(np.prod([len(d) for d in dims[1:]]))
+                ids = np.full(size, -1, np.int64)
+                ids[pos_of_slot[slot[sel]] * width + inner[sel] if per_job else inner[sel]] = sel
+                out[name] = _Rows(dims, ids)
+            self._blocks = out
+        return self._blocks
