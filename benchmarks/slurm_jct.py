@@ -2,7 +2,7 @@
 on the same machine in one run.
 
     python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
-                                   [--round-seconds 5] [--restart-seconds S|auto [...]]
+                                   [--round-seconds 5] [--restart-seconds S|auto[+prior][+late] [...]]
                                    [--output DIR] [--workdir DIR]
 
 For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
@@ -22,9 +22,12 @@ model build, checkpoint load: the running time beyond what their steps take at t
 speeds, to which a demo job paces itself), the requeues, and the controller's ``squeue`` calls
 per round, its stops and moves, and the GPUs its rounds left idle while a job waited.
 ``--restart-seconds`` runs each policy once per value of the controller's option of that name
-(default ``0 auto``). An arm whose jobs do not finish within ``--timeout`` is reported as such.
-Writes ``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the
-arms of one run, not numbers across runs.
+(default ``0 auto``); a value may end in ``+prior`` (the table given to the controller carries
+each job type's ``startup_seconds``, measured here before the arms by
+:func:`policyopt.slurm.demo.measure_startup`: the first estimate under ``auto``) and in ``+late``
+(the controller runs with ``--no-early-rounds``). An arm whose jobs do not finish within
+``--timeout`` is reported as such. Writes ``DIR/slurm_jct.json`` and prints a table. The machine
+is shared and loaded: compare the arms of one run, not numbers across runs.
 """
 from __future__ import annotations
 
@@ -38,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from policyopt.slurm.demo import DEMO_THROUGHPUTS, DEMO_WORKLOAD, submit, write_throughputs
+from policyopt.slurm.demo import DEMO_THROUGHPUTS, DEMO_WORKLOAD, measure_startup, submit, write_throughputs
 from policyopt.slurm.localcluster import LocalSlurm, slurm_missing
 from policyopt.slurm.slurmcmd import Slurm
 
@@ -85,15 +88,21 @@ def round_counts(report: dict[str, Any], gpus: int) -> dict[str, float]:
 
 
 def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float,
-            restart_seconds: str = "0") -> dict[str, Any]:
+            restart_seconds: str = "0", startup: dict[str, float] | None = None) -> dict[str, Any]:
     """One arm on a fresh cluster: per-job JCTs (s) and their mean, and where the time went.
-    ``restart_seconds``: the controller's ``--restart-seconds`` (a number or ``auto``)."""
-    plain = restart_seconds not in ("auto",) and float(restart_seconds) == 0
+    ``restart_seconds``: the controller's ``--restart-seconds`` (a number or ``auto``), with the
+    suffixes ``+prior`` (the table carries ``startup``) and ``+late`` (``--no-early-rounds``)."""
+    value, *flags = restart_seconds.split("+")
+    if value != "auto":
+        float(value)  # a number, else ValueError naming it
+    if set(flags) - {"prior", "late"}:
+        raise SystemExit(f"--restart-seconds: unknown suffix in {restart_seconds!r} (+prior, +late)")
+    plain = value != "auto" and float(value) == 0 and not flags
     name = policy if policy is None or plain else f"{policy}+restart-{restart_seconds}"
     work = root / (name or "slurm")
     work.mkdir(parents=True)
     with LocalSlurm(work / "cluster") as cluster:
-        table = write_throughputs(work / "throughputs.json")
+        table = write_throughputs(work / "throughputs.json", startup if "prior" in flags else None)
         t0 = time.time()
         ids = submit(cluster, work, DEMO_WORKLOAD, opt_in=policy is not None, hold=policy is not None)
         # Slurm resets a requeued job's submit time: keep the original one
@@ -103,7 +112,7 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
                     "--throughputs", str(table), "--round-seconds", str(round_seconds),
                     "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle",
-                    "--restart-seconds", restart_seconds]
+                    "--restart-seconds", value] + (["--no-early-rounds"] if "late" in flags else [])
             proc = subprocess.Popen(argv, env=cluster.env, stdout=open(work / "controller.log", "wb"),  # noqa: SIM115
                                     stderr=subprocess.STDOUT)
         try:
@@ -145,13 +154,13 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
                      if line.startswith("round ") and "squeue calls" in line]
             squeue_calls = {"rounds": len(calls), "total": sum(calls), "max": max(calls, default=0)}
             counts = round_counts(report, sum(n.gpus for n in cluster.nodes))
-        startup = {jid: startup_seconds(running[jid], job.steps, DEMO_THROUGHPUTS[job.job_type])
-                   for jid, job in zip(ids, DEMO_WORKLOAD)}
+        lost = {jid: startup_seconds(running[jid], job.steps, DEMO_THROUGHPUTS[job.job_type])
+                for jid, job in zip(ids, DEMO_WORKLOAD)}
     return {"arm": name or "slurm (backfill, no controller)", "jct": jct, "states": states, "restarts": restarts,
             "average_jct": sum(jct.values()) / len(jct), "wall_s": time.time() - t0,
-            "running_s": running, "startup_s": startup, "restart_seconds": restart_seconds,
+            "running_s": running, "startup_s": lost, "restart_seconds": restart_seconds,
             "gpu_seconds_running": sum(sum(r.values()) * j.gpus for r, j in zip(running.values(), DEMO_WORKLOAD)),
-            "gpu_seconds_startup": sum(startup[jid] * j.gpus for jid, j in zip(ids, DEMO_WORKLOAD)),
+            "gpu_seconds_startup": sum(lost[jid] * j.gpus for jid, j in zip(ids, DEMO_WORKLOAD)),
             "squeue_calls": squeue_calls, "round_counts": counts,
             "jobs": [{"job_type": j.job_type, "steps": j.steps, "gpus": j.gpus} for j in DEMO_WORKLOAD]}
 
@@ -176,13 +185,17 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="slurm-jct-") as tmp:
         root = Path(tmp) if args.workdir is None else args.workdir
         arms = [(None, "0")] + [(p, r) for p in args.policies for r in args.restart_seconds]
+        startup = None
+        if any("+prior" in r for r in args.restart_seconds):
+            startup = measure_startup(sorted(DEMO_THROUGHPUTS), root)
+            print("startup_seconds measured (s): " + ", ".join(f"{k} {v:.1f}" for k, v in startup.items()), flush=True)
         for policy, restart in arms:
-            row = run_arm(root, policy, args.round_seconds, args.timeout, restart)
+            row = run_arm(root, policy, args.round_seconds, args.timeout, restart, startup)
             rows.append(row)
             if row["average_jct"] is None:
                 continue
             calls, counts = row["squeue_calls"], row["round_counts"]
-            print(f"{row['arm']:36s} average JCT {row['average_jct']:7.1f} s   "
+            print(f"{row['arm']:44s} average JCT {row['average_jct']:7.1f} s   "
                   f"jobs {', '.join(f'{v:.0f}' for v in row['jct'].values())}   "
                   f"restarts {sum(row['restarts'].values())}   GPU-s running {row['gpu_seconds_running']:.0f}, "
                   f"of them startup {row['gpu_seconds_startup']:.0f}"
@@ -199,7 +212,8 @@ def main(argv: list[str] | None = None) -> int:
     args.output.mkdir(parents=True, exist_ok=True)
     (args.output / "slurm_jct.json").write_text(json.dumps({"round_seconds": args.round_seconds,
                                                             "load_average": os.getloadavg(),
-                                                            "load_average_start": load_start, "arms": rows},
+                                                            "load_average_start": load_start,
+                                                            "startup_seconds_prior": startup, "arms": rows},
                                                            indent=1))
     return 0
 

@@ -225,8 +225,17 @@ def test_record_round_durations_and_unknown_combination() -> None:
     assert [c.jobs for c in a.combinations] == [("a", "b")]
     mech.record_round(a, durations={j: 40.0 for j in a.running_jobs()})
     assert mech.received.sum() == pytest.approx(40.0) and mech.elapsed == pytest.approx(100.0)
-    with pytest.raises(InputError, match="round_length"):
+    with pytest.raises(InputError, match="length"):
         mech.record_round(a, durations={j: 400.0 for j in a.running_jobs()})
+    # a round cut short: T advances by its length, and no job can have run longer
+    mech.record_round(a, durations={j: 20.0 for j in a.running_jobs()}, length=30.0)
+    assert mech.received.sum() == pytest.approx(60.0) and mech.elapsed == pytest.approx(130.0)
+    with pytest.raises(InputError, match="length"):
+        mech.record_round(a, durations={j: 40.0 for j in a.running_jobs()}, length=30.0)
+    for bad in (0.0, -1.0, 101.0, float("nan")):
+        with pytest.raises(InputError, match="length"):
+            mech.record_round(a, length=bad)
+    assert mech.elapsed == pytest.approx(130.0)
     with pytest.raises(InputError, match="no duration"):
         mech.record_round(a, durations={})
     from policyopt.mechanism import Combination, RoundAssignment

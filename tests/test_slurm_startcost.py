@@ -40,6 +40,9 @@ def test_pinned_jobs_rules() -> None:
     restart = dict.fromkeys(running, 10.0)
     assert pinned_jobs(running, age, remaining, restart) == {"young": "v100", "ending": "k80"}
     assert pinned_jobs(running, age, remaining, dict.fromkeys(running, 0.0)) == {}  # r = 0: the old choice
+    # near its end only while what is left fits in one round: 20 s left is more than a 10 s round
+    assert pinned_jobs(running, age, remaining, restart, round_length=10.0) == {"young": "v100"}
+    assert pinned_jobs(running, age, remaining, restart, round_length=20.0) == {"young": "v100", "ending": "k80"}
 
 
 def test_keep_pinned_rewrites_configurations_that_fit() -> None:

@@ -316,13 +316,13 @@ def test_an_overrun_round_is_one_round_for_the_mechanism(tmp_path: Path) -> None
     store.close()
 
 
-@pytest.mark.parametrize("placed, credited", [("v100", 2.75), ("k80", 0.0), (None, 0.0)])
+@pytest.mark.parametrize("placed, credited", [("v100", 2.2), ("k80", 0.0), (None, 0.0)])
 def test_a_placed_jobs_start_loss_counts_as_received_by_the_mechanism(tmp_path: Path, placed: str | None,
                                                                       credited: float) -> None:
-    # rounds of 10 s; this interval lasted 8 s (100 -> 108: the mechanism scales it by 10/8). The job
-    # started at 102.2 (Slurm: 102, polls 102.0-102.4): it ran 5.8 s, 7.25 nominal; placed on
-    # v100 last round, its 2.2 s start (2.75 nominal) count as received by the mechanism too: a
-    # full round. Placed on another type, or not placed by the controller: not credited.
+    # rounds of 10 s; this interval lasted 8 s (100 -> 108: a round run early, recorded as a round
+    # of 8 s). The job started at 102.2 (Slurm: 102, polls 102.0-102.4): it ran 5.8 s; placed on
+    # v100 last round, its 2.2 s start count as received by the mechanism too: the whole short
+    # round. Placed on another type, or not placed by the controller: not credited.
     jobs = [SlurmJob("1", "j", "u", "gpu", "RUNNING", "None", "policyopt:type=lstm-bs10", "", "", ("v1",), 1,
                      None, "", 0.0, 102.0, 0.0, 0, 1)]
     ctl, store = _accounting_controller(tmp_path, jobs)
@@ -334,7 +334,8 @@ def test_a_placed_jobs_start_loss_counts_as_received_by_the_mechanism(tmp_path: 
         store.put("placed", [["1", placed]])
     ran = ctl._account(108.0, store.known_jobs(), {"1": jobs[0]}, {"v1": "v100"})
     assert ran["1"]["seconds"] == pytest.approx(5.8) and ran["1"]["started"] == pytest.approx(2.2)
-    assert ctl.mech.received[0].tolist() == pytest.approx([0.0, 7.25 + credited])
+    assert ctl.mech.elapsed == pytest.approx(8.0)
+    assert ctl.mech.received[0].tolist() == pytest.approx([0.0, 5.8 + credited])
     assert store.received()["1"] == pytest.approx({"v100": 5.8})  # Slurm's seconds, not the credit
     store.close()
 
@@ -497,7 +498,10 @@ def test_a_completed_job_teaches_the_start_cost(tmp_path: Path, restart: float |
     (0.0, 195.0, 1000, 0.0, False),  # start cost 0: the allocation's V100 wins (the choice before)
     (10.0, 195.0, 1000, 0.0, True),  # a 5 s old run that cost 10 s to start is not undone
     (10.0, 100.0, 1000, 100.0, False),  # a long run far from its end moves
-    (10.0, 100.0, 1000, 195.0, True),  # 975 - 50 steps done: 15 s left on k80 <= 2 x 10 s, kept to its end
+    (10.0, 100.0, 1000, 200.0, True),  # 1000 - 50 steps done: 10 s left on k80 <= one round, kept to its end
+    # 975 - 50 steps done: 15 s left <= 2 x 10 s but more than one round: it moves (a longer tail
+    # would hold its GPUs for rounds while others wait)
+    (10.0, 100.0, 1000, 195.0, False),
 ])
 def test_a_running_job_is_kept_while_young_or_near_its_end(tmp_path: Path, restart: float, start: float,
                                                           steps: int, ran: float, kept: bool) -> None:

@@ -352,14 +352,19 @@ class RoundMechanism:
         st.received[st.combo_index[key], self._type_index[worker_type]] += float(seconds)
 
     def record_round(
-        self, assignment: RoundAssignment, durations: Mapping[str, float] | None = None
+        self, assignment: RoundAssignment, durations: Mapping[str, float] | None = None,
+        length: float | None = None,
     ) -> None:
-        """Account one round: ``T += round_length``; ``r[k, c] += d_k`` for what ran.
+        """Account one round: ``T += ℓ``; ``r[k, c] += d_k`` for what ran.
 
-        ``d_k`` is the round length, or with ``durations`` (job -> seconds run this round, e.g. a
-        job that completed mid-round) the smallest duration among the combination's jobs.
+        ``ℓ`` is ``length`` (a round cut short, ``0 < ℓ ≤ round_length``) or the round length;
+        ``d_k`` is ``ℓ``, or with ``durations`` (job -> seconds run this round, e.g. a job that
+        completed mid-round) the smallest duration among the combination's jobs (``0 ≤ d_k ≤ ℓ``).
         """
         st = self._require_state()
+        span = self.round_length if length is None else float(length)
+        if not (np.isfinite(span) and 0.0 < span <= self.round_length * (1 + 1e-9)):
+            raise InputError("length", length, f"must lie in (0, round_length={self.round_length}]")
         rows: list[int] = []
         cols: list[int] = []
         secs: list[float] = []
@@ -372,21 +377,20 @@ class RoundMechanism:
                 raise UnknownNameError(f"assignment.combinations[{i}].worker_type",
                                        comb.worker_type, self.worker_types)
             if durations is None:
-                d = self.round_length
+                d = span
             else:
                 missing = [j for j in comb.jobs if j not in durations]
                 if missing:
                     raise InputError(f"durations.{missing[0]}", None, "no duration for a job that ran")
                 d = float(min(durations[j] for j in comb.jobs))
-                if not 0.0 <= d <= self.round_length * (1 + 1e-9):
-                    raise InputError(f"durations.{comb.jobs[0]}", d,
-                                     f"must lie in [0, round_length={self.round_length}]")
+                if not 0.0 <= d <= span * (1 + 1e-9):
+                    raise InputError(f"durations.{comb.jobs[0]}", d, f"must lie in [0, length={span}]")
             rows.append(st.combo_index[key])
             cols.append(self._type_index[comb.worker_type])
             secs.append(d)
         if rows:
             np.add.at(st.received, (np.array(rows), np.array(cols)), np.array(secs))
-        st.elapsed += self.round_length
+        st.elapsed += span
         self._last_type = {j: self._type_index[comb.worker_type]
                            for comb in assignment.combinations for j in comb.jobs}
         self._last_partner = {comb.jobs[i]: comb.jobs[1 - i] for comb in assignment.combinations

@@ -37,7 +37,7 @@ def run_slurm(args: argparse.Namespace) -> int:
     from policyopt.slurm.mapping import parse_weights
     from policyopt.slurm.slurmcmd import Slurm
     from policyopt.slurm.state import StateStore
-    from policyopt.slurm.throughputs import load_throughputs
+    from policyopt.slurm.throughputs import load_startup_seconds, load_throughputs
 
     partitions = [p.strip() for p in args.partition.split(",") if p.strip()]
     if not partitions:
@@ -55,7 +55,8 @@ def run_slurm(args: argparse.Namespace) -> int:
     config = ControllerConfig(policy=policy, policy_name=args.policy, partitions=partitions,
                               throughputs=load_throughputs(args.throughputs), round_seconds=float(args.round_seconds),
                               weights=parse_weights(args.weight), work_conserving=not args.no_work_conserving,
-                              restart_seconds=restart)
+                              restart_seconds=restart, startup_prior=load_startup_seconds(args.throughputs),
+                              early_rounds=not args.no_early_rounds)
     store = StateStore(args.state, in_memory=args.dry_run)
     try:
         controller = Controller(config, Slurm(dry_run=args.dry_run), store)
@@ -93,11 +94,16 @@ def add_subparser(subparsers: Any) -> None:
                    help="do not give idle GPUs to jobs that are ahead of their allocation")
     p.add_argument("--restart-seconds", dest="restart_seconds", default="auto", metavar="S|auto",
                    help="seconds a job loses at each start beyond what Slurm shows (its own startup: imports, "
-                        "loading its checkpoint), or 'auto': learned per job type from the jobs that finished; "
+                        "loading its checkpoint), or 'auto': learned per job type from the jobs that finished "
+                        "(before that, the job type's startup_seconds in the --throughputs table, if given); "
                         "the round choice trades up to half of them, at most half a round, of each job's "
                         "deviation for fewer stops and moves, and keeps a running job where it runs until its "
-                        "run has lasted twice them or while its remaining work takes at most twice them "
+                        "run has lasted twice them or while its remaining work takes at most twice them and at "
+                        "most one round "
                         "(default auto; 0 follows the allocation round by round)")
+    p.add_argument("--no-early-rounds", dest="no_early_rounds", action="store_true",
+                   help="run rounds only at the round boundaries (default: when a job ends while another "
+                        "waits, the next round starts then, so the freed GPUs do not idle until the boundary)")
     p.add_argument("--exit-when-idle", dest="exit_when_idle", action="store_true",
                    help="stop once every managed job seen has finished")
     p.set_defaults(func=run_slurm)

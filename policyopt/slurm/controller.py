@@ -37,7 +37,7 @@ from policyopt.mechanism.state import with_worker_counts
 from policyopt.slurm.mapping import ManagedJob, managed_job
 from policyopt.slurm.packing import packable_allocation
 from policyopt.slurm.schedule import choose_configuration, fill_order, keep_pinned
-from policyopt.slurm.startcost import StartupModel, pinned_jobs, startup_per_start, steps_done
+from policyopt.slurm.startcost import StartupModel, learn_startup, measure_start_cost, pinned_jobs, steps_done
 from policyopt.slurm.report import write_report
 from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode, job_gpus_by_type, start_estimate
 from policyopt.slurm.state import StateStore
@@ -51,6 +51,8 @@ __all__ = ["ControllerConfig", "Controller", "job_gpus_by_type", "poll_interval"
 DEFAULT_WORK_SECONDS = 3600.0
 #: rounds of owed (or surplus) time a job carries across an allocation change
 DEFICIT_ROUNDS = 3.0
+#: seconds between the squeue polls that look for a job's end while another waits (early rounds)
+EARLY_POLL = 1.0
 
 
 @dataclass
@@ -70,6 +72,12 @@ class ControllerConfig:
     #: deviation for fewer stops and moves, and keeps a job where it runs while its run is young or
     #: its end is near compared with them
     restart_seconds: float | None = None
+    #: job type -> seconds per start assumed under ``auto`` until a job of the type finishes (the
+    #: throughput table's ``startup_seconds``)
+    startup_prior: dict[str, float] = field(default_factory=dict)
+    #: when a managed job ends while another waits, run the next round then instead of at the
+    #: round boundary (the freed GPUs would idle until it)
+    early_rounds: bool = True
 
 
 def poll_interval(waited: float) -> float:
@@ -131,10 +139,12 @@ class Controller:
         ran = self._account(now, known, by_id, node_types)
         if number > 0:
             store.set_ran(number - 1, ran)
-            self._measure_start_cost(ran)
+            measure_start_cost(self.store, ran)
         store.put("stopped", [])  # consumed by the accounting above
         store.put("observed_starts", {})
-        self._learn_startup(self._finish(now, known, by_id), managed)
+        learned = learn_startup(store, self._finish(now, known, by_id), managed)
+        if learned:
+            self.log(f"start cost per start learned (s): {', '.join(f'{j}:{r:.1f}' for j, r in learned.items())}")
         known = store.known_jobs()
         live = [jid for jid, row in known.items() if row["end_time"] is None and jid in managed]
 
@@ -192,9 +202,10 @@ class Controller:
         start and end times reset), so its last run is ``[last, stopped]`` on its old type; a job
         moved to another type in the same round has both runs.
 
-        The mechanism counts each round as ``L`` seconds: an interval ``Δ`` shorter than ``L`` is
-        scaled to ``L``; of a longer one (the controller was late or down, and Slurm kept running
-        what the last round decided) only the first ``L`` seconds are recorded. For a job the
+        The mechanism records each interval as a round of ``min(Δ, L)`` seconds: an interval
+        shorter than ``L`` (a round run early because a job ended) is a short round; of a longer
+        one (the controller was late or down, and Slurm kept running what the last round
+        decided) only the first ``L`` seconds are recorded. For a job the
         controller placed last round, the seconds from the round's start to its run's start (what
         the start cost) are also counted as received by the mechanism (not in the state's
         per-job seconds, which stay Slurm's): the round choice does not chase time lost to starts.
@@ -208,10 +219,10 @@ class Controller:
         observed = self.store.get("observed_starts") or {}
         stopped = {jid: (t, float(ts)) for jid, t, ts in self.store.get("stopped") or []}
         ran: dict[str, Any] = {}
-        nominal: dict[str, dict[str, float]] = {}  # job -> type -> seconds within the window, scaled to L
+        nominal: dict[str, dict[str, float]] = {}  # job -> type -> seconds within the window
 
         def in_window(a: float, b: float) -> float:
-            return max(min(b, last + window) - max(a, last), 0.0) * (self.cfg.round_seconds / window)
+            return max(min(b, last + window) - max(a, last), 0.0)
 
         for jid, row in known.items():
             job = by_id.get(jid)
@@ -262,12 +273,13 @@ class Controller:
         if self.mech is not None:  # every round advances the mechanism's clock, even an idle one
             mech = self.mech
             scale_of = {j: int(mech.arrays.scale[i]) for i, j in enumerate(mech.arrays.job_ids)}
-            ok = {j: {t: min(v, mech.round_length) for t, v in nominal.get(j, {}).items()
+            ok = {j: {t: min(v, window) for t, v in nominal.get(j, {}).items()
                       if t in mech.worker_types and v > 0}
                   for j in ran if scale_of.get(j) == ran[j]["gpus"]}
             main = {j: max(d, key=d.__getitem__) for j, d in ok.items() if d}
             combos = [Combination((j,), t, ran[j]["gpus"]) for j, t in main.items()]
-            mech.record_round(RoundAssignment(tuple(combos)), {j: ok[j][t] for j, t in main.items()})
+            mech.record_round(RoundAssignment(tuple(combos)), {j: ok[j][t] for j, t in main.items()},
+                              length=min(window, mech.round_length))
             for j, d in ok.items():  # a stopped job's last seconds on its old type
                 for t, v in d.items():
                     if t != main[j]:
@@ -279,21 +291,8 @@ class Controller:
                 placed_run = ran.get(jid)
                 if jid in ok and placed_run is not None and placed_run["gpu_type"] == gpu_type \
                         and "started" in placed_run:
-                    lost = min(float(placed_run["started"]), window) * (self.cfg.round_seconds / window)
-                    mech.credit(jid, gpu_type, min(lost, mech.round_length))
+                    mech.credit(jid, gpu_type, min(float(placed_run["started"]), window))
         return ran
-
-    def _measure_start_cost(self, ran: Mapping[str, Any]) -> None:
-        """Seconds of a round a job placed at its start does not run (requeue, checkpoint, exit,
-        Slurm's scheduling pass): the start estimate of :meth:`_account` minus the round's start,
-        averaged over the jobs placed last round that started on their type, kept in the state
-        (``start_cost``, an exponential average)."""
-        lost = [ran[jid]["started"] for jid, gpu_type in self.store.get("placed") or []
-                if jid in ran and ran[jid]["gpu_type"] == gpu_type and "started" in ran[jid]]
-        if lost:
-            old = self.store.get("start_cost")
-            new = sum(lost) / len(lost)
-            self.store.put("start_cost", new if old is None else 0.5 * float(old) + 0.5 * new)
 
     def _finish(self, now: float, known: Mapping[str, Mapping[str, Any]],
                 by_id: Mapping[str, SlurmJob]) -> list[str]:
@@ -318,31 +317,12 @@ class Controller:
                 self.mech.remove_jobs(gone)
         return done
 
-    def _learn_startup(self, done: Sequence[str], managed: Mapping[str, ManagedJob]) -> None:
-        """Each job that completed with a step budget adds its start cost per start (its seconds
-        ``RUNNING`` beyond what its steps take at the table's speeds, over its starts) to the
-        learned :class:`~policyopt.slurm.startcost.StartupModel` (state ``startup``)."""
-        known = self.store.known_jobs()
-        received = self.store.received()
-        model = StartupModel.from_state(self.store.get("startup"))
-        learned = []
-        for jid in done:
-            row, mj = known.get(jid), managed.get(jid)
-            if row is None or mj is None or mj.steps is None or row["final_state"] != "COMPLETED":
-                continue
-            r = startup_per_start(received.get(jid, {}), mj.steps, mj.throughputs, int(row["restarts"] or 0) + 1)
-            model.observe(mj.job_type, r)
-            learned.append(f"{jid}:{r:.1f}")
-        if learned:
-            self.store.put("startup", model.to_state())
-            self.log(f"start cost per start learned (s): {', '.join(learned)}")
-
     def restart_cost(self, job_type: str | None) -> float:
         """Seconds a start costs a job of this type beyond what Slurm shows: ``--restart-seconds``,
         or the learned mean when it is ``None``."""
         if self.cfg.restart_seconds is not None:
             return float(self.cfg.restart_seconds)
-        return StartupModel.from_state(self.store.get("startup")).estimate(job_type)
+        return StartupModel.from_state(self.store.get("startup"), self.cfg.startup_prior).estimate(job_type)
 
     def _capacity(self, nodes: Sequence[SlurmNode], jobs: Sequence[SlurmJob],
                   managed: Mapping[str, ManagedJob], node_types: Mapping[str, str]) -> dict[str, int]:
@@ -481,7 +461,7 @@ class Controller:
             if mj.steps is not None and mj.throughputs.get(t, 0.0) > 0:
                 left = mj.steps - steps_done(received.get(jid, {}), mj.throughputs, starts, restart[jid])
                 remaining[jid] = max(left, 0.0) / mj.throughputs[t]
-        return pinned_jobs(running, age, remaining, restart)
+        return pinned_jobs(running, age, remaining, restart, self.cfg.round_seconds)
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
                       by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, Any]:
@@ -576,11 +556,12 @@ class Controller:
 
     def run(self, rounds: int | None = None, *, output: Path | None = None, exit_when_idle: bool = False,
             sleep: Callable[[float], None] = time.sleep) -> int:
-        """Run ``rounds`` rounds (forever when ``None``), one every ``round_seconds``."""
-        start = time.monotonic()
+        """Run ``rounds`` rounds (forever when ``None``), one every ``round_seconds``; a round
+        starts early when a job it ran ends while another waits (:meth:`wait_for_round`)."""
         done = 0
         while rounds is None or done < rounds:
-            self.run_round()
+            began = time.monotonic()
+            record = self.run_round()
             done += 1
             if output is not None:
                 write_report(self.store, output)
@@ -588,8 +569,27 @@ class Controller:
                 break
             if rounds is not None and done >= rounds:
                 break
-            wait = start + done * self.cfg.round_seconds - time.monotonic()
-            if wait > 0:
-                sleep(wait)
+            self.wait_for_round(began + self.cfg.round_seconds, record, sleep)
         return done
 
+    def wait_for_round(self, until: float, record: Mapping[str, Any], sleep: Callable[[float], None] = time.sleep,
+                       clock: Callable[[], float] = time.monotonic) -> bool:
+        """Wait until ``until`` (on ``clock``). With early rounds, while some job of the round
+        ``record`` waits (live, not decided), poll ``squeue`` every :data:`EARLY_POLL` seconds and
+        return ``True`` as soon as a job the round ran has ended (finished, or gone from Slurm's
+        list): its GPUs are free now, so the next round starts at once, not at ``until``."""
+        running = set(record.get("decided", {}))
+        waiting = set(record.get("live", ())) - running
+        while True:
+            left = until - clock()
+            if left <= 0:
+                return False
+            if not (self.cfg.early_rounds and waiting and running and left > EARLY_POLL):
+                sleep(left)
+                return False
+            sleep(EARLY_POLL)
+            jobs = {j.job_id: j for j in self.slurm.jobs(self.cfg.partitions)}
+            ended = sorted((j for j in running if j not in jobs or jobs[j].finished), key=int)
+            if ended:
+                self.log(f"jobs ended while others wait: {ended}; next round now")
+                return True

@@ -10,14 +10,17 @@ checkpoints, the requeues and the scheduling are real.
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from policyopt.slurm.localcluster import LocalSlurm
 
-__all__ = ["DEMO_THROUGHPUTS", "DemoJob", "DEMO_WORKLOAD", "write_throughputs", "submit", "job_script"]
+__all__ = ["DEMO_THROUGHPUTS", "DemoJob", "DEMO_WORKLOAD", "measure_startup", "write_throughputs", "submit",
+           "job_script"]
 
 #: steps/s of each job type on each emulated GPU type (the controller's --throughputs table); kept
 #: below what a busy 2-core machine delivers with eight jobs running, so the pacing, not the CPU,
@@ -46,14 +49,37 @@ DEMO_WORKLOAD: tuple[DemoJob, ...] = (
 )
 
 
-def write_throughputs(path: Path) -> Path:
-    """Write :data:`DEMO_THROUGHPUTS` in the profiler's ``throughputs.json`` format."""
+def write_throughputs(path: Path, startup: Mapping[str, float] | None = None) -> Path:
+    """Write :data:`DEMO_THROUGHPUTS` in the profiler's ``throughputs.json`` format; with
+    ``startup`` (job type -> seconds, e.g. from :func:`measure_startup`) each of those job types
+    also gives ``startup_seconds``."""
     types = sorted({t for row in DEMO_THROUGHPUTS.values() for t in row})
-    table = {"job_types": {name: {"throughputs": row} for name, row in DEMO_THROUGHPUTS.items()},
+    extra = startup or {}
+    table = {"job_types": {name: {"throughputs": row, **({"startup_seconds": float(extra[name])} if name in extra
+                                                          else {})}
+                           for name, row in DEMO_THROUGHPUTS.items()},
              "worker_types": {t: {"device": "emulated"} for t in types},
              "meta": {"unit": "steps/s", "note": "emulated GPU types (policyopt.slurm.demo)"}}
     path.write_text(json.dumps(table, indent=1))
     return path
+
+
+def measure_startup(job_types: Sequence[str], workdir: Path, timeout: float = 300.0) -> dict[str, float]:
+    """Seconds a resumed start of each job type takes, measured here outside Slurm: one run of
+    :mod:`policyopt.slurm.job` trains 1 step and checkpoints, then a second run is timed from its
+    launch to its exit, resuming from that checkpoint and training 1 more step (interpreter,
+    imports, model build, checkpoint load, one step, checkpoint save). What a profiler could
+    record beside a job type's throughputs; Slurm's own launch is not in it."""
+    out: dict[str, float] = {}
+    for job_type in job_types:
+        ckpt = workdir / "startup" / job_type
+        for steps in (1, 2):
+            t0 = time.monotonic()
+            subprocess.run([sys.executable, "-m", "policyopt.slurm.job", "--job-type", job_type,
+                            "--steps-total", str(steps), "--checkpoint-dir", str(ckpt)],
+                           check=True, capture_output=True, timeout=timeout)
+            out[job_type] = time.monotonic() - t0
+    return out
 
 
 def job_script(workdir: Path, table: Path) -> Path:
