@@ -2,7 +2,7 @@
 on the same machine in one run.
 
     python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
-                                   [--round-seconds 5] [--restart-seconds S|auto[+prior][+late] [...]]
+                                   [--round-seconds 5] [--restart-seconds S|auto[+prior|+prior0][+late] [...]]
                                    [--output DIR] [--workdir DIR]
 
 For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
@@ -24,7 +24,9 @@ per round, its stops and moves, and the GPUs its rounds left idle while a job wa
 ``--restart-seconds`` runs each policy once per value of the controller's option of that name
 (default ``0 auto``); a value may end in ``+prior`` (the table given to the controller carries
 each job type's ``startup_seconds``, measured here before the arms by
-:func:`policyopt.slurm.demo.measure_startup`: the first estimate under ``auto``) and in ``+late``
+:func:`policyopt.slurm.demo.measure_startup`: the first estimate under ``auto``), ``+prior0``
+(it carries ``startup_seconds`` 0 for every type: ``auto`` then starts from nothing, as it did
+before a start of unknown cost was taken to cost a round) and in ``+late``
 (the controller runs with ``--no-early-rounds``). An arm whose jobs do not finish within
 ``--timeout`` is reported as such. Writes ``DIR/slurm_jct.json`` and prints a table. The machine
 is shared and loaded: compare the arms of one run, not numbers across runs.
@@ -95,14 +97,15 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
     value, *flags = restart_seconds.split("+")
     if value != "auto":
         float(value)  # a number, else ValueError naming it
-    if set(flags) - {"prior", "late"}:
-        raise SystemExit(f"--restart-seconds: unknown suffix in {restart_seconds!r} (+prior, +late)")
+    if set(flags) - {"prior", "prior0", "late"}:
+        raise SystemExit(f"--restart-seconds: unknown suffix in {restart_seconds!r} (+prior, +prior0, +late)")
     plain = value != "auto" and float(value) == 0 and not flags
     name = policy if policy is None or plain else f"{policy}+restart-{restart_seconds}"
     work = root / (name or "slurm")
     work.mkdir(parents=True)
     with LocalSlurm(work / "cluster") as cluster:
-        table = write_throughputs(work / "throughputs.json", startup if "prior" in flags else None)
+        prior = startup if "prior" in flags else dict.fromkeys(DEMO_THROUGHPUTS, 0.0) if "prior0" in flags else None
+        table = write_throughputs(work / "throughputs.json", prior)
         t0 = time.time()
         ids = submit(cluster, work, DEMO_WORKLOAD, opt_in=policy is not None, hold=policy is not None)
         # Slurm resets a requeued job's submit time: keep the original one
@@ -186,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
         root = Path(tmp) if args.workdir is None else args.workdir
         arms = [(None, "0")] + [(p, r) for p in args.policies for r in args.restart_seconds]
         startup = None
-        if any("+prior" in r for r in args.restart_seconds):
+        if any("prior" in r.split("+") for r in args.restart_seconds):
             startup = measure_startup(sorted(DEMO_THROUGHPUTS), root)
             print("startup_seconds measured (s): " + ", ".join(f"{k} {v:.1f}" for k, v in startup.items()), flush=True)
         for policy, restart in arms:

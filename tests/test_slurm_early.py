@@ -82,13 +82,24 @@ def test_a_prior_is_the_start_cost_until_the_type_has_a_finished_job(tmp_path: P
     assert model.estimate("c") == 4.0
     model.observe("a", 12.0)
     assert model.estimate("a") == 12.0  # learned replaces the prior
-    # the controller under auto charges the prior from its first round; a number overrides it
+    assert StartupModel().estimate("a", unknown=10.0) == 10.0
+    assert StartupModel({"b": (4.0, 1)}).estimate("a", unknown=10.0) == 4.0
+    # the controller under auto charges the prior from its first round, and a start of a type
+    # nothing is known of (no prior, no finished job) one round, not nothing; a number overrides both
     ctl = _controller(tmp_path, ScriptedSlurm([[]]), prior={"lstm-bs10": 9.0})
-    assert ctl.restart_cost("lstm-bs10") == 9.0 and ctl.restart_cost("resnet-bs32") == 0.0
+    assert ctl.restart_cost("lstm-bs10") == 9.0 and ctl.restart_cost("resnet-bs32") == 10.0
     ctl.store.close()
     fixed = _controller(tmp_path, ScriptedSlurm([[]]), prior={"lstm-bs10": 9.0}, restart=3.0, state="t.sqlite")
     assert fixed.restart_cost("lstm-bs10") == 3.0
     fixed.store.close()
+    # what was learned is kept in the state file: a restarted controller starts from it, not the prior
+    ctl = _controller(tmp_path, ScriptedSlurm([[]]), prior={"lstm-bs10": 9.0})
+    ctl.store.put("startup", StartupModel({"lstm-bs10": (12.0, 2)}).to_state())
+    ctl.store.commit()
+    ctl.store.close()
+    again = _controller(tmp_path, ScriptedSlurm([[]]), prior={"lstm-bs10": 9.0})
+    assert again.restart_cost("lstm-bs10") == 6.0 and again.restart_cost("resnet-bs32") == 6.0
+    again.store.close()
 
 
 def test_a_job_that_ends_while_another_waits_starts_the_next_round(tmp_path: Path) -> None:

@@ -37,7 +37,8 @@ from policyopt.mechanism.state import with_worker_counts
 from policyopt.slurm.mapping import ManagedJob, managed_job
 from policyopt.slurm.packing import packable_allocation
 from policyopt.slurm.schedule import choose_configuration, fill_order, keep_pinned
-from policyopt.slurm.startcost import StartupModel, learn_startup, measure_start_cost, pinned_jobs, steps_done
+from policyopt.slurm.startcost import (UNKNOWN_START_ROUNDS, StartupModel, learn_startup, measure_start_cost,
+                                      pinned_jobs, steps_done)
 from policyopt.slurm.report import write_report
 from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode, job_gpus_by_type, start_estimate
 from policyopt.slurm.state import StateStore
@@ -319,10 +320,12 @@ class Controller:
 
     def restart_cost(self, job_type: str | None) -> float:
         """Seconds a start costs a job of this type beyond what Slurm shows: ``--restart-seconds``,
-        or the learned mean when it is ``None``."""
+        or when it is ``None`` the learned mean, else the table's prior, else one round
+        (:class:`~policyopt.slurm.startcost.StartupModel`)."""
         if self.cfg.restart_seconds is not None:
             return float(self.cfg.restart_seconds)
-        return StartupModel.from_state(self.store.get("startup"), self.cfg.startup_prior).estimate(job_type)
+        return StartupModel.from_state(self.store.get("startup"), self.cfg.startup_prior).estimate(
+            job_type, UNKNOWN_START_ROUNDS * self.cfg.round_seconds)
 
     def _capacity(self, nodes: Sequence[SlurmNode], jobs: Sequence[SlurmJob],
                   managed: Mapping[str, ManagedJob], node_types: Mapping[str, str]) -> dict[str, int]:

@@ -14,8 +14,11 @@ spends most of the jobs' time starting (two jobs that take turns every round nev
   :class:`StartupModel` keeps the mean per job type. Before a type has a finished job its
   estimate is the type's ``startup_seconds`` from the throughput table when the table gives one
   (a prior: the controller charges starts from its first round instead of only after the first
-  completion), else the mean over all types learned so far, else 0. The learned sums live in
-  the state file, so a restarted controller keeps them.
+  completion), else the mean over all types learned so far, else (nothing known) one round,
+  :data:`UNKNOWN_START_ROUNDS`: a start of unknown cost is taken to cost a round, not nothing
+  (taken as free, every start the time-shared allocations ask for is made, and on rounds shorter
+  than the jobs' startup the jobs that take turns stop progressing). The learned sums live in the
+  state file, so a restarted controller keeps them.
 * **Progress.** The steps a job has done are then ``(Σ_t s_t·v_t)·max(1 - n·r / Σ_t s_t, 0)``
   (:func:`steps_done`), not ``Σ_t s_t·v_t``: its starts are taken off its time on every type in
   proportion.
@@ -35,12 +38,14 @@ if TYPE_CHECKING:
     from policyopt.slurm.mapping import ManagedJob
     from policyopt.slurm.state import StateStore
 
-__all__ = ["PIN_FACTOR", "StartupModel", "learn_startup", "measure_start_cost", "pinned_jobs", "startup_per_start",
-           "steps_done"]
+__all__ = ["PIN_FACTOR", "UNKNOWN_START_ROUNDS", "StartupModel", "learn_startup", "measure_start_cost",
+           "pinned_jobs", "startup_per_start", "steps_done"]
 
 #: a run is kept until it has lasted PIN_FACTOR·r, and a job with at most PIN_FACTOR·r seconds of
 #: work left is kept to its end
 PIN_FACTOR = 2.0
+#: rounds a start is taken to cost while nothing is known of it (no prior, no finished job)
+UNKNOWN_START_ROUNDS = 1.0
 
 
 def startup_per_start(seconds: Mapping[str, float], steps: float, throughputs: Mapping[str, float],
@@ -87,9 +92,9 @@ class StartupModel:
         s, n = self.sums.get(key, (0.0, 0))
         self.sums[key] = (s + max(float(value), 0.0), n + 1)
 
-    def estimate(self, job_type: str | None) -> float:
+    def estimate(self, job_type: str | None, unknown: float = 0.0) -> float:
         """Mean ``r`` of the type, else the type's prior, else the mean over every finished job,
-        else 0 (nothing learned yet)."""
+        else ``unknown`` (nothing known yet)."""
         s, n = self.sums.get(job_type or "", (0.0, 0))
         if n:
             return s / n
@@ -97,7 +102,7 @@ class StartupModel:
             return self.prior[job_type or ""]
         total = sum(v[0] for v in self.sums.values())
         count = sum(v[1] for v in self.sums.values())
-        return total / count if count else 0.0
+        return total / count if count else float(unknown)
 
 
 def pinned_jobs(running: Mapping[str, str], age: Mapping[str, float], remaining: Mapping[str, float],
