@@ -95,7 +95,8 @@ def add_subparser(subparsers: Any) -> None:
     p.add_argument("--restart-seconds", dest="restart_seconds", default="auto", metavar="S|auto",
                    help="seconds a job loses at each start beyond what Slurm shows (its own startup: imports, "
                         "loading its checkpoint), or 'auto': learned per job type from the jobs that finished "
-                        "(before that, the job type's startup_seconds in the --throughputs table, if given); "
+                        "(before that, the job type's startup_seconds in the --throughputs table if given, else one "
+                        "round); "
                         "the round choice trades up to half of them, at most half a round, of each job's "
                         "deviation for fewer stops and moves, and keeps a running job where it runs until its "
                         "run has lasted twice them or while its remaining work takes at most twice them and at "
