@@ -37,3 +37,23 @@ def test_published_makespan_uses_gavels_semantics() -> None:
     common = ex.scaled(ex.EXPERIMENTS["makespan"], "published").common
     assert {k: common[k] for k in ("checkpoint_seconds", "restore_seconds", "recompute_interval")} == \
         {"checkpoint_seconds": 0.0, "restore_seconds": 0.0, "recompute_interval": 1920.0}
+
+
+def test_published_multi_gpu_agnostic_arm_installs_the_centre_of_its_optimal_face(gavel) -> None:
+    """Agnostic, every split of a job's time over the types is optimal; Gavel's interior-point solve
+    returns the centre of that face (the same share of each type for every job), our default solve a
+    vertex (one type per job). 30 single-GPU jobs on 4 GPUs per type: the published ``las_multi``
+    agnostic arm gives every job 0.4/3 of each type. Before, it solved to a vertex."""
+    from policyopt import get_policy
+    from policyopt.sim import experiments as ex
+
+    exp = ex.scaled(ex.EXPERIMENTS["las_multi"], "published")
+    arm = next(a for a in exp.arms if a.label == "agnostic")
+    policy = get_policy(arm.config["policy"], **arm.config.get("policy_options", {}))
+    single = [i for i, (_, sf) in enumerate(gavel.job_types) if sf == 1]
+    types = [single[i % len(single)] for i in range(30)]
+    res = policy.solve(gavel.problem(types, {"v100": 4, "p100": 4, "k80": 4}))
+    shares = np.array([[res.allocation[j].get(t, 0.0) for t in ("v100", "p100", "k80")] for j in res.allocation])
+    np.testing.assert_allclose(shares, 0.4 / 3, atol=1e-4)
+    # the aware arm and the single-GPU arms keep the default solve
+    assert "policy_options" not in next(a for a in exp.arms if a.label == "aware").config
