@@ -62,6 +62,12 @@ def _rounds_done(work: Path) -> int:
         return 0
 
 
+def _between_rounds(work: Path) -> bool:
+    """Whether the controller's last log line is a round's summary (its actions all issued)."""
+    lines = [line for line in (work / "controller.log").read_text(errors="replace").splitlines() if line.strip()]
+    return bool(lines) and lines[-1].startswith("round ")
+
+
 def _run_scenario(cluster: LocalSlurm, work: Path, policy: str, workload: Sequence[DemoJob], *,
                   kill_after: int | None, round_seconds: float = ROUND) -> dict[str, Any]:
     write_throughputs(work / "throughputs.json")
@@ -77,9 +83,13 @@ def _run_scenario(cluster: LocalSlurm, work: Path, policy: str, workload: Sequen
     deadline = time.monotonic() + 600
     try:
         if kill_after is not None:
-            while _rounds_done(work) < kill_after and proc.poll() is None and time.monotonic() < deadline:
-                time.sleep(0.2)
-            time.sleep(round_seconds / 2)  # mid-round
+            # kill inside a round, once its actions are all issued (the controller logs "round N: ..."
+            # after its last scontrol): a round can start at once when jobs end (early rounds), so a
+            # fixed sleep could land between a round's requeue and its release, which no later
+            # decision of that round's time can enact
+            while ((_rounds_done(work) < kill_after or not _between_rounds(work)) and proc.poll() is None
+                   and time.monotonic() < deadline):
+                time.sleep(0.1)
             proc.send_signal(signal.SIGKILL)
             proc.wait()
             time.sleep(round_seconds)
@@ -185,8 +195,9 @@ def _check(work: Path, run: dict[str, Any], min_rounds: int, *, within_one_round
     return metrics
 
 
-SMALL = (DemoJob("recommendation-bs128", 16), DemoJob("lstm-bs10", 12, 2), DemoJob("transformer-bs16", 9, 4),
-         DemoJob("recommendation-bs256", 16))
+#: sized for 4+ rounds also when rounds start early (a job's end starts the next round at once)
+SMALL = (DemoJob("recommendation-bs128", 32), DemoJob("lstm-bs10", 24, 2), DemoJob("transformer-bs16", 18, 4),
+         DemoJob("recommendation-bs256", 32))
 
 
 def test_max_min_fairness_small_with_controller_kill(cluster: LocalSlurm, tmp_path: Path) -> None:
