@@ -216,6 +216,8 @@ def main(argv: list[str] | None = None) -> int:
                          "allreduce_latency and dp_overlap) for policyopt perf-model fit / predict")
     ap.add_argument("--phases", action="store_true",
                     help="fit also to the samples' measured Tcc / Topt (cc_time, opt_time)")
+    ap.add_argument("--rubick-repo", type=Path, default=None, metavar="PATH",
+                    help="Rubick's repository: run its own model on the same points (needs autograd)")
     args = ap.parse_args(argv)
     data = load_rubick(args.data)
     samples, configs = samples_table(data, phases=args.phases), configs_table(data)
@@ -297,6 +299,15 @@ def main(argv: list[str] | None = None) -> int:
     short = {"per-model": "own", "pooled": "pooled", "staged": "staged",
              "staged, T_fwd given": "given", "staged, bandwidth only": "bwonly",
              "staged + 1 profiled TP plan": "prof", "baseline": "base"}
+    if args.rubick_repo is not None:
+        from rubick_peer import PROTOCOLS, peer_predictions
+        peer = peer_predictions(args.rubick_repo, data)
+        if not (peer["model"].to_numpy() == configs["model"].to_numpy()).all():
+            raise InputError("rubick_repo", str(args.rubick_repo), "points out of order")
+        for protocol, name in zip(PROTOCOLS, ("rubick_pub", "rubick_fitllama", "rubick_samples")):
+            label = f"Rubick's model, {protocol}"
+            preds[label] = peer[protocol].to_numpy()
+            short[label] = name
     for label, pred in preds.items():
         table[short[label]] = np.abs(pred / table["actual"].to_numpy() - 1.0) * 100
     table.loc[profiled, "prof"] = np.nan  # fitted on: not scored
@@ -309,8 +320,9 @@ def main(argv: list[str] | None = None) -> int:
           "staged_*: staged fit; given_*: staged fit with T_fwd = the forward time Rubick's "
           "script fed its own model; bwonly_*: staged fit without the all-reduce latency (α = 0); "
           "prof_*: staged fit with one profiled TP+PP plan per model (not scored); "
-          "base_*: linear scaling; rubick_*: reported in the "
-          "artifact's validation.md):")
+          "base_*: linear scaling; rubick_pub/_fitllama/_samples_*: Rubick's own model run here "
+          "(--rubick-repo) as published / with LLaMA fitted on its samples / on the samples only; "
+          "rubick_mean/max: reported in the artifact's validation.md):")
     print(groups.rename(columns={"reported_mean_pct": "rubick_mean",
                                  "reported_max_pct": "rubick_max"})
           .to_string(index=False, float_format=lambda v: f"{v:.1f}", na_rep="-"))
@@ -321,12 +333,24 @@ def main(argv: list[str] | None = None) -> int:
               f"{int((groups[short[label] + '_mean'] > 10).sum())} of {len(groups)}")
     odd = contradicting_points(configs)
     rest = table[~odd]
-    for label in ("staged", "staged + 1 profiled TP plan"):
+    for label in ("staged", "staged + 1 profiled TP plan") + tuple(
+            k for k in preds if k.startswith("Rubick's model") and "samples" in k):
         col = rest[short[label]]
         means = col.groupby([rest["model"], rest["plan"]]).mean()
         print(f"overall {label:22s} without the {int(odd.sum())} contradicting points "
               f"({int(col.notna().sum())} points): mean {col.mean():.1f}%, max {col.max():.1f}%, "
               f"(model, plan) groups over 10% mean: {int((means > 10).sum())} of {len(means)}")
+    if args.rubick_repo is not None:
+        # LLaMA's 3 offload-only samples leave Rubick's 7-parameter fit undetermined: compare
+        # also on the models with 4+ samples, where both fits are determined.
+        rich = ~table["model"].isin(["llama7b", "llama30b"])
+        for label in ("staged", "staged, T_fwd given") + tuple(
+                k for k in preds if k.startswith("Rubick's model")):
+            col = table.loc[rich, short[label]]
+            means = col.groupby([table["model"], table["plan"]]).mean()
+            print(f"overall {label:22s} without LLaMA ({int(col.notna().sum())} points): mean "
+                  f"{col.mean():.1f}%, max {col.max():.1f}%, (model, plan) groups over 10% mean: "
+                  f"{int((means > 10).sum())} of {len(means)}")
     if args.plot:
         plot(table.assign(pred=preds["staged"]), args.plot)
     return 0
