@@ -101,10 +101,11 @@ class AllocationSpace:
                     first_phys.setdefault(t, c)
             pairs = [(c, first_phys[t]) for c, (t, u) in enumerate(zip(ctype, unc_flags)) if u and t in first_phys]
             if pairs:
-                c_u, c_p = (np.array(v, np.int64) for v in zip(*pairs))
-                spread_only = (self.scale[:, None] > self.gpus_per_server[self.config_type[c_p]][None, :]) \
+                cu_list, cp_list = (list(v) for v in zip(*pairs))
+                c_u, c_p = np.array(cu_list, np.int64), np.array(cp_list, np.int64)
+                spread_only = (self.scale[:, None] > self.gpus_per_server[[ctype[c] for c in cp_list]]) \
                     & (self.T[:, c_u] > 0)
-                if np.unique(c_p).size == c_p.size:
+                if len(set(cp_list)) == len(cp_list):
                     mask[:, c_p] &= ~spread_only
                 else:  # a physical configuration backs several variants
                     for k in range(c_p.size):

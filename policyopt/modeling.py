@@ -166,6 +166,8 @@ class LinExpr:
                 return self.broadcast(other.dims) + other
             _check_dims(self.dims, other.dims)
             return LinExpr._of_terms(self.dims, self._terms + other._terms, self.const + other.const)
+        if type(other) is float or type(other) is int:  # a plain number: no array to broadcast
+            return LinExpr._of_terms(self.dims, self._terms, self.const + _finite(other))
         return LinExpr._of_terms(self.dims, self._terms, self.const + self._factor(other))
 
     __radd__ = __add__
@@ -173,6 +175,8 @@ class LinExpr:
     def __sub__(self, other: Any) -> "LinExpr":
         if isinstance(other, (LinExpr, Variable)):
             return self + (-other)
+        if type(other) is float or type(other) is int:
+            return LinExpr._of_terms(self.dims, self._terms, self.const - _finite(other))
         return self + (-np.asarray(other, dtype=np.float64))
 
     def __rsub__(self, other: Any) -> "LinExpr":
@@ -183,10 +187,12 @@ class LinExpr:
         if self.dims != ():
             raise ModelingError("only a scalar expression can be broadcast")
         n = math.prod(_shape(dims))
-        k = self.coefs.size
-        rows = np.repeat(np.arange(n, dtype=np.int64), k)
-        return LinExpr(dims, rows, np.tile(self.cols, n), np.tile(self.coefs, n),
-                       np.full(_shape(dims), float(self.const)))
+        r, c, v = self._flat()
+        if r.size == 1:  # one term (e.g. the epigraph's ``t``): no repeat and tile (numpy's Python-level helpers)
+            return LinExpr(dims, np.arange(n, dtype=np.int64), np.full(n, c[0]), np.full(n, v[0]),
+                           np.full(_shape(dims), float(self.const)))
+        rows = np.repeat(np.arange(n, dtype=np.int64), r.size)
+        return LinExpr(dims, rows, np.tile(c, n), np.tile(v, n), np.full(_shape(dims), float(self.const)))
 
     # ------------------------------------------------------------------ reductions / selection
     def _axis(self, dim: str) -> int:
@@ -251,6 +257,14 @@ class LinExpr:
         """Value of every element at the column vector ``x``."""
         out = np.bincount(self.rows, weights=self.coefs * x[self.cols], minlength=self.size)
         return out.reshape(self.shape) + self.const
+
+
+def _finite(value: float) -> float:
+    """``value`` as a float, refused (as :meth:`LinExpr._factor` refuses data) when NaN or infinite."""
+    v = float(value)
+    if not math.isfinite(v):
+        raise ModelingError("coefficient data contains NaN or infinity")
+    return v
 
 
 @dataclass(eq=False)

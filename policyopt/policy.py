@@ -208,7 +208,9 @@ class Policy(ABC):
         (``allocation``, ``colocated_allocation``, ``effective_throughputs``) are built from ``res.X``
         on first access (:meth:`PolicyResult.defer`): the simulator and the mechanism read the array."""
         t0 = time.perf_counter()
-        X = np.clip(X, 0.0, 1.0) + 0.0  # + 0.0 turns -0.0 into 0.0
+        X = np.maximum(X, 0.0)  # clipped to [0, 1] (a new array; NaN stays NaN, as np.clip keeps it)
+        np.minimum(X, 1.0, out=X)
+        X += 0.0  # turns -0.0 into 0.0
         X[~space.mask] = 0.0
         res = PolicyResult(policy=self.name, solver=solver, status=status, objective=objective, allocation={},
                            timings=timings, message=message, extra=dict(extra))
@@ -277,6 +279,7 @@ class LPPolicy(Policy):
         t2 = time.perf_counter()
         solver = self.get_solver(Feature.MILP if model.is_mip else Feature.LP)
         loaded = solver.load(sf, self.solver_options(sf))
+        loaded.return_duals = False  # the result is read from the point (and the objective) only
         prev = recall(self)
         # the linking rows' prices a kept model left (max-sum throughput's capacity rows): the
         # backend's price path starts from them; when it fails, the whole LP is solved cold

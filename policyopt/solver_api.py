@@ -111,7 +111,7 @@ PRIMAL_MAX_COLS = 500
 def zero_feasible(sf: StandardForm, tol: float = 1e-9) -> bool:
     """Whether ``x₀ = clip(0, col_lower, col_upper)`` meets every row of ``sf`` (to ``tol``,
     relative above 1): a primal simplex from the slack basis then needs no phase 1."""
-    x0 = np.clip(0.0, sf.col_lower, sf.col_upper)
+    x0 = np.minimum(np.maximum(sf.col_lower, 0.0), sf.col_upper)  # clip(0, lower, upper)
     if not x0.any():  # x₀ = 0: every row's activity is 0
         return bool((sf.row_lower <= tol).all() and (sf.row_upper >= -tol).all())
     act = sf.A @ x0
@@ -151,6 +151,10 @@ def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True
 
 class LoadedModel(ABC):
     """A standard form loaded into a backend; can be updated in place and re-solved."""
+
+    #: whether results carry row and column duals; a caller that reads only the point may turn it
+    #: off (a backend that reads its duals separately then skips them; others may still set them)
+    return_duals: bool = True
 
     def __init__(self, sf: StandardForm, options: SolverOptions) -> None:
         self.sf = sf
@@ -305,8 +309,14 @@ def register_solver(cls: type[Solver]) -> type[Solver]:
     return cls
 
 
+_LOADED = False
+
+
 def _ensure_loaded() -> None:
-    importlib.import_module("policyopt.solvers")
+    global _LOADED
+    if not _LOADED:  # (import_module's own lookup costs ~2 µs: a policy looks its backend up per solve)
+        importlib.import_module("policyopt.solvers")
+        _LOADED = True
 
 
 def registered_solvers() -> list[str]:

@@ -140,7 +140,8 @@ class HighsModel(PricePath, LoadedModel):
         sense = highspy.ObjSense.kMaximize if sf.sense == "max" else highspy.ObjSense.kMinimize
         args = (sf.num_cols, sf.num_rows, int(A.nnz), int(highspy.MatrixFormat.kColwise), int(sense),
                 float(sf.offset), np.ascontiguousarray(sf.c, np.float64), lo, hi, rlo, rhi,
-                A.indptr[:-1].astype(np.int32), A.indices.astype(np.int32), np.ascontiguousarray(A.data, np.float64),
+                A.indptr[:-1].astype(np.int32, copy=False), A.indices.astype(np.int32, copy=False),
+                np.ascontiguousarray(A.data, np.float64),
                 sf.integrality.astype(np.int32))  # integrality must have num_col entries
         _check(self._h.passModel(*args), "passModel")
         self._passed = True

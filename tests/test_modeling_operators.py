@@ -192,3 +192,31 @@ def test_small_compile_matrix_equals_scipys_coo_conversion(seed: int) -> None:
         assert np.array_equal(got.indptr, want.indptr) and np.array_equal(got.indices, want.indices)
         assert got.indptr.dtype == want.indptr.dtype and got.indices.dtype == want.indices.dtype
         assert np.allclose(got.data, want.data, rtol=1e-14, atol=1e-14)  # sums in another order
+        # the matrix is taken without scipy's constructor checks: it must behave as scipy's own
+        x = rng.standard_normal(N)
+        assert np.allclose(got @ x, want @ x, rtol=1e-12, atol=1e-12)
+        assert np.allclose(got.tocsr().toarray(), want.toarray()) and np.allclose(got.T.toarray(), want.T.toarray())
+        assert np.allclose((got - want).toarray(), 0.0, atol=1e-12) and got.copy().nnz == got.nnz
+
+
+@pytest.mark.parametrize("number", [2.5, 3, -1.0, 0, True])
+def test_plain_number_arithmetic_equals_the_array_path(model_x, number) -> None:
+    """``expr ± number`` and ``expr <= number`` take a shortcut for plain numbers: the same
+    constants and bounds as with the number given as an array."""
+    m, x = model_x
+    e = x * 2.0 + 1.0
+    arr = np.asarray(number, dtype=np.float64)
+    for got, want in ((e + number, e + arr), (e - number, e - arr), (number - e, arr - e), (number + e, arr + e)):
+        assert np.array_equal(np.asarray(got.const), np.asarray(want.const))
+        assert np.array_equal(got.cols, want.cols) and np.array_equal(got.coefs, want.coefs)
+    c1, c2 = e <= number, e <= arr
+    assert np.array_equal(np.asarray(c1.expr.const), np.asarray(c2.expr.const))
+
+
+@pytest.mark.parametrize("bad", [float("nan"), float("inf"), -float("inf")])
+def test_plain_number_that_is_not_finite_is_refused(model_x, bad) -> None:
+    m, x = model_x
+    e = x * 2.0
+    for op in (lambda: e + bad, lambda: e - bad, lambda: e <= bad, lambda: e >= bad, lambda: bad - e):
+        with pytest.raises(ModelingError, match="NaN or infinity"):
+            op()
