@@ -249,11 +249,13 @@ def test_session_keeps_one_policy_object_between_rounds(tmp_path: Path, monkeypa
     """The policy object of a session lives across its rounds (AlloX's and Gandiva's memory, warm
     starts): one is made at the first recompute and reused at the next ones; a second server on
     the same file, which did not run the session's last round, makes its own."""
+    import policyopt.service.round_steps as RS
     import policyopt.service.sessions as S
 
     made: list[Any] = []
     real = S.make_policy
-    monkeypatch.setattr(S, "make_policy", lambda *a, **k: made.append(real(*a, **k)[0]) or (made[-1], {}))
+    for module in (S, RS):  # create's check / the rounds' recompute
+        monkeypatch.setattr(module, "make_policy", lambda *a, **k: made.append(real(*a, **k)[0]) or (made[-1], {}))
     db = tmp_path / "p.sqlite"
     app = create_app(db)
     with ServiceThread(app) as url, httpx.Client(base_url=url, timeout=60) as c:

@@ -26,24 +26,23 @@ from __future__ import annotations
 
 import contextvars
 import copy
-import math
 import secrets
 import threading
 import time
 from typing import Any, Callable, Mapping, Sequence, TypeVar
 
 from policyopt.errors import InputError, UnknownNameError
-from policyopt.mechanism import IsolatedTimeTracker, RoundAssignment, RoundMechanism
+from policyopt.mechanism import RoundMechanism
 from policyopt.mechanism.recompute import RecomputeClock
-from policyopt.placement.stages import JobInfo
 from policyopt.policy import Policy
 from policyopt.problem import Problem
 
 from . import rounds as R
 from .limits import Limits
+from .round_steps import close_open_round, plan_round, recompute_allocation
 from .store import Changes, JobRow, NotFoundError, RoundRow, SessionRow, Store, WorkerRow
 from .session_errors import ItemNotFound, RoundConflict, SessionNotFound
-from .validation import check_json_numbers, finite_number, make_policy, prefixed, solve_checked
+from .validation import check_json_numbers, finite_number, make_policy, prefixed
 
 __all__ = ["Limits", "SessionManager", "SessionNotFound", "ItemNotFound", "RoundConflict"]
 
@@ -463,34 +462,8 @@ class SessionManager:
             else:
                 mech = R.mechanism_from_state(sess.mechanism) if sess.mechanism is not None else None
             clock = R.clock_from_state(state["clock"])
-            now = float(state["time"])
-            rounds_out: list[RoundRow] = []
-            closes: list[tuple[int, float, dict[str, Any]]] = []
-            completed: list[str] = []
-            open_ = state["open_round"]
-            previous: dict[str, list[str]] = {}
-            previous_pairs: list[list[str]] = []
-            if open_ is not None:
-                prog = open_["progress"]
-                L = cfg["round_length"]
-                dur = prog["round_duration"] if prog["round_duration"] is not None else L
-                selection = R.assignment_from_state(open_["selection"])
-                if mech is not None and selection.combinations:
-                    default = min(dur, L)
-                    mech.record_round(selection, {j: prog["durations"].get(j, default)
-                                                  for c in selection.combinations for j in c.jobs})
-                end = now + dur
-                done = set(prog["completed"])
-                for j in open_["assignment"]:
-                    job = view.get(j)
-                    if job is not None and job.status == "active" and (job.steps_remaining <= 0.0 or j in done):
-                        row = changed.setdefault(j, copy.copy(job))
-                        row.status, row.finished_at = "completed", end
-                        completed.append(j)
-                        clock.note("completion", end, j)
-                closes.append((open_["index"], dur, prog))
-                now = end
-                previous, previous_pairs = open_["assignment"], open_["pairs"]
+            closed = close_open_round(cfg, state, view, changed, mech, clock)
+            now, completed, previous = closed.now, closed.completed, closed.previous
             view = {**jobs, **changed}
             gone = [*completed, *state["removed_since_round"]]
             if mech is not None and gone:
@@ -500,65 +473,16 @@ class SessionManager:
 
             counts = self._counts(cfg, workers)
             active = [j for j in view.values() if j.status == "active"]
-            recompute = bool(state["force_recompute"]) or clock.due(now) or (mech is None and bool(active))
-            solve_seconds = 0.0
-            unschedulable = [j.job_id for j in active if not R.fits_cluster(j.spec, counts)]
-            if recompute:
-                clock.mark_recomputed(now)
-                state["force_recompute"] = False
-                bad = set(unschedulable)
-                sched = [j for j in active if j.job_id not in bad]
-                if sched and sum(counts.values()) > 0:
-                    isolated = IsolatedTimeTracker.from_state(state.get("isolated_time"))
-                    problem = R.session_problem(cfg, counts, sched, coloc, now, isolated)
-                    policy = policy_obj or make_policy(cfg["policy"], cfg["options"], default_time_limit=None,
-                                                       max_time_limit=None)[0]
-                    policy_obj = policy
-                    t0 = time.perf_counter()
-                    res = solve_checked(policy, problem, "jobs")
-                    solve_seconds = time.perf_counter() - t0
-                    isolated.observe({j.job_id: float(j.steps_remaining) for j in sched}, res)
-                    isolated.retain(j.job_id for j in active)
-                    state["isolated_time"] = isolated.to_state()
-                    alloc, folded_pairs = R.fold_configurations(res.allocation, res.colocated_allocation)
-                    if mech is None:
-                        mech = RoundMechanism(counts, round_length=cfg["round_length"],
-                                              deficit_cap=cfg["deficit_cap"], work_conserving=cfg["work_conserving"])
-                    elif mech.worker_counts != counts:
-                        mech = R.with_worker_counts(mech, counts)
-                    mech.set_allocation(alloc, folded_pairs, {j.job_id: int(j.spec["scale_factor"]) for j in sched})
-                    objective = res.objective if res.objective is not None and math.isfinite(res.objective) else None
-                    state["allocation"] = {"status": res.status.value, "objective": objective,
-                                           "message": res.message, "computed_in_round": self._next_index(state),
-                                           "solve_seconds": solve_seconds}
-                else:
-                    mech = None
-                    state["allocation"] = None
+            rec = recompute_allocation(cfg, state, active, counts, coloc, now, clock, mech, policy_obj,
+                                       self._next_index(state))
+            mech, policy_obj = rec.mech, rec.policy
             index = self._next_index(state)
-            if mech is not None and sum(counts.values()) > 0:
-                layout, worker_of = R.live_layout(cfg["worker_types"],
-                                                  [(w.worker_id, w.worker_type, w.server) for w in workers])
-                packing = None
-                if cfg.get("packing"):
-                    specs = [j.spec for j in active]
-                    infos = [JobInfo(j.job_id, int(j.spec["scale_factor"]), float(j.added_at),
-                                     high_priority=bool(j.spec.get("priority")),
-                                     deadline=None if j.spec.get("slo_seconds") is None else 0.0) for j in active]
-                    packing = (R.packing_table(specs, cfg.get("colocated_types", []), cfg["worker_types"]), infos)
-                plan = R.place_round(mech, layout, worker_of, previous, previous_pairs, cfg["placer"], cfg["migration"],
-                                     packing)
-                selection, placements, assignment, pairs, timings = (plan.selection, plan.placements, plan.assignment,
-                                                                    plan.pairs, plan.timings)
-                mech_pending = list(selection.pending)
-                rule = plan.migration
-            else:
-                rule = cfg["migration"]
-                selection, placements, assignment, pairs, timings = RoundAssignment(()), [], {}, [], {}
-                mech_pending = []
+            plan = plan_round(cfg, mech, counts, workers, active, previous, closed.previous_pairs)
+            selection, assignment, pairs = plan.selection, plan.assignment, plan.pairs
             running = set(assignment)
             seen: set[str] = set()
             pending = []
-            for j in [*mech_pending, *(j.job_id for j in active)]:
+            for j in [*plan.mech_pending, *(j.job_id for j in active)]:
                 if j not in running and j not in seen and view[j].status == "active":
                     seen.add(j)
                     pending.append(j)
@@ -569,17 +493,17 @@ class SessionManager:
             result_mech[0] = (state["mechanism_rev"], mech)
             result_policy[0] = policy_obj
             state["clock"] = R.clock_to_state(clock)
-            timings = {**timings, "solve": solve_seconds, "total": time.perf_counter() - t_start}
+            timings = {**plan.timings, "solve": rec.solve_seconds, "total": time.perf_counter() - t_start}
             response = {"session_id": sid, "round": index, "round_length": cfg["round_length"], "time": now,
-                        "placements": placements, "assignment": assignment, "pending": pending,
-                        "unschedulable": unschedulable, "completed": completed, "migrated": migrated,
-                        "recomputed": recompute, "allocation": state["allocation"], "timings": timings,
-                        "migration": rule}
+                        "placements": plan.placements, "assignment": assignment, "pending": pending,
+                        "unschedulable": rec.unschedulable, "completed": completed, "migrated": migrated,
+                        "recomputed": rec.recomputed, "allocation": state["allocation"], "timings": timings,
+                        "migration": plan.migration}
             state["open_round"] = {"index": index, "selection": R.assignment_to_state(selection),
                                    "assignment": assignment, "pairs": pairs,
                                    "progress": {"steps": {}, "durations": {}, "round_duration": None, "completed": []}}
-            rounds_out.append(RoundRow(index, now, None, response, None))
-            return Changes(state=state, job_updates=list(changed.values()), rounds=rounds_out, round_closes=closes,
+            return Changes(state=state, job_updates=list(changed.values()),
+                           rounds=[RoundRow(index, now, None, response, None)], round_closes=closed.closes,
                            prune_rounds_before=index - self.limits.round_history + 1,
                            mechanism=R.mechanism_to_state(mech) if mech is not None else None), response
 
