@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import sysconfig
@@ -27,8 +28,12 @@ def _run(cmd: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 def venv(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("fresh")
     wheels = base / "wheels"
+    # built from a copy: setuptools writes build/ and *.egg-info/ beside the sources it builds
+    src = base / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "build", "*.egg-info", "__pycache__", ".*_cache", ".hypothesis", "dist"))
     r = _run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels),
-              str(ROOT)], cwd=base)
+              str(src)], cwd=base)
     assert r.returncode == 0, r.stderr
     (wheel,) = wheels.glob("policyopt-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
