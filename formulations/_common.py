@@ -321,12 +321,11 @@ class LoadedLP:
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray | float, upper: np.ndarray | float) -> None:
         cols = np.asarray(cols, np.int64)
-        self.loaded.set_col_bounds(cols, np.broadcast_to(np.asarray(lower, float), cols.shape).copy(),
-                                   np.broadcast_to(np.asarray(upper, float), cols.shape).copy())
+        self.loaded.set_col_bounds(cols, _filled(lower, cols.shape), _filled(upper, cols.shape))
 
     def set_costs(self, cols: np.ndarray, costs: np.ndarray | float) -> None:
         cols = np.asarray(cols, np.int64)
-        self.loaded.set_costs(cols, np.broadcast_to(np.asarray(costs, float), cols.shape).copy())
+        self.loaded.set_costs(cols, _filled(costs, cols.shape))
 
     def set_sense(self, sense: str) -> None:
         self.loaded.set_sense(sense)
@@ -337,6 +336,14 @@ class LoadedLP:
         k = A_rows.shape[0]
         return self.loaded.add_rows(A_rows, np.broadcast_to(np.asarray(lower, float), (k,)),
                                     np.broadcast_to(np.asarray(upper, float), (k,)))
+
+
+def _filled(value: np.ndarray | float, shape: tuple[int, ...]) -> np.ndarray:
+    """A new float array of ``shape`` holding ``value`` (broadcast)."""
+    a = np.asarray(value, float)
+    if a.shape == shape:
+        return a.copy()
+    return np.full(shape, a, float) if a.ndim == 0 else np.broadcast_to(a, shape).copy()
 
 
 def perturb(loaded: LoadedModel, on: bool) -> None:

@@ -146,7 +146,7 @@ class MaxMinFairness(LPPolicy):
         else:
             message = f"second stage (fill) ended {raw2.status.value}: returning the max-min optimum without it"
         Xv = X.value(x)
-        level = self.normalizer(space) * space.throughput_values(np.clip(Xv, 0.0, 1.0), T, Tp)
+        level = self.normalizer(space) * space.throughput_values(np.minimum(np.maximum(Xv, 0.0), 1.0), T, Tp)
         fill = {"seconds": time.perf_counter() - t1, "min_level": float(level.min()) if level.size else t_star,
                 "normalized_throughput_before": before, "normalized_throughput_after": _dot(costs, x[cols])}
         return self.result(space, Xv, Status.OPTIMAL, t_star, raw.solver, timings, message, fill=fill)

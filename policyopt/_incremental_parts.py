@@ -31,7 +31,7 @@ def _lookup(keys: np.ndarray, idx: np.ndarray, want: np.ndarray) -> np.ndarray |
         return np.zeros(0, np.int64)
     o = np.argsort(keys)
     at = np.searchsorted(keys[o], want)
-    if np.any(at >= keys.size) or np.any(keys[o][np.minimum(at, keys.size - 1)] != want):
+    if (at >= keys.size).any() or (keys[o][np.minimum(at, keys.size - 1)] != want).any():
         return None
     return idx[o[at]]
 
@@ -132,7 +132,7 @@ class _LabelView:
             block_dims, layout, space, (code, slot, inner), pos_of_slot = self._args
             out = {}
             for k, (name, (per_job, names)) in enumerate(layout.items()):
-                sel = np.flatnonzero(code == k)
+                sel = (code == k).nonzero()[0]
                 dims = block_dims[name]
                 if per_job:
                     dims = (space.rows if names[0] == "rows" else space.jobs,) + dims[1:]

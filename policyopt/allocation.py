@@ -143,12 +143,8 @@ class AllocationSpace:
         T = self.T if T is None else T
         allowed = np.where(self.single_mask, T, 0.0)
         out = np.zeros((len(self.jobs), len(self.worker_types)))
-        for t in range(out.shape[1]):  # one vectorized max per type (a few configurations each)
-            cols = np.flatnonzero(self.config_type == t)
-            if cols.size == 1:
-                out[:, t] = np.maximum(allowed[:, cols[0]], 0.0)
-            elif cols.size:
-                out[:, t] = np.maximum(allowed[:, cols].max(axis=1), 0.0)
+        for c, t in enumerate(self.config_type.tolist()):  # one vectorized max per configuration
+            np.maximum(out[:, t], allowed[:, c], out=out[:, t])
         return out
 
     def equal_share_throughput(self, T: np.ndarray | None = None) -> np.ndarray:

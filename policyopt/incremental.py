@@ -34,6 +34,7 @@ public modeling API and the standard form are used; the backend needs ``splice``
 """
 from __future__ import annotations
 
+import math
 import threading
 import weakref
 from dataclasses import dataclass
@@ -44,6 +45,7 @@ import numpy as np
 from .allocation import AllocationSpace
 from .errors import SolverError
 from .modeling import Model, Variable
+from .modeling_arrays import any_nonzero
 from .warm_start import BasisSnapshot
 from ._incremental_parts import _CACHE_BATCH, _CACHE_SIZE, _KEY, Codes, Layout, _Block, _LabelView, _lookup
 
@@ -100,7 +102,7 @@ def _codes(model: Model, layout: Layout, variables: bool) -> Codes:
         per_job = layout[name][0]
         if variables:
             flat = obj.cols.ravel()
-            pos = np.flatnonzero(flat >= 0)
+            pos = (flat >= 0).nonzero()[0]
             idx = flat[pos]
         else:
             pos = np.arange(obj.stop - obj.start)
@@ -185,7 +187,7 @@ class JobSetModel:
                 b = self._model.blocks[name]
                 out[name] = y[b.start:b.stop].copy()
             else:
-                sel = np.flatnonzero(self.row_code == k)
+                sel = (self.row_code == k).nonzero()[0]
                 out[name] = y[sel[np.argsort(self.row_inner[sel])]]
         return out
 
@@ -200,13 +202,13 @@ class JobSetModel:
         """Undo in-place changes made after the solve (costs, column and row bounds back to the
         compiled ones), pushing only what differs."""
         sf, (c, lo, hi, rlo, rhi) = self.loaded.sf, self.base
-        d = np.flatnonzero(sf.c != c)
+        d = (sf.c != c).nonzero()[0]
         if d.size:
             self.loaded.set_costs(d, c[d])
-        d = np.flatnonzero((sf.col_lower != lo) | (sf.col_upper != hi))
+        d = ((sf.col_lower != lo) | (sf.col_upper != hi)).nonzero()[0]
         if d.size:
             self.loaded.set_col_bounds(d, lo[d], hi[d])
-        d = np.flatnonzero((sf.row_lower != rlo) | (sf.row_upper != rhi))
+        d = ((sf.row_lower != rlo) | (sf.row_upper != rhi)).nonzero()[0]
         if d.size:  # set_row_bounds takes original (unscaled) bounds
             s = sf.row_scale[d]
             self.loaded.set_row_bounds(d, rlo[d] / s, rhi[d] / s)
@@ -226,10 +228,10 @@ class JobSetModel:
         ids = space.jobs.labels
         n = len(ids)
         slot = self._slots(ids)
-        kept = np.flatnonzero(slot >= 0)
+        kept = (slot >= 0).nonzero()[0]
         if kept.size:
             s = slot[kept]
-            same = (np.all(space.T[kept] == self.T[s], axis=1) & (space.scale[kept] == self.scale[s])
+            same = ((space.T[kept] == self.T[s]).all(axis=1) & (space.scale[kept] == self.scale[s])
                     & (space.weights[kept] == self.weights[s]))
             kept, s = kept[same], s[same]
         else:
@@ -241,7 +243,7 @@ class JobSetModel:
         keep_slot[s] = True
         added = np.ones(n, bool)
         added[kept] = False
-        add_pos = np.flatnonzero(added)
+        add_pos = added.nonzero()[0]
         self.restore_base()
         start = self.start
         if start is not None and self.loaded.runs != self.start_runs:
@@ -249,7 +251,7 @@ class JobSetModel:
         self._index()
         keep_cols = (self.col_slot < 0) | keep_slot[np.maximum(self.col_slot, 0)]
         keep_rows = (self.row_slot < 0) | keep_slot[np.maximum(self.row_slot, 0)]
-        new_slot = np.cumsum(keep_slot) - 1  # old slot → new slot (kept ones)
+        new_slot = keep_slot.cumsum() - 1  # old slot → new slot (kept ones)
         n_keep = int(keep_slot.sum())
         cols_meta: Codes
         rows_meta: Codes
@@ -278,7 +280,7 @@ class JobSetModel:
                                                                keep_cols, cols_meta)
         self.row_code, self.row_slot, self.row_inner = relabel(self.row_code, self.row_slot, self.row_inner,
                                                                keep_rows, rows_meta)
-        kept_order = np.flatnonzero(keep_slot)
+        kept_order = keep_slot.nonzero()[0]
         self.ids = np.concatenate([self.ids[kept_order], ids[add_pos]])
         self._slot_of = None
         self.T = np.concatenate([self.T[kept_order], space.T[add_pos]])
@@ -306,10 +308,10 @@ class JobSetModel:
         per-job work); only a middle part where both sides have jobs is looked up by id."""
         old, n, S = self.ids, len(ids), len(self.ids)
         m = min(n, S)
-        diff = np.flatnonzero(ids[:m] != old[:m])
+        diff = (ids[:m] != old[:m]).nonzero()[0]
         p = int(diff[0]) if diff.size else m
         q_max = m - p
-        tail = np.flatnonzero(ids[n - q_max:][::-1] != old[S - q_max:][::-1]) if q_max else np.zeros(0, np.int64)
+        tail = (ids[n - q_max:][::-1] != old[S - q_max:][::-1]).nonzero()[0] if q_max else np.zeros(0, np.int64)
         q = int(tail[0]) if tail.size else q_max
         slot = np.full(n, -1, np.int64)
         slot[:p] = np.arange(p)
@@ -333,31 +335,31 @@ class JobSetModel:
             return None
         sf = self.loaded.sf
         # linking columns/rows the blocks refer to ↔ the kept model's (by variable/block and flat index)
-        main_lc = np.flatnonzero(keep_cols & (self.col_slot < 0))
-        main_lr = np.flatnonzero(keep_rows & (self.row_slot < 0))
+        main_lc = (keep_cols & (self.col_slot < 0)).nonzero()[0]
+        main_lr = (keep_rows & (self.row_slot < 0)).nonzero()[0]
         mc = _lookup(self.col_code[main_lc] * _KEY + self.col_inner[main_lc], main_lc, blk.lc_key)
         mr = _lookup(self.row_code[main_lr] * _KEY + self.row_inner[main_lr], main_lr, blk.lr_key)
         if mc is None or mr is None:
             return None
-        if (np.any(blk.lc_c != sf.c[mc]) or np.any(blk.lc_lo != sf.col_lower[mc])
-                or np.any(blk.lc_hi != sf.col_upper[mc])):
+        if (any_nonzero(blk.lc_c != sf.c[mc]) or any_nonzero(blk.lc_lo != sf.col_lower[mc])
+                or any_nonzero(blk.lc_hi != sf.col_upper[mc])):
             return None
         ms = sf.row_scale[mr]
-        if np.any(blk.lr_lo != sf.row_lower[mr] / ms) or np.any(blk.lr_hi != sf.row_upper[mr] / ms):
+        if any_nonzero(blk.lr_lo != sf.row_lower[mr] / ms) or any_nonzero(blk.lr_hi != sf.row_upper[mr] / ms):
             return None
         # numbering after the update: kept columns/rows first (in order), then the blocks' own ones
         nkc, nkr = int(keep_cols.sum()), int(keep_rows.sum())
-        col_new = np.cumsum(keep_cols) - 1
-        row_new = np.cumsum(keep_rows) - 1
+        col_new = keep_cols.cumsum() - 1
+        row_new = keep_rows.cumsum() - 1
         link_r, link_c = blk.e_r < 0, blk.e_c < 0
         r = np.where(link_r, 0, blk.e_r + nkr)
         c = np.where(link_c, 0, blk.e_c + nkc)
         v = blk.e_v.copy()
-        if link_r.any():  # unscaled entries of linking rows: at the kept row's scale
+        if any_nonzero(link_r):  # unscaled entries of linking rows: at the kept row's scale
             ir = np.searchsorted(blk.lr_key, -1 - blk.e_r[link_r])
             r[link_r] = row_new[mr[ir]]
             v[link_r] *= ms[ir]
-        if link_c.any():
+        if any_nonzero(link_c):
             c[link_c] = col_new[mc[np.searchsorted(blk.lc_key, -1 - blk.e_c[link_c])]]
         splice = Splice(keep_cols, keep_rows, blk.c, blk.lo, blk.hi, blk.rlo, blk.rhi, blk.rscale, r, c, v)
         return splice, (blk.ccode, blk.cslot, blk.cinner), (blk.rcode, blk.rslot, blk.rinner)
@@ -406,11 +408,11 @@ class JobSetModel:
             return None
         ccode, cslot, cinner = _codes(model, self.var_layout, True)
         rcode, rslot, rinner = _codes(model, self.block_layout, False)
-        own_c, link_c = np.flatnonzero(cslot >= 0), np.flatnonzero(cslot < 0)
-        own_r, link_r = np.flatnonzero(rslot >= 0), np.flatnonzero(rslot < 0)
+        own_c, link_c = (cslot >= 0).nonzero()[0], (cslot < 0).nonzero()[0]
+        own_r, link_r = (rslot >= 0).nonzero()[0], (rslot < 0).nonzero()[0]
         A = d.A.tocoo()
         r, c, v = A.row.astype(np.int64), A.col.astype(np.int64), A.data
-        if np.any((rslot[r] < 0) & (cslot[c] < 0)):
+        if ((rslot[r] < 0) & (cslot[c] < 0)).any():
             return None  # an entry between linking rows and columns would be counted twice
         c_local = np.empty(d.num_cols, np.int64)
         c_local[own_c] = np.arange(own_c.size)
@@ -448,10 +450,10 @@ class JobSetModel:
                 dims = old
             shape = tuple(len(d) for d in dims)
             cols = np.full(shape, -1, np.int64)
-            sel = np.flatnonzero(self.col_code == k)
+            sel = (self.col_code == k).nonzero()[0]
             flat = cols.reshape(-1) if cols.ndim else cols.reshape(1)
             if per_job:
-                width = int(np.prod(shape[1:]))
+                width = math.prod(shape[1:])
                 flat[pos_of_slot[self.col_slot[sel]] * width + self.col_inner[sel]] = sel
             else:
                 flat[self.col_inner[sel]] = sel

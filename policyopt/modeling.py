@@ -29,7 +29,7 @@ import scipy.sparse as sp
 
 from .errors import ModelingError
 from .modeling_arrays import (ConstraintBlock, IndexSet, Terms, Triplets, _check_dims, _concat_terms,
-                              _csc, _full, _shape)
+                              _csc, _full, _shape, all_nonzero, any_nonzero)
 from .standard_form import StandardForm
 
 __all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "ConstraintBlock", "Triplets"]
@@ -104,7 +104,7 @@ class LinExpr:
             raise ModelingError(f"matrix shape {m.shape} does not match ({n}, {var.cols.size}) for "
                                 f"dims {[d.name for d in dims]} x variable {var.name!r}")
         cols, all_exist = var._columns_at(m.cols)
-        if all_exist and (m.vals != 0).all():
+        if all_exist and all_nonzero(m.vals):
             return cls(dims, m.rows, cols, m.vals, const)
         keep = (cols >= 0) & (m.vals != 0)
         return cls(dims, m.rows[keep], cols[keep], m.vals[keep], const)
@@ -123,7 +123,7 @@ class LinExpr:
     # ------------------------------------------------------------------ arithmetic
     def _factor(self, other: ArrayLike) -> np.ndarray:
         arr = np.asarray(other, dtype=np.float64)
-        if not np.isfinite(arr).all():
+        if not all_nonzero(np.isfinite(arr)):
             raise ModelingError("coefficient data contains NaN or infinity")
         shape = self.shape
         if arr.shape == shape:
@@ -259,6 +259,15 @@ class LinExpr:
         return out.reshape(self.shape) + self.const
 
 
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
+
+
+#: the triplets of an expression without terms (shared: empty and read-only)
+_NO_TERMS: Terms = ((_read_only(np.zeros(0, np.int64)), _read_only(np.zeros(0, np.int64)), _read_only(np.zeros(0))),)
+
+
 def _finite(value: float) -> float:
     """``value`` as a float, refused (as :meth:`LinExpr._factor` refuses data) when NaN or infinite."""
     v = float(value)
@@ -314,7 +323,7 @@ class Variable:
         if hit is not None and hit[0] is positions:
             return hit[1], hit[2]
         cols = self.cols.ravel()[positions]
-        exist = bool((cols >= 0).all())
+        exist = all_nonzero(cols >= 0)
         if not positions.flags.writeable:
             cols.flags.writeable = False
             self._at[id(positions)] = (positions, cols, exist)
@@ -401,7 +410,7 @@ class Model:
         self.num_cols = 0
         self.num_rows = 0
         self.sense = "min"
-        self.objective: LinExpr = LinExpr((), [], [], [], 0.0)
+        self.objective: LinExpr = LinExpr._of_terms((), _NO_TERMS, np.zeros(()))
         self._compiled: StandardForm | None = None
 
     def __repr__(self) -> str:
@@ -420,13 +429,13 @@ class Model:
         if m.shape != shape:
             raise ModelingError(f"mask shape {m.shape} does not match variable shape {shape}")
         lo_in, hi_in = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
-        if np.isnan(lo_in).any() or np.isnan(hi_in).any():
+        if any_nonzero(np.isnan(lo_in)) or any_nonzero(np.isnan(hi_in)):
             raise ModelingError(f"variable {name!r}: NaN bound")
         # bounds are the variable's own writable arrays (callers tighten them in place: X.upper[...] = 0.5)
         lo = _full(lo_in, shape)
         hi = _full(hi_in, shape)
         n = int(np.count_nonzero(m))
-        if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else (lo[m] > hi[m]).any():
+        if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else any_nonzero(lo[m] > hi[m]):
             raise ModelingError(f"variable {name!r}: lower bound above upper bound")
         if n == m.size:
             cols = np.arange(self.num_cols, self.num_cols + n, dtype=np.int64).reshape(shape)

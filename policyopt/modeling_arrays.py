@@ -49,6 +49,17 @@ class IndexSet:
         return np.fromiter((self.position(lab) for lab in labels), dtype=np.int64)
 
 
+def any_nonzero(a: np.ndarray) -> bool:
+    """``bool(a.any())`` by ``np.count_nonzero`` (a C call; ``ndarray.any`` goes through numpy's
+    Python-level reduction wrappers: ~10× the cost on small arrays, ~2 µs each)."""
+    return np.count_nonzero(a) > 0
+
+
+def all_nonzero(a: np.ndarray) -> bool:
+    """``bool(a.all())`` by ``np.count_nonzero`` (see :func:`any_nonzero`)."""
+    return np.count_nonzero(a) == np.size(a)
+
+
 def _check_dims(a: tuple[IndexSet, ...], b: tuple[IndexSet, ...]) -> None:
     if len(a) != len(b):
         raise ModelingError(f"dimension mismatch: {[d.name for d in a]} vs {[d.name for d in b]}")
@@ -160,7 +171,7 @@ def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int,
         first = np.empty(key.size, bool)
         first[0] = True
         np.not_equal(key[1:], key[:-1], out=first[1:])
-        if not first.all():
+        if not all_nonzero(first):
             starts = np.flatnonzero(first)
             vals, key = np.add.reduceat(vals, starts), key[starts]
     c, r = np.divmod(key, R)

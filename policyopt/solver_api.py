@@ -24,6 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import InputError, SolverNotAvailableError, UnknownNameError
+from .modeling_arrays import all_nonzero, any_nonzero
 from .result import SolveResult, Status
 from .standard_form import StandardForm
 
@@ -112,11 +113,11 @@ def zero_feasible(sf: StandardForm, tol: float = 1e-9) -> bool:
     """Whether ``x₀ = clip(0, col_lower, col_upper)`` meets every row of ``sf`` (to ``tol``,
     relative above 1): a primal simplex from the slack basis then needs no phase 1."""
     x0 = np.minimum(np.maximum(sf.col_lower, 0.0), sf.col_upper)  # clip(0, lower, upper)
-    if not x0.any():  # x₀ = 0: every row's activity is 0
-        return bool((sf.row_lower <= tol).all() and (sf.row_upper >= -tol).all())
+    if not any_nonzero(x0):  # x₀ = 0: every row's activity is 0
+        return all_nonzero(sf.row_lower <= tol) and all_nonzero(sf.row_upper >= -tol)
     act = sf.A @ x0
     slack = tol * np.maximum(1.0, np.abs(act))
-    return bool((act >= sf.row_lower - slack).all() and (act <= sf.row_upper + slack).all())
+    return all_nonzero(act >= sf.row_lower - slack) and all_nonzero(act <= sf.row_upper + slack)
 
 
 def auto_algorithm(sf: StandardForm, warm: bool = False, structured: bool = True, degenerate: bool = False,

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 
 from policyopt.errors import SolverError
+from policyopt.modeling_arrays import all_nonzero
 from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import (
     PRIMAL_MAX_COLS,
@@ -56,11 +57,18 @@ _UNPERTURBED_ITERATIONS_PER_DIM = 10
 _FEAS_TOL = 1e-9
 
 
+def _of_shape(v: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``v`` as float64 of ``shape`` (broadcast only when it is not already: ``np.broadcast_to`` is a
+    Python-level helper of a few µs)."""
+    a = np.asarray(v, np.float64)
+    return a if a.shape == shape else np.broadcast_to(a, shape)
+
+
 def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
     """``lo ≤ v ≤ hi`` to :data:`_FEAS_TOL` (relative above 1)."""
     with np.errstate(invalid="ignore"):
         tol = _FEAS_TOL * np.maximum(1.0, np.abs(v))
-        return bool(((v >= lo - tol) & (v <= hi + tol)).all())
+        return all_nonzero((v >= lo - tol) & (v <= hi + tol))
 
 
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
@@ -170,15 +178,13 @@ class HighsModel(PricePath, LoadedModel):
             return
         inf = self._hs.kHighsInf
         cols = np.asarray(cols, np.int32)
-        lo = np.broadcast_to(np.asarray(lower, np.float64), cols.shape)
-        hi = np.broadcast_to(np.asarray(upper, np.float64), cols.shape)
+        lo, hi = _of_shape(lower, cols.shape), _of_shape(upper, cols.shape)
         _check(self.h.changeColsBounds(cols.size, cols, np.where(np.isfinite(lo), lo, -inf),
                                        np.where(np.isfinite(hi), hi, inf)), "changeColsBounds")
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         rows = np.asarray(rows, np.int64)
-        lo = np.broadcast_to(np.asarray(lower, np.float64), rows.shape)
-        hi = np.broadcast_to(np.asarray(upper, np.float64), rows.shape)
+        lo, hi = _of_shape(lower, rows.shape), _of_shape(upper, rows.shape)
         super().set_row_bounds(rows, lo, hi)
         if self._last is not None and not _within(self._last[1][rows], self.sf.row_lower[rows],
                                                   self.sf.row_upper[rows]):
@@ -339,7 +345,7 @@ class HighsModel(PricePath, LoadedModel):
         if not self._passed:
             return
         h, inf = self._h, self._hs.kHighsInf
-        dc, dr = np.flatnonzero(~kc).astype(np.int32), np.flatnonzero(~kr).astype(np.int32)
+        dc, dr = (~kc).nonzero()[0].astype(np.int32), (~kr).nonzero()[0].astype(np.int32)
         if dc.size:
             _check(h.deleteCols(dc.size, dc), "deleteCols")
         if dr.size:

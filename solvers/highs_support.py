@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from policyopt.errors import SolverError
+from policyopt.modeling_arrays import csc_of_arrays
 from policyopt.result import Status
 
 _BANNER_LOCK = threading.Lock()
@@ -86,10 +87,20 @@ def _status_map(hs: Any) -> dict[Any, Status]:
 
 
 def _check(status: Any, call: str) -> None:
-    import highspy
-
-    if status == highspy.HighsStatus.kError:
+    if status == _k_error():
         raise SolverError(f"HiGHS {call} returned kError")
+
+
+_K_ERROR: list[Any] = []
+
+
+def _k_error() -> Any:
+    """``highspy.HighsStatus.kError`` (looked up once: ``_check`` runs on every HiGHS call)."""
+    if not _K_ERROR:
+        import highspy
+
+        _K_ERROR.append(highspy.HighsStatus.kError)
+    return _K_ERROR[0]
 
 
 #: per thread, ``Highs`` objects of models that were garbage collected, cleared for reuse: creating
@@ -149,9 +160,10 @@ def _splice_csc(A: Any, keep_cols: np.ndarray, keep_rows: np.ndarray, rows: np.n
     indptr = np.zeros(n_cols + 1, np.int64)
     np.cumsum(per_col, out=indptr[1:])
     nnz = int(indptr[-1])
-    idx_dtype = np.int32 if max(nnz, n_rows, n_cols) < 2**31 - 1 else np.int64
-    out = sp.csc_matrix((np.asarray(data, np.float64), indices.astype(idx_dtype, copy=False),
-                         indptr.astype(idx_dtype)), shape=(n_rows, n_cols))
+    data = np.asarray(data, np.float64)
+    if max(nnz, n_rows, n_cols) < 2**31 - 1:  # canonical: sorted rows per column, no duplicates
+        return csc_of_arrays(data, indices.astype(np.int32, copy=False), indptr.astype(np.int32), (n_rows, n_cols))
+    out = sp.csc_matrix((data, indices.astype(np.int64, copy=False), indptr), shape=(n_rows, n_cols))
     out.has_sorted_indices = True
     return out
 
