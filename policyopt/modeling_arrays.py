@@ -52,12 +52,12 @@ class IndexSet:
 def any_nonzero(a: np.ndarray) -> bool:
     """``bool(a.any())`` by ``np.count_nonzero`` (a C call; ``ndarray.any`` goes through numpy's
     Python-level reduction wrappers: ~10× the cost on small arrays, ~2 µs each)."""
-    return np.count_nonzero(a) > 0
+    return bool(np.count_nonzero(a))
 
 
 def all_nonzero(a: np.ndarray) -> bool:
     """``bool(a.all())`` by ``np.count_nonzero`` (see :func:`any_nonzero`)."""
-    return np.count_nonzero(a) == np.size(a)
+    return bool(np.count_nonzero(a) == np.size(a))
 
 
 def _check_dims(a: tuple[IndexSet, ...], b: tuple[IndexSet, ...]) -> None:

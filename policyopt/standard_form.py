@@ -47,7 +47,7 @@ class StandardForm:
 
     @property
     def is_mip(self) -> bool:
-        return np.count_nonzero(self.integrality) > 0  # (a C call: ndarray.any's wrappers cost ~10×)
+        return bool(np.count_nonzero(self.integrality))  # (a C call: ndarray.any's wrappers cost ~10×)
 
     def copy(self) -> "StandardForm":
         return replace(self, c=self.c.copy(), col_lower=self.col_lower.copy(), col_upper=self.col_upper.copy(),
