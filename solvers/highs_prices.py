@@ -124,11 +124,12 @@ class PricePath:
         self._gub_fails = 0
         self._y, self._y_highs = ans.y, False
         self._last = None
+        how = (f"the same prices, {ans.free} tied blocks sharing their rows" if ans.rounds == 0 else
+               f"{ans.free} of {st.B} blocks free, {ans.rounds} round(s)")
         res = SolveResult(status=Status.OPTIMAL, objective=ans.objective, x=ans.x, solver="highs",
-                          options={"algorithm": "auto", "fast_path": f"linking prices: {ans.free} of {st.B} blocks "
-                                   f"free, {ans.rounds} round(s); dual bound {ans.bound:.15g}, violation "
-                                   f"{ans.violation:.3g}", "time_limit": self.options.time_limit,
-                                   **self.options.extra},
+                          options={"algorithm": "auto", "fast_path": f"linking prices: {how}; dual bound "
+                                   f"{ans.bound:.15g}, violation {ans.violation:.3g}",
+                                   "time_limit": self.options.time_limit, **self.options.extra},
                           message="Optimal", iterations=0)
         if self.return_duals:
             res.row_duals, res.col_duals = self.sf.unscale_duals(ans.y), ans.d

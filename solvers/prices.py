@@ -36,8 +36,6 @@ import scipy.sparse as sp
 
 from policyopt.standard_form import StandardForm
 
-from .blocks import certify
-
 __all__ = ["GubStructure", "PriceAnswer", "detect", "plausible", "solve"]
 
 #: most linking rows accepted (capacity rows: one per worker type)
@@ -63,6 +61,7 @@ class GubStructure:
     start: np.ndarray       # each block's first position in that order (B + 1 entries)
     rows: np.ndarray        # each block's own row (B)
     block: np.ndarray       # per column: its block
+    lnum: np.ndarray        # per row: its number among the linking rows (−1: not one)
     AT: sp.csr_matrix       # Aᵀ (a view of the same arrays)
 
     @property
@@ -141,13 +140,13 @@ def detect(sf: StandardForm) -> GubStructure | None:
     # exactly one entry outside the linking rows per column: N of them, the k-th in column k
     if pos.size != N or not ((pos >= indptr[:-1]) & (pos < indptr[1:])).all():
         return None
-    own = rows[pos].astype(np.int64)
+    own = rows[pos]
     g = A.data[pos]
     # own rows (those with entries outside the linking rows): upper bound finite and positive,
     # lower bound ≤ 0 (checked on every non-linking row: one without entries must then hold 0)
-    ru, rl = sf.row_upper[~is_link], sf.row_lower[~is_link]
-    if not ((g > 0).all() and (sf.col_lower == 0).all() and (rl <= 0).all() and (ru > 0).all()
-            and (ru < np.inf).all() and (sf.col_upper * g >= sf.row_upper[own]).all()):
+    ru, rl = sf.row_upper, sf.row_lower
+    if not ((g > 0).all() and not sf.col_lower.any() and (rl <= 0)[~is_link].all()
+            and ((ru > 0) & (ru < np.inf))[~is_link].all() and (sf.col_upper * g >= ru[own]).all()):
         return None
     order: np.ndarray | None = None
     so = own
@@ -164,18 +163,22 @@ def detect(sf: StandardForm) -> GubStructure | None:
     else:
         block = np.empty(N, np.int64)
         block[order] = block_sorted
-    return GubStructure(A=A, link=np.flatnonzero(is_link), own=own, g=g, order=order,
-                        start=np.append(first, N), rows=so[first], block=block, AT=A.T)
+    link = np.flatnonzero(is_link)
+    lnum = np.full(R, -1, np.int64)
+    lnum[link] = np.arange(K)
+    return GubStructure(A=A, link=link, own=own, g=g, order=order, start=np.append(first, N),
+                        rows=so[first], block=block, lnum=lnum, AT=A.T)
 
 
-def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Under prices ``p``: every column's ratio ``ρ_k = (c_k − p·a_k) / g_k``, and each block's best
-    ratio ``max_k ρ_k``."""
+def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Under prices ``p``: every column's reduced cost before its own row ``r_k = c_k − p·a_k``, its
+    ratio ``ρ_k = r_k / g_k``, and each block's best ratio ``max_k ρ_k``."""
     yl = np.zeros(st.A.shape[0])
     yl[st.link] = p
-    ratio = (c - st.AT @ yl) / st.g  # own rows carry no price here
+    red = c - st.AT @ yl  # own rows carry no price here
+    ratio = red / st.g
     srt = ratio if st.order is None else ratio[st.order]
-    return ratio, np.maximum.reduceat(srt, st.start[:-1])
+    return red, ratio, np.maximum.reduceat(srt, st.start[:-1])
 
 
 def _responses(st: GubStructure, ratio: np.ndarray, best: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -191,19 +194,30 @@ def _responses(st: GubStructure, ratio: np.ndarray, best: np.ndarray) -> tuple[n
     return (first if st.order is None else st.order[first]), margin
 
 
-def _small_lp(sf: StandardForm, st: GubStructure, c: np.ndarray, free: np.ndarray, act: np.ndarray
-              ) -> tuple[StandardForm, np.ndarray]:
-    """The LP of the blocks ``free`` (all their columns, their own rows, the linking rows less the
-    fixed blocks' activity ``act``), rows as scaled in ``sf`` (``row_scale`` 1), and its columns."""
-    s, e = st.start[free], st.start[free + 1]  # the free blocks' positions in the block order
-    pos = np.repeat(s - np.cumsum(np.concatenate(([0], (e - s)[:-1]))), e - s) + np.arange(int((e - s).sum()))
-    cols = pos if st.order is None else st.order[pos]
-    # the free columns' entries, gathered range by range from the CSC arrays
+def _block_cols(st: GubStructure, blocks: np.ndarray) -> np.ndarray:
+    """The columns of ``blocks`` (block by block)."""
+    s, e = st.start[blocks], st.start[blocks + 1]  # their positions in the block order
+    n = e - s
+    pos = np.repeat(s - np.cumsum(n) + n, n) + np.arange(int(n.sum()))
+    return pos if st.order is None else st.order[pos]
+
+
+def _entries(st: GubStructure, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The entries of columns ``cols`` of ``A`` (column by column): their positions in ``A.data``
+    and each column's start among them (``cols.size + 1`` entries)."""
     ptr = st.A.indptr
     lo, n = ptr[cols], ptr[cols + 1] - ptr[cols]
     indptr = np.zeros(cols.size + 1, np.int64)
     np.cumsum(n, out=indptr[1:])
-    ent = np.repeat(lo - indptr[:-1], n) + np.arange(indptr[-1])
+    return np.repeat(lo - indptr[:-1], n) + np.arange(indptr[-1]), indptr
+
+
+def _small_lp(sf: StandardForm, st: GubStructure, c: np.ndarray, free: np.ndarray, act: np.ndarray
+              ) -> tuple[StandardForm, np.ndarray]:
+    """The LP of the blocks ``free`` (all their columns, their own rows, the linking rows less the
+    fixed blocks' activity ``act``), rows as scaled in ``sf`` (``row_scale`` 1), and its columns."""
+    cols = _block_cols(st, free)
+    ent, indptr = _entries(st, cols)
     rmap = np.full(sf.num_rows, -1, np.int64)
     own_rows = st.rows[free]
     rmap[own_rows] = np.arange(own_rows.size)
@@ -215,6 +229,119 @@ def _small_lp(sf: StandardForm, st: GubStructure, c: np.ndarray, free: np.ndarra
                       col_upper=sf.col_upper[cols], integrality=np.zeros(cols.size, np.int8), A=A,
                       row_lower=rlo, row_upper=rhi, row_scale=np.ones(rlo.size))
     return lp, cols
+
+
+def _side(m: np.ndarray, lo: np.ndarray, hi: np.ndarray, zero_tol: float = 1e-12) -> float:
+    """``Σ max(m·lo, m·hi)`` (``lo ≤ hi``): the Lagrangian bound's part of multipliers ``m`` on
+    ranges ``[lo, hi]``, where ``0·∞`` and round-off on an infinite side (``|m| ≤ zero_tol``) count 0
+    (as ``blocks.lagrangian_bound``). Multipliers ≤ 0 on ranges with ``lo = 0`` add nothing."""
+    out = 0.0
+    for sel, side in ((m > 0, hi), (m < 0, lo) if lo.any() else (None, lo)):
+        if sel is None:
+            continue
+        mm = m[sel]
+        with np.errstate(invalid="ignore"):
+            v = mm * side[sel]
+        bad = ~np.isfinite(v)
+        if bad.any():
+            v[bad & (np.abs(mm) <= zero_tol)] = 0.0
+        out += float(v.sum())
+    return out
+
+
+def _certify(sf: StandardForm, st: GubStructure, sign: float, x: np.ndarray, p: np.ndarray,
+             red: np.ndarray, best: np.ndarray, feas_tol: float, gap_tol: float
+             ) -> tuple[bool, float, float, float, np.ndarray, np.ndarray]:
+    """``(ok, objective, dual bound, violation, y, d)`` of the point ``x`` and the multipliers
+    ``y`` (``p`` on the linking rows, ``max(0, best_m)`` on block ``m``'s own row, 0 elsewhere;
+    ``sf``'s sense) — :func:`policyopt.solvers.blocks.certify` on the whole LP, with ``c − Aᵀy``
+    taken by the structure: ``r_k − g_k y_m(k)`` with the ``r`` of :func:`_ratios` under ``p``
+    (every entry of ``A`` is an own entry or a linking one)."""
+    viol = sf.violation(x)
+    yb = np.maximum(best, 0.0)
+    d = red - st.g * yb[st.block]  # reduced costs, max-sense
+    rl, ru = sf.row_lower, sf.row_upper
+    # the bound of the max-sense LP (c·sign), then in sf's sense; other rows' multipliers are 0
+    bound_max = (_side(yb, rl[st.rows], ru[st.rows]) + _side(p, rl[st.link], ru[st.link])
+                 + _side(d, sf.col_lower, sf.col_upper))
+    bound = sign * bound_max + float(sf.offset)
+    primal = float(sf.c @ x) + float(sf.offset)
+    ok = bool(np.isfinite(bound) and viol <= feas_tol and abs(bound - primal) <= gap_tol * max(1.0, abs(primal)))
+    y = np.zeros(sf.num_rows)
+    y[st.link] = sign * p
+    y[st.rows] = sign * yb
+    return ok, primal, bound, viol, y, sign * d
+
+
+#: at most this many tied columns share their rows in :func:`_split`
+SPLIT_MAX = 64
+
+
+def _link_act(st: GubStructure, cols: np.ndarray, vals: np.ndarray
+              ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``A_L x`` for ``x`` = ``vals`` on ``cols`` (0 elsewhere), and those columns' linking entries
+    (linking row, position in ``cols``, value)."""
+    ent, ptr = _entries(st, cols)
+    r = st.lnum[st.A.indices[ent]]
+    j = np.repeat(np.arange(cols.size), np.diff(ptr))
+    k = r >= 0
+    r, j, v = r[k], j[k], st.A.data[ent][k]
+    return np.bincount(r, v * vals[j], minlength=st.K), r, j, v
+
+
+def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, ratio: np.ndarray,
+           best: np.ndarray, tol: np.ndarray, S: np.ndarray, xb: np.ndarray, act: np.ndarray
+           ) -> np.ndarray | None:
+    """The point of the same prices ``p``, if the basis they came from still holds: every block
+    whose answer is unique at ``p`` takes it; the others (``S``: margins within ``tol``) share their
+    tied columns (and their row's slack, when the best ratio is 0) so that each such block fills its
+    own row and every linking row with a nonzero price is met with equality — a square (or least
+    squares) linear system of a few unknowns. ``xb`` holds the answers of the blocks outside
+    ``S`` (linking activities ``act``). Its point, or ``None`` when the system has no nonnegative
+    solution (the certificate decides the rest)."""
+    if S.size == 0 or S.size > SPLIT_MAX:
+        return None
+    cols = _block_cols(st, S)
+    blk = st.block[cols]
+    cols = cols[ratio[cols] >= best[blk] - tol[blk]]
+    if cols.size > SPLIT_MAX:
+        return None
+    blk = st.block[cols]
+    # unknowns: the tied columns, then one slack per shared block whose best ratio is (about) 0
+    loc = np.searchsorted(S, blk)
+    slack = np.flatnonzero(best[S] <= tol[S])
+    pmax = max(1.0, float(np.abs(p).max(initial=0.0)))
+    tight = np.flatnonzero(np.abs(p) > TIE * pmax)
+    n_u, n_own = cols.size + slack.size, S.size
+    M = np.zeros((n_own + tight.size, n_u))
+    M[loc, np.arange(cols.size)] = st.g[cols]
+    M[slack, cols.size + np.arange(slack.size)] = 1.0
+    rhs = np.empty(n_own + tight.size)
+    rhs[:n_own] = u[S]
+    if tight.size:
+        _, r, jj, v = _link_act(st, cols, np.zeros(cols.size))
+        pos = np.full(st.K, -1, np.int64)
+        pos[tight] = np.arange(tight.size)
+        r = pos[r]
+        k = r >= 0
+        M[n_own + r[k], jj[k]] = v[k]
+        lk = st.link[tight]
+        rhs[n_own:] = np.where(p[tight] > 0, sf.row_upper[lk], sf.row_lower[lk]) - act[tight]
+    if not np.isfinite(rhs).all():
+        return None
+    z: np.ndarray | None = None
+    if M.shape[0] == M.shape[1]:
+        try:
+            z = np.linalg.solve(M, rhs)
+        except np.linalg.LinAlgError:
+            z = None
+    if z is None:  # degenerate (e.g. identical blocks tied): the least-squares solution of least norm
+        z = np.linalg.lstsq(M, rhs, rcond=None)[0]
+    if not np.isfinite(z).all() or (z < -1e-12 * max(1.0, float(np.abs(z).max()))).any():
+        return None
+    x = xb.copy()
+    x[cols] = np.maximum(z[:cols.size], 0.0)
+    return x
 
 
 #: solves a small LP to tight tolerances: its point and row duals (``d = c − Aᵀy``), or ``None``
@@ -232,20 +359,48 @@ def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
     if p.shape != (st.K,) or not np.isfinite(p).all():
         return None, "no prices for the linking rows"
     B = st.B
-    free = np.zeros(B, bool)
-    ratio, best = _ratios(st, c, p)
+    red, ratio, best = _ratios(st, c, p)
     best_col, margin = _responses(st, ratio, best)
+    tol = TIE * np.maximum(1.0, np.abs(best))
+    tied = margin <= tol  # (identical jobs at the margin, the blocks a vertex splits)
+    # the blocks not tied at their answers
+    on = ~tied & (best > 0)
+    xb = np.zeros(sf.num_cols)
+    bc = best_col[on]
+    xb[bc] = u[on] / st.g[bc]
+    act_b = (st.A @ xb)[st.link]
+    # 0. the same prices, the tied blocks sharing their rows (the basis they came from held: no LP)
+    S = np.flatnonzero(tied)
+    x_split = _split(sf, st, u, p, ratio, best, tol, S, xb, act_b)
+    if x_split is not None:
+        ok, primal, bound, viol, y, d = _certify(sf, st, sign, x_split, p, red, best, feas_tol, gap_tol)
+        if ok:
+            return PriceAnswer(x=x_split, y=y, objective=primal, bound=bound, violation=viol, d=d,
+                               free=int(S.size), rounds=0), ""
+    # 1. a small LP of the tied blocks and those of the smallest margins; the first round's fixed
+    # blocks are the point above without the latter
+    free = tied
     n_free = min(B, max(MIN_FREE, FREE_PER_LINK * st.K))
     free[np.argpartition(margin, n_free - 1)[:n_free] if n_free < B else slice(None)] = True
-    free |= margin <= TIE * np.maximum(1.0, np.abs(best))  # ties (identical jobs at the margin)
+    extra = np.flatnonzero(free & on)
+    x0 = xb
+    act0 = act_b
+    if extra.size:
+        ec = best_col[extra]
+        x0[ec] = 0.0
+        act0 = act_b - _link_act(st, ec, u[extra] / st.g[ec])[0]
+    on &= ~free
+    bc = best_col[on]
     why = ""
     for rnd in range(1, ROUNDS + 1):
         fixed = ~free
-        on = fixed & (best > 0)
-        x = np.zeros(sf.num_cols)
-        bc = best_col[on]
-        x[bc] = u[on] / st.g[bc]
-        act = (st.A @ x)[st.link]
+        if rnd > 1:
+            on = fixed & (best > 0)
+            x0 = np.zeros(sf.num_cols)
+            bc = best_col[on]
+            x0[bc] = u[on] / st.g[bc]
+            act0 = (st.A @ x0)[st.link]
+        x, act = x0, act0
         idx = np.flatnonzero(free)
         lp, cols = _small_lp(sf, st, c, idx, act)
         got = small(lp)
@@ -258,13 +413,10 @@ def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
             continue
         x[cols] = got[0]
         p_new = got[1][idx.size:]
-        ratio, best_new = _ratios(st, c, p_new)
-        y = np.zeros(sf.num_rows)
-        y[st.link] = p_new
-        y[st.rows] = np.maximum(best_new, 0.0)
-        ok, primal, bound, viol, d = certify(sf, x, sign * y, feas_tol, gap_tol)
+        red_new, ratio, best_new = _ratios(st, c, p_new)
+        ok, primal, bound, viol, y, d = _certify(sf, st, sign, x, p_new, red_new, best_new, feas_tol, gap_tol)
         if ok:
-            return PriceAnswer(x=x, y=sign * y, objective=primal, bound=bound, violation=viol, d=d,
+            return PriceAnswer(x=x, y=y, objective=primal, bound=bound, violation=viol, d=d,
                                free=int(idx.size), rounds=rnd), ""
         why = (f"certificate failed after {rnd} rounds (objective {primal:.12g}, bound {bound:.12g}, "
                f"violation {viol:.3g}, {idx.size} free blocks)")

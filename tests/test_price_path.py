@@ -7,11 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import scipy.sparse as sp
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
 from policyopt import Cluster, Job, Problem, SolverOptions, get_policy, incremental
-from policyopt.solvers import prices
+from policyopt.solvers import blocks, highs_prices, prices
 from policyopt.solvers.highs import HighsModel
 from policyopt.standard_form import StandardForm
 
@@ -140,17 +140,75 @@ def test_a_wrong_sized_dual_start_is_refused() -> None:
         m.set_dual_start(np.zeros(sf.num_rows + 1))
 
 
-def test_prices_that_certify_answer_without_highs() -> None:
-    """From the optimal prices of the same LP the path answers at once (one small LP, one round)
-    and HiGHS never holds the whole LP; the answer's duals certify it."""
+def test_prices_that_certify_answer_without_highs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """From the optimal prices of the same LP (and after a small change of the capacities, which
+    keeps the basis) the path answers at once: the tied blocks share their rows at the same prices,
+    no small LP is solved and HiGHS never holds the whole LP; the answer's duals certify it."""
+    def no_small_lp(*_: object) -> None:
+        raise AssertionError("a small LP was solved")
+
+    monkeypatch.setattr(highs_prices, "solve_small_lp", no_small_lp)
     sf = gub_lp(np.random.default_rng(5), 300, 3)
     ref, _, y = simplex(sf)
-    m = HighsModel(sf.copy(), SolverOptions())
-    m.set_dual_start(y)
-    res = m.solve()
-    check(sf, res, ref)
-    assert res.options["fast_path"].startswith("linking prices") and "1 round" in res.options["fast_path"]
-    assert not m.holds_model()
+    moved = sf.copy()
+    moved.row_upper[300:] *= 1.0 + 1e-6
+    for lp in (sf, moved):
+        m = HighsModel(lp.copy(), SolverOptions())
+        m.set_dual_start(y)
+        res = m.solve()
+        check(lp, res, simplex(lp)[0])
+        assert res.options["fast_path"].startswith("linking prices: the same prices")
+        assert not m.holds_model()
+        assert res.row_duals is not None and res.col_duals is not None
+        ok, primal, bound, _, _ = blocks.certify(lp, res.x, res.row_duals / lp.row_scale)
+        assert ok and bound == pytest.approx(primal, rel=1e-9)
+
+
+def test_both_routes_answer_exactly() -> None:
+    """Over 30 random LPs with one block dropped: some re-solves are answered at the same prices
+    (the basis held), some by a small LP (it did not), every answer equal to dual simplex."""
+    routes = {"same": 0, "small": 0}
+    for seed in range(30):
+        rng = np.random.default_rng(300 + seed)
+        blocks_ = int(rng.integers(40, 200))
+        sf = gub_lp(rng, blocks_, int(rng.integers(1, 5)), str(rng.choice(["max", "min"])))
+        _, _, y = simplex(sf)
+        b = int(rng.integers(blocks_))
+        new = drop_block(sf, b)
+        res = priced(new, np.delete(y, b))
+        check(new, res, simplex(new)[0])
+        note = str(res.options.get("fast_path", ""))
+        routes["same"] += "the same prices" in note
+        routes["small"] += "round(s)" in note and "whole LP" not in note
+    assert routes["same"] >= 3 and routes["small"] >= 3, routes
+
+
+@settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 2**31 - 1), blocks_=st.integers(16, 80), K=st.integers(1, 5),
+       sense=st.sampled_from(["max", "min"]), point=st.sampled_from(["optimal", "random", "infeasible"]))
+def test_structured_certificate_equals_the_generic_one(seed: int, blocks_: int, K: int, sense: str,
+                                                       point: str) -> None:
+    """``prices._certify`` (reduced costs from the ratios) gives the objective, the dual bound, the
+    violation, the multipliers and the reduced costs of ``blocks.certify`` on the whole LP, and the
+    same verdict, for optimal, random and infeasible points under the optimal or random prices."""
+    rng = np.random.default_rng(seed)
+    sf = gub_lp(rng, blocks_, K, sense)
+    _, x_opt, y_opt = simplex(sf)
+    shape = prices.detect(sf)
+    assume(shape is not None)  # (a few linking rows may not stand out on a small LP)
+    assert shape is not None
+    sign = 1.0 if sense == "max" else -1.0
+    p = y_opt[shape.link] if point == "optimal" else rng.uniform(-1.0, 5.0, K)
+    x = x_opt if point == "optimal" else rng.uniform(0.0, 0.3, sf.num_cols)
+    if point == "infeasible":
+        x = x * 50.0
+    red, _, best = prices._ratios(shape, sign * sf.c, sign * p)
+    ok, primal, bound, viol, y, d = prices._certify(sf, shape, sign, x, sign * p, red, best, 1e-9, 1e-9)
+    ok2, primal2, bound2, viol2, d2 = blocks.certify(sf, x, y)
+    assert (primal, viol) == (pytest.approx(primal2, rel=1e-12, abs=1e-12), pytest.approx(viol2, rel=1e-12, abs=1e-12))
+    assert bound == pytest.approx(bound2, rel=1e-9, abs=1e-9)
+    np.testing.assert_allclose(d, d2, rtol=1e-9, atol=1e-9)
+    assert ok == ok2 and (point != "optimal" or ok) and (point != "infeasible" or not ok)
 
 
 def distinct_jobs(n: int, seed: int) -> list[Job]:
