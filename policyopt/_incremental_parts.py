@@ -139,7 +139,54 @@ class _LabelView:
                 size = int(np.prod([len(d) for d in dims]))
                 width = int(np.prod([len(d) for d in dims[1:]]))
                 ids = np.full(size, -1, np.int64)
-                ids[pos_of_slot[slot[sel]] * width + inner[sel] if per_job else inner[sel]] = sel
+                if per_job:
+                    pos = pos_of_slot[slot[sel]]
+                    sel, pos = sel[pos >= 0], pos[pos >= 0]  # (rows of jobs that left: -1)
+                    ids[pos * width + inner[sel]] = sel
+                else:
+                    ids[inner[sel]] = sel
                 out[name] = _Rows(dims, ids)
             self._blocks = out
         return self._blocks
+
+
+def retire(st: Any, space: AllocationSpace) -> dict[str, Variable] | None:
+    """Bring the kept model ``st`` (a :class:`policyopt.incremental.JobSetModel` whose backend answers
+    by the linking rows' prices) to ``space``'s job set when jobs only left: their columns and
+    their own rows are held at 0 (bounds ``[0, 0]``; the LP of the remaining jobs, its optimum
+    unchanged) and the backend starts from the last answer's multipliers. The matrix stays the
+    same object, so its price structure stays known: no build, no detection. ``None`` (nothing
+    changed) when a job arrived or changed, or the multipliers are not known."""
+    slot = st._slots(space.jobs.labels)
+    if (slot < 0).any():
+        return None
+    if not ((space.T == st.T[slot]).all() and (space.scale == st.scale[slot]).all()
+            and (space.weights == st.weights[slot]).all()):
+        return None
+    st.restore_base()  # (costs or bounds a later stage changed)
+    loaded = st.loaded
+    y = loaded.answer_duals()
+    if y is None or not loaded.set_dual_start(y):  # (the shape is detected here, with the bounds as they were)
+        return None
+    st._index()
+    gone = np.ones(len(st.ids), bool)
+    gone[slot] = False
+    new_dead = gone & ~st.dead
+    cols = (new_dead[st.col_slot] & (st.col_slot >= 0)).nonzero()[0]
+    rows = (new_dead[st.row_slot] & (st.row_slot >= 0)).nonzero()[0]
+    if cols.size:
+        zero = np.zeros(cols.size)
+        loaded.set_col_bounds(cols, zero, zero)
+    if rows.size:
+        zero = np.zeros(rows.size)
+        loaded.set_row_bounds(rows, zero, zero)
+    base = st.base  # (c, col_lower, col_upper, row_lower, row_upper): restore_base keeps them at 0
+    base[1][cols] = base[2][cols] = 0.0
+    base[3][rows] = base[4][rows] = 0.0
+    st.dead = gone
+    pos_of_slot = np.full(len(st.ids), -1, np.int64)
+    pos_of_slot[slot] = np.arange(slot.size)
+    st._pos_of_slot = pos_of_slot
+    st.start = None
+    st.updates += 1
+    return st._variables(space, pos_of_slot)

@@ -22,7 +22,8 @@ job set), the model of the previous problem is updated in place instead of rebui
 
 Where the backend answers from the linking rows' prices (max-sum throughput:
 :mod:`policyopt.solvers.prices`), a fresh build started from the kept capacity rows' multipliers
-(:func:`seed_prices`) is cheaper than the splice, and is taken instead (:meth:`JobSetModel.prefers_rebuild`).
+(:func:`seed_prices`) is cheaper than the splice, and is taken instead (:meth:`JobSetModel.prefers_rebuild`);
+when jobs only left, their columns and rows are held at 0 in place (:func:`retire`).
 
 The updated LP is the LP a fresh build of the new problem gives, up to the order of columns and
 rows and powers of two on linking rows: the same optimum. Anything other than a change of the job
@@ -47,7 +48,7 @@ from .errors import SolverError
 from .modeling import Model, Variable
 from .modeling_arrays import any_nonzero
 from .warm_start import BasisSnapshot
-from ._incremental_parts import _CACHE_BATCH, _CACHE_SIZE, _KEY, Codes, Layout, _Block, _LabelView, _lookup
+from ._incremental_parts import _CACHE_BATCH, _CACHE_SIZE, _KEY, Codes, Layout, _Block, _LabelView, _lookup, retire
 
 __all__ = ["JobSetModel", "Splice", "adopt", "eligible", "forget", "seed_prices", "seeded", "state", "update"]
 
@@ -130,6 +131,9 @@ class JobSetModel:
         self.var_layout, self.block_layout = layout
         self.obj_name = obj_name
         self.ids: np.ndarray = space.jobs.labels.copy()  # each slot's job id
+        # slots of jobs that left while the model answered by prices: their columns and rows held
+        # at 0 in place (:func:`retire`); never matched again, deleted by the next splice
+        self.dead = np.zeros(len(self.ids), bool)
         self._slot_of: dict[Any, int] | None = None  # job id → slot, built when a lookup needs it
         self.T, self.scale, self.weights = space.T.copy(), space.scale.copy(), space.weights.copy()
         # the column and row codes and the dimensions are read from the model at the first update
@@ -218,12 +222,17 @@ class JobSetModel:
         """Bring the loaded model to ``space``'s job set (the caller holds :attr:`lock`); returns the
         variables over ``space`` (columns of the updated model), or ``None`` when the change is not a
         pure change of the job set (then nothing was changed)."""
-        if (_signature(policy, space) != self.signature or not self.loaded.holds_model()
-                or self.prefers_rebuild()):
+        if _signature(policy, space) != self.signature:
+            return None
+        if self.prefers_rebuild():
+            # where the backend answers from the linking rows' prices, a fresh build started from
+            # them (:func:`seed_prices`) costs less than a splice; jobs that only left are held at 0
+            # in place instead (no build, no new matrix: the shape stays known)
+            return retire(self, space)
+        if not self.loaded.holds_model():
             # (while the structured fast path answers, HiGHS never held the whole LP: a fresh build
             # and detection cost less than the update — Gavel's 2,048-job workload: 7.0 ms cold
-            # against 8.6 ms updated, max-sum; where the backend answers from the linking rows'
-            # prices, a fresh build started from them does too: :func:`seed_prices`)
+            # against 8.6 ms updated, max-sum)
             return None
         ids = space.jobs.labels
         n = len(ids)
@@ -282,6 +291,7 @@ class JobSetModel:
                                                                keep_rows, rows_meta)
         kept_order = keep_slot.nonzero()[0]
         self.ids = np.concatenate([self.ids[kept_order], ids[add_pos]])
+        self.dead = np.zeros(len(self.ids), bool)
         self._slot_of = None
         self.T = np.concatenate([self.T[kept_order], space.T[add_pos]])
         self.scale = np.concatenate([self.scale[kept_order], space.scale[add_pos]])
@@ -323,6 +333,8 @@ class JobSetModel:
             mid = ids[p:n - q].tolist()
             found = np.fromiter((get(j, -1) for j in mid), np.int64, len(mid))
             slot[p:n - q] = found
+        if self.dead.any():  # (a job with the id of one that left is new)
+            slot[self.dead[slot] & (slot >= 0)] = -1
         return slot
 
     def _build_delta(self, policy: Any, space: AllocationSpace, add_pos: np.ndarray, keep_cols: np.ndarray,
@@ -454,7 +466,10 @@ class JobSetModel:
             flat = cols.reshape(-1) if cols.ndim else cols.reshape(1)
             if per_job:
                 width = math.prod(shape[1:])
-                flat[pos_of_slot[self.col_slot[sel]] * width + self.col_inner[sel]] = sel
+                pos = pos_of_slot[self.col_slot[sel]]
+                if self.dead.any():  # (columns of jobs that left: not in the problem)
+                    sel, pos = sel[pos >= 0], pos[pos >= 0]
+                flat[pos * width + self.col_inner[sel]] = sel
             else:
                 flat[self.col_inner[sel]] = sel
             lower = np.where(cols >= 0, sf.col_lower[np.maximum(cols, 0)], 0.0)

@@ -218,23 +218,72 @@ def distinct_jobs(n: int, seed: int) -> list[Job]:
 
 
 @pytest.mark.parametrize("normalize", [False, True])
-def test_max_sum_re_solves_start_from_the_kept_prices(normalize: bool) -> None:
-    """Max-sum throughput after arrivals and completions (from 1,500 columns): each re-solve is a
-    fresh build started from the kept model's capacity prices, answered by the price path (HiGHS
-    never holds the LP), and equal to a cold dual simplex solve."""
+def test_max_sum_re_solves_start_from_the_kept_prices(normalize: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Max-sum throughput after arrivals and completions (from 1,500 columns), each re-solve equal to
+    a cold dual simplex solve and answered by the price path (HiGHS never holds the LP): after an
+    arrival, a fresh build started from the kept model's capacity prices; after completions only,
+    the kept model with the jobs that left held at 0 — no build and no detection of the shape
+    (before, every completion was a fresh build and a detection)."""
+    detected = []
+    detect = prices.detect
+    monkeypatch.setattr(prices, "detect", lambda sf: detected.append(1) or detect(sf))
     jobs = distinct_jobs(520, 1)
     cl = Cluster.from_counts({"v100": 100, "p100": 100, "k80": 100})
     pol = get_policy("max_sum_throughput", normalize=normalize)
     pol.solve(Problem(cl, tuple(jobs[:510])))  # 1,530 columns: from prices.PRICE_MIN_COLS
-    seqs = [jobs[:511], jobs[1:511], jobs[1:512], jobs[1:300] + jobs[301:512], jobs[2:513], jobs[2:514]]
-    for k, js in enumerate(seqs, 1):
+    seqs = [(jobs[:511], "arrival"), (jobs[1:511], "completion"), (jobs[1:512], "arrival"),
+            (jobs[1:300] + jobs[301:512], "completion"), (jobs[2:300] + jobs[301:512], "completion"),
+            (jobs[2:300] + jobs[301:400] + jobs[402:512], "completion"), (jobs[2:513], "arrival"),
+            (jobs[2:514], "arrival")]
+    for js, change in seqs:
+        before, seeded, n_detect = incremental.state(pol), incremental.seeded(pol), len(detected)
+        updates = before.updates if before is not None else 0
         p = Problem(cl, tuple(js))
         got = pol.solve(p)
         ref = get_policy("max_sum_throughput", algorithm="simplex", normalize=normalize).solve(p)
         assert got.objective == pytest.approx(ref.objective, rel=1e-9)
         assert not got.space.check(got.X, tol=1e-9)
         st_ = incremental.state(pol)
-        assert incremental.seeded(pol) == k and st_ is not None and not st_.loaded.holds_model()
+        assert st_ is not None and not st_.loaded.holds_model()
+        if change == "completion":
+            assert st_ is before and st_.updates == updates + 1 and incremental.seeded(pol) == seeded
+            assert len(detected) == n_detect
+        else:
+            assert st_ is not before and incremental.seeded(pol) == seeded + 1
+
+
+def test_a_job_back_with_the_id_of_one_that_left_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job that left is held at 0 in the kept model; a job with its id arriving later (other
+    throughputs) is a new job, not the held one — whether the next step builds afresh or (forced
+    here: the held model solved by HiGHS, then no price path) splices the kept model, deleting the
+    held job. Every answer equals a cold dual simplex solve."""
+    jobs = distinct_jobs(520, 4)
+    cl = Cluster.from_counts({"v100": 100, "p100": 100, "k80": 100})
+    back = Job(jobs[3].id, {t: 2.0 * v for t, v in jobs[3].throughputs.items()})
+    steps = [jobs[:3] + jobs[4:515], jobs[:3] + jobs[4:515] + [back], jobs[:3] + jobs[5:515] + [back]]
+    for splice in (False, True):
+        pol = get_policy("max_sum_throughput")
+        pol.solve(Problem(cl, tuple(jobs[:515])))
+        first = incremental.state(pol)
+        for k, js in enumerate(steps):
+            if splice and k == 0:  # the held model solved whole by HiGHS (which then holds it)
+                monkeypatch.setattr(prices, "solve", lambda *a, **kw: (None, "forced"))
+            if splice and k == 1:  # no price path: the kept model is spliced
+                monkeypatch.undo()
+                monkeypatch.setattr(prices, "PRICE_MIN_COLS", 10**9)
+            p = Problem(cl, tuple(js))
+            got = pol.solve(p)
+            ref = get_policy("max_sum_throughput", algorithm="simplex").solve(p)
+            assert got.objective == pytest.approx(ref.objective, rel=1e-9)
+            assert not got.space.check(got.X, tol=1e-9)
+            st_ = incremental.state(pol)
+            assert st_ is not None
+            if k == 0:
+                assert st_ is first and int(st_.dead.sum()) == 1
+            if splice and k >= 1:  # spliced in place: the held job deleted, the one back added
+                assert st_ is first and st_.updates == k + 1 and not st_.dead.any()
+                assert len(st_.ids) == len(js)
+        monkeypatch.undo()
 
 
 def test_most_re_solves_after_a_change_are_answered_by_prices() -> None:
