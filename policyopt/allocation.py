@@ -47,19 +47,13 @@ class AllocationSpace:
         self.space_sharing = space_sharing
         self.pruning = pruning or PairPruning()
         cl = problem.cluster
-        self.jobs = IndexSet("jobs", problem.arrays.ids)
-        self.worker_types = IndexSet("worker_types", cl.names)
-        self.configs = IndexSet("configs", problem.configurations)
-        C = len(self.configs)
-        self.counts = np.array([w.count for w in cl.worker_types], dtype=np.float64)
-        self.gpus_per_server = np.array([w.gpus_per_server or max(w.count, 1) for w in cl.worker_types], float)
-        self.prices = np.array([np.nan if w.price_per_hour is None else w.price_per_hour
-                                for w in cl.worker_types], dtype=np.float64)
-        cfg_names = self.configs.labels.tolist()
-        phys = [physical_type(c) for c in cfg_names]
-        self.config_type = np.array([self.worker_types.position(t) for t in phys], np.int64)
-        self.config_unconsolidated = np.array([c != t for c, t in zip(cfg_names, phys)], bool)
         arr = problem.arrays
+        self.jobs = IndexSet("jobs", arr.ids)
+        (type_labels, cfg_labels, self.counts, self.gpus_per_server, self.prices, self.config_type,
+         self.config_unconsolidated) = _cluster_arrays(cl, arr.configs)
+        self.worker_types = IndexSet("worker_types", type_labels)
+        self.configs = IndexSet("configs", cfg_labels)
+        C = len(self.configs)
         self.scale = arr.scale
         self.weights = arr.weights
         self.steps = arr.steps
@@ -74,7 +68,7 @@ class AllocationSpace:
         if space_sharing and (problem.colocated or problem.colocated_types):
             self._build_pairs()
         p = self.pair_jobs.shape[0]
-        lab = self.jobs.labels.astype(str)
+        lab = self.jobs.labels.astype(str, copy=False)
         if p:
             pair_labels = np.char.add(np.char.add(lab[self.pair_jobs[:, 0]], "|"), lab[self.pair_jobs[:, 1]])
             self.rows = IndexSet("rows", np.concatenate([lab, pair_labels]))
@@ -402,6 +396,43 @@ class AllocationSpace:
         if np.any(cap > self.counts + tol * np.maximum(1, self.counts)):
             problems.append(f"capacity exceeded: {cap} > {self.counts}")
         return problems
+
+
+#: per (cluster, configurations): the arrays every space of that cluster derives from it, read-only
+#: and shared (a simulator or a scheduler poses thousands of problems on one cluster; ~15 small
+#: conversions per space otherwise), emptied when it holds :data:`_CLUSTER_ARRAYS_MAX` pairs
+_CLUSTER_ARRAYS: dict[tuple[Any, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
+_CLUSTER_ARRAYS_MAX = 64
+
+
+def _cluster_arrays(cl: Any, configs: Any) -> tuple[np.ndarray, ...]:
+    """``(type labels, configuration labels, counts, gpus per server, prices, type of each
+    configuration, whether each configuration is an unconsolidated variant)`` of a cluster and a
+    problem's configurations (kept per pair: :data:`_CLUSTER_ARRAYS`)."""
+    key = (cl, tuple(configs))
+    hit = _CLUSTER_ARRAYS.get(key)
+    if hit is not None:
+        return hit
+    wts = cl.worker_types
+    type_labels = np.asarray([w.name for w in wts])
+    cfg_names = list(key[1])
+    pos = {t: i for i, t in enumerate(type_labels.tolist())}
+    phys = [physical_type(c) for c in cfg_names]
+    missing = [t for t in phys if t not in pos]
+    if missing:  # (as IndexSet.position says it)
+        IndexSet("worker_types", type_labels).position(missing[0])
+    hit = (type_labels, np.asarray(cfg_names),
+           np.array([w.count for w in wts], dtype=np.float64),
+           np.array([w.gpus_per_server or max(w.count, 1) for w in wts], float),
+           np.array([np.nan if w.price_per_hour is None else w.price_per_hour for w in wts], dtype=np.float64),
+           np.array([pos[t] for t in phys], np.int64),
+           np.array([c != t for c, t in zip(cfg_names, phys)], bool))
+    for a in hit:
+        a.flags.writeable = False
+    if len(_CLUSTER_ARRAYS) >= _CLUSTER_ARRAYS_MAX:
+        _CLUSTER_ARRAYS.clear()  # (atomic: other threads may read and fill it meanwhile)
+    _CLUSTER_ARRAYS[key] = hit
+    return hit
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

@@ -46,7 +46,7 @@ import numpy as np
 from .allocation import AllocationSpace
 from .errors import SolverError
 from .modeling import Model, Variable
-from .modeling_arrays import any_nonzero
+from .standard_form import any_nonzero
 from .warm_start import BasisSnapshot
 from ._incremental_parts import _CACHE_BATCH, _CACHE_SIZE, _KEY, Codes, Layout, _Block, _LabelView, _lookup, retire
 

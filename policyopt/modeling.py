@@ -29,8 +29,8 @@ import scipy.sparse as sp
 
 from .errors import ModelingError
 from .modeling_arrays import (ConstraintBlock, IndexSet, Terms, Triplets, _check_dims, _concat_terms,
-                              _csc, _full, _shape, all_nonzero, any_nonzero)
-from .standard_form import StandardForm
+                              _csc, _full, _shape)
+from .standard_form import StandardForm, all_nonzero, any_nonzero
 
 __all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "ConstraintBlock", "Triplets"]
 

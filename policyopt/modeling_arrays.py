@@ -12,6 +12,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import AlignmentError, ModelingError, UnknownNameError
+from .standard_form import all_nonzero, csc_of_arrays
 
 __all__ = ["IndexSet", "Triplets", "Terms", "ConstraintBlock"]
 
@@ -47,17 +48,6 @@ class IndexSet:
 
     def positions(self, labels: Iterable[Any]) -> np.ndarray:
         return np.fromiter((self.position(lab) for lab in labels), dtype=np.int64)
-
-
-def any_nonzero(a: np.ndarray) -> bool:
-    """``bool(a.any())`` by ``np.count_nonzero`` (a C call; ``ndarray.any`` goes through numpy's
-    Python-level reduction wrappers: ~10× the cost on small arrays, ~2 µs each)."""
-    return bool(np.count_nonzero(a))
-
-
-def all_nonzero(a: np.ndarray) -> bool:
-    """``bool(a.all())`` by ``np.count_nonzero`` (see :func:`any_nonzero`)."""
-    return bool(np.count_nonzero(a) == np.size(a))
 
 
 def _check_dims(a: tuple[IndexSet, ...], b: tuple[IndexSet, ...]) -> None:
@@ -178,46 +168,3 @@ def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int,
     ptr = np.zeros(N + 1, np.int32)
     np.cumsum(np.bincount(c, minlength=N), out=ptr[1:])
     return csc_of_arrays(vals, r.astype(np.int32), ptr, shape)
-
-
-def _trusted_csc(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
-    """scipy's CSC matrix holding these arrays as they are, without its constructor's checks."""
-    A = sp.csc_matrix.__new__(sp.csc_matrix)
-    _data_matrix.__init__(A, None)
-    A.data, A.indices, A.indptr, A._shape = data, indices, indptr, shape
-    A._has_sorted_indices = True
-    A._has_canonical_format = True
-    return A
-
-
-def _trusted_csc_works() -> bool:
-    """Whether :func:`_trusted_csc` gives what the constructor gives in this scipy (it sets scipy's
-    own attributes: checked once, on a small matrix with an empty column)."""
-    data, indices, indptr = np.array([1.0, 2.0, 3.0]), np.array([0, 2, 1], np.int32), np.array([0, 2, 2, 3], np.int32)
-    try:
-        a = sp.csc_matrix((data, indices, indptr), shape=(3, 3))
-        b = _trusted_csc(data, indices, indptr, (3, 3))
-        ok = (b.shape == a.shape and b.nnz == a.nnz and b.has_sorted_indices and b.has_canonical_format
-              and bool((b.toarray() == a.toarray()).all()) and bool(((b @ np.ones(3)) == (a @ np.ones(3))).all())
-              and bool((b.tocsr().toarray() == a.toarray()).all()) and (b + a).nnz == 3)
-    except Exception:  # noqa: BLE001 - any failure of scipy's internals here means: use the constructor
-        return False
-    return ok
-
-
-try:
-    from scipy.sparse._data import _data_matrix
-    _TRUSTED_CSC = _trusted_csc_works()
-except ImportError:  # another scipy layout: the public constructor
-    _TRUSTED_CSC = False
-
-
-def csc_of_arrays(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
-    """``sp.csc_matrix((data, indices, indptr), shape=shape)`` for arrays already in canonical form
-    (int32 ``indices`` sorted within each column, no duplicates, ``indptr`` of ``shape[1] + 1``
-    int32 entries from 0 to ``data.size``, float64 ``data``): scipy's constructor checks them again
-    (~10 µs on a 64-job LP, dtype and content scans); here they are taken as they are, where this
-    scipy's attributes are known to work (checked once at import), else by the constructor."""
-    if _TRUSTED_CSC:
-        return _trusted_csc(data, indices, indptr, shape)
-    return sp.csc_matrix((data, indices, indptr), shape=shape)

@@ -24,7 +24,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import InputError, SolverNotAvailableError, UnknownNameError
-from .modeling_arrays import all_nonzero, any_nonzero
+from .standard_form import all_nonzero, any_nonzero
 from .result import SolveResult, Status
 from .standard_form import StandardForm
 

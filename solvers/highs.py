@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from policyopt.errors import SolverError
-from policyopt.modeling_arrays import all_nonzero
+from policyopt.standard_form import all_nonzero
 from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import (
     PRIMAL_MAX_COLS,
@@ -40,6 +40,8 @@ from .highs_prices import PricePath
 from .highs_support import (
     _acquire_highs,
     _check,
+    _info_values,
+    _of_shape,
     _release_highs,
     _splice_csc,
     _status_map,
@@ -57,18 +59,14 @@ _UNPERTURBED_ITERATIONS_PER_DIM = 10
 _FEAS_TOL = 1e-9
 
 
-def _of_shape(v: Any, shape: tuple[int, ...]) -> np.ndarray:
-    """``v`` as float64 of ``shape`` (broadcast only when it is not already: ``np.broadcast_to`` is a
-    Python-level helper of a few µs)."""
-    a = np.asarray(v, np.float64)
-    return a if a.shape == shape else np.broadcast_to(a, shape)
-
-
 def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
-    """``lo ≤ v ≤ hi`` to :data:`_FEAS_TOL` (relative above 1)."""
-    with np.errstate(invalid="ignore"):
-        tol = _FEAS_TOL * np.maximum(1.0, np.abs(v))
-        return all_nonzero((v >= lo - tol) & (v <= hi + tol))
+    """``lo ≤ v ≤ hi`` to :data:`_FEAS_TOL` (relative above 1). The tolerance is kept finite (an
+    infinite one would meet an infinite bound as ``inf − inf``), so no floating-point state is
+    switched per call."""
+    tol = _FEAS_TOL * np.minimum(np.maximum(1.0, np.abs(v)), 1e300)
+    return all_nonzero((v >= lo - tol) & (v <= hi + tol))
+
+
 
 
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
@@ -105,7 +103,7 @@ class HighsModel(PricePath, LoadedModel):
         self._presolve = True  # set_presolve(False) holds presolve off (resolve's cold check)
         # the last solution (x, scaled row activities) while every update since keeps it feasible:
         # then a warm re-solve goes by unperturbed primal simplex (auto_algorithm's ``feasible``)
-        self._last: tuple[np.ndarray, np.ndarray] | None = None
+        self._last: tuple[np.ndarray, Any] | None = None  # (x, row activities or HiGHS's solution: _last_rows)
         self._capped = False  # the primal simplex runs without perturbation under an iteration cap
         self.runs = 0  # HiGHS runs so far (a kept basis is current while no run followed it)
         self._spliced = False  # updated in place (splice): re-solve options set
@@ -186,7 +184,7 @@ class HighsModel(PricePath, LoadedModel):
         rows = np.asarray(rows, np.int64)
         lo, hi = _of_shape(lower, rows.shape), _of_shape(upper, rows.shape)
         super().set_row_bounds(rows, lo, hi)
-        if self._last is not None and not _within(self._last[1][rows], self.sf.row_lower[rows],
+        if self._last is not None and not _within(self._last_rows()[rows], self.sf.row_lower[rows],
                                                   self.sf.row_upper[rows]):
             self._last = None
         if not self._passed:
@@ -203,7 +201,7 @@ class HighsModel(PricePath, LoadedModel):
         if self._last is not None and rows.size:
             act = np.asarray(A_rows @ self._last[0], dtype=np.float64).ravel()  # row_scale 1
             ok = _within(act, self.sf.row_lower[rows], self.sf.row_upper[rows])
-            self._last = (self._last[0], np.concatenate([self._last[1], act])) if ok else None
+            self._last = (self._last[0], np.concatenate([self._last_rows(), act])) if ok else None
         if rows.size == 0 or not self._passed:
             return rows
         inf = self._hs.kHighsInf
@@ -212,6 +210,16 @@ class HighsModel(PricePath, LoadedModel):
         _check(self.h.addRows(rows.size, np.where(np.isfinite(lo), lo, -inf), np.where(np.isfinite(hi), hi, inf),
                               int(R.nnz), R.indptr[:-1].astype(np.int32), R.indices.astype(np.int32),
                               np.ascontiguousarray(R.data, np.float64)), "addRows")
+        return rows
+
+    def _last_rows(self) -> np.ndarray:
+        """The scaled row activities of the kept last solution (``_last``), read from HiGHS's
+        solution (a copy taken at that run) the first time they are needed."""
+        assert self._last is not None
+        x, rows = self._last
+        if not isinstance(rows, np.ndarray):
+            rows = np.asarray(rows.row_value, dtype=np.float64)
+            self._last = (x, rows)
         return rows
 
     def set_algorithm(self, algorithm: str) -> None:
@@ -315,7 +323,7 @@ class HighsModel(PricePath, LoadedModel):
 
         sf = self.sf
         kc, kr = np.asarray(s.keep_cols, bool), np.asarray(s.keep_rows, bool)
-        nkc, nkr = int(kc.sum()), int(kr.sum())
+        nkc, nkr = np.count_nonzero(kc), np.count_nonzero(kr)
         y = self._answer_duals()
         # the last answer's multipliers on the kept rows (0 on new ones): the next solve's prices
         self._y = None if y is None else np.concatenate([y[kr], np.zeros(s.row_lower.size)])
@@ -524,30 +532,30 @@ class HighsModel(PricePath, LoadedModel):
             ms = self.h.getModelStatus()
             self._set("presolve", "choose")
         t1 = time.perf_counter()
-        info = self.h.getInfo()
+        h = self._h
+        max_infeasibility, simplex_its, ipm_its, primal_status, objective = _info_values(h, hs)
         # the largest violation of a row or column bound by the returned point (HiGHS's own check of
         # its solution, on the rows as passed: StandardForm.violation without another A·x)
-        self._max_infeasibility = float(info.max_primal_infeasibility)
+        self._max_infeasibility = float(max_infeasibility)
         status = _status_map(hs).get(ms, Status.ERROR)
         if run_status == hs.HighsStatus.kError and status is Status.OPTIMAL:
             status = Status.ERROR
         opts = {"algorithm": self.options.algorithm, "highs_solver": _ALGORITHMS[self.options.algorithm],
                 "time_limit": self.options.time_limit, **self.options.extra}
         res = SolveResult(status=status, objective=None, x=None, solver="highs", options=opts,
-                          message=self.h.modelStatusToString(ms),
-                          iterations=int(getattr(info, "simplex_iteration_count", 0) or 0)
-                          + int(getattr(info, "ipm_iteration_count", 0) or 0))
-        sol = self.h.getSolution()
-        has_primal = bool(sol.value_valid) and int(info.primal_solution_status) == 2  # feasible
+                          message=h.modelStatusToString(ms),
+                          iterations=int(simplex_its or 0) + int(ipm_its or 0))
+        sol = h.getSolution()
+        has_primal = bool(sol.value_valid) and int(primal_status) == 2  # feasible
         if status is Status.OPTIMAL or (status in (Status.TIME_LIMIT, Status.STOPPED) and has_primal):
             if self.sf.num_cols:
                 res.x = np.asarray(sol.col_value, dtype=np.float64)
                 if status is Status.OPTIMAL and self.options.degenerate and self.options.algorithm == "auto" \
                         and not self.sf.is_mip:
-                    self._last = (res.x, np.asarray(sol.row_value, dtype=np.float64))  # (see _cap)
+                    self._last = (res.x, sol)  # (see _cap; its row activities read when needed)
             else:
                 res.x = np.zeros(0)
-            res.objective = float(info.objective_function_value) if self.sf.num_cols else float(self.sf.offset)
+            res.objective = float(objective) if self.sf.num_cols else float(self.sf.offset)
             if self.return_duals and sol.dual_valid and not self.sf.is_mip:
                 y = np.asarray(sol.row_dual, dtype=np.float64)
                 res.row_duals = self.sf.unscale_duals(y)

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from policyopt.errors import SolverError
-from policyopt.modeling_arrays import csc_of_arrays
+from policyopt.standard_form import csc_of_arrays
 from policyopt.result import Status
 
 _BANNER_LOCK = threading.Lock()
@@ -89,6 +89,33 @@ def _status_map(hs: Any) -> dict[Any, Status]:
 def _check(status: Any, call: str) -> None:
     if status == _k_error():
         raise SolverError(f"HiGHS {call} returned kError")
+
+
+#: the HiGHS info values a run's result reads (by ``getInfoValue``: a copy of the whole ``HighsInfo``
+#: costs ~5 µs)
+_INFO_FIELDS = ("max_primal_infeasibility", "simplex_iteration_count", "ipm_iteration_count",
+                "primal_solution_status", "objective_function_value")
+
+
+def _info_values(h: Any, hs: Any) -> tuple[Any, ...]:
+    """:data:`_INFO_FIELDS` of HiGHS's info after a run (``getInfo`` where an info value is not
+    valid: its defaults)."""
+    ok = hs.HighsStatus.kOk
+    out = []
+    for name in _INFO_FIELDS:
+        status, value = h.getInfoValue(name)
+        if status != ok:
+            info = h.getInfo()
+            return tuple(getattr(info, k, 0) for k in _INFO_FIELDS)
+        out.append(value)
+    return tuple(out)
+
+
+def _of_shape(v: Any, shape: tuple[int, ...]) -> np.ndarray:
+    """``v`` as float64 of ``shape`` (broadcast only when it is not already: ``np.broadcast_to`` is a
+    Python-level helper of a few µs)."""
+    a = np.asarray(v, np.float64)
+    return a if a.shape == shape else np.broadcast_to(a, shape)
 
 
 _K_ERROR: list[Any] = []
