@@ -51,15 +51,21 @@ solver's tolerance, not a bisection stopped at a 5% bracket. When every ``t_m = 
 typically 2–3 LP solves. With ``algorithm="auto"`` the backend picks per solve (the structured
 fast path, interior point cold on large LPs, warm simplex re-solves: ``solver_api.auto_algorithm``).
 
-``finish_time_fairness_agnostic``: Gavel's heterogeneity-agnostic baseline — the policy sees every
-throughput as 1 (pairs as packed/alone ratios), so it equalizes time shares; the objective it
-reports is in those terms, and ``real_objective`` evaluates ``max ρ_m`` with the real throughputs.
+``finish_time_fairness_agnostic``: the heterogeneity-agnostic baseline — by default
+(``reference="one"``) the policy sees every throughput as 1 (pairs as packed/alone ratios), so it
+equalizes time shares; the objective it reports is in those terms, and ``real_objective`` evaluates
+``max ρ_m`` with the real throughputs. ``reference="fastest"`` is Gavel's own baseline
+(``FinishTimeFairnessPolicy`` hard-codes each job's V100 throughput on every worker type): the policy
+sees ``thr_m`` = the job's throughput on its fastest type, on every type it can run on (pairs: the
+packed/alone ratio times that). The two differ only when ``t_m > 0`` or ``c_m > 0``: ``ρ_m`` adds
+elapsed seconds ``t_m`` to remaining ``s_m/thr``, which with throughput 1 is counted in steps, so the
+elapsed time barely weighs against the remaining work of a job with many steps.
 """
 from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -138,16 +144,20 @@ class FinishTimeFairness(Policy):
 
     objective_sense = "min"
     agnostic = False
-    options = (
+    options: ClassVar[tuple[Option, ...]] = (
         Option("tol", float, 1e-7, "relative gap (UB − LB)/UB at which the search stops"),
         Option("max_iterations", int, 60, "LP solves at most (the best allocation found is returned)"),
     )
+
+    def _policy_data(self, space: AllocationSpace) -> tuple[np.ndarray, np.ndarray]:
+        """``(T, Tp)`` the policy optimizes over (the real data here)."""
+        return policy_data(space, self.agnostic)
 
     def solve(self, problem: Problem) -> PolicyResult:
         timings = Timings()
         t0 = time.perf_counter()
         space = self.make_space(problem)
-        T, Tp = policy_data(space, self.agnostic)
+        T, Tp = self._policy_data(space)
         X_iso = space.full_from_single(space.isolated_allocation())
         active = np.flatnonzero(space.steps > 0)
         if active.size == 0:
@@ -218,8 +228,28 @@ class FinishTimeFairness(Policy):
 
 
 @register_policy("finish_time_fairness_agnostic",
-                 doc="Heterogeneity-agnostic finish-time fairness: every throughput seen as 1 (Gavel's baseline).")
+                 doc="Heterogeneity-agnostic finish-time fairness: every throughput seen as 1, or as the job's "
+                     "fastest-type throughput (reference=fastest, Gavel's baseline).")
 class FinishTimeFairnessAgnostic(FinishTimeFairness):
-    """Heterogeneity-agnostic finish-time fairness: every throughput seen as 1 (Gavel's baseline)."""
+    """Heterogeneity-agnostic finish-time fairness: every throughput seen as 1, or (``reference="fastest"``,
+    Gavel's baseline) as the job's throughput on its fastest type."""
 
     agnostic = True
+    options = FinishTimeFairness.options + (
+        Option("reference", str, "one", "throughput the policy sees on every type: 'one' (1), or 'fastest' (the "
+               "job's throughput on its fastest type, as Gavel's agnostic finish-time fairness, which uses V100's)",
+               choices=("one", "fastest")),
+    )
+
+    def _policy_data(self, space: AllocationSpace) -> tuple[np.ndarray, np.ndarray]:
+        """``T1·ref_m`` and ``Tp1·ref`` of each pair side (``ref_m = max_c T[m, c]``) with ``reference="fastest"``,
+        else ``(T1, Tp1)`` = :meth:`AllocationSpace.agnostic_throughputs`."""
+        T1, Tp1 = space.agnostic_throughputs()
+        if self.config["reference"] == "one":
+            return T1, Tp1
+        ref = space.T.max(axis=1)
+        Tp_ref = Tp1.copy()
+        if space.num_pairs:
+            for side in (0, 1):
+                Tp_ref[:, :, side] = Tp1[:, :, side] * ref[space.pair_jobs[:, side]][:, None]
+        return T1 * ref[:, None], Tp_ref

@@ -232,3 +232,33 @@ def test_tracker_state_round_trip_and_retain() -> None:
     back.retain(["a"])
     assert back.value("b", 40.0) == 0.0 and back.value("a", 60.0) == 10.0
     assert IsolatedTimeTracker.from_state(None).to_state() == {"c": {}, "prev": {}}
+
+
+# ------------------------------------------------------------------ Gavel's agnostic baseline
+def test_agnostic_reference_fastest_is_gavels_baseline() -> None:
+    """``finish_time_fairness_agnostic -o reference=fastest`` is Gavel's ``FinishTimeFairnessPolicy``: the
+    aware policy run on every job's V100 (fastest) throughput on every type. With elapsed time and
+    cumulative isolated time it has another optimum than ``reference=one`` (every throughput 1)."""
+    thr = {"A": (40.0, 10.0, 4.0), "B": (5.0, 4.0, 2.0), "C": (20.0, 12.0, 6.0)}
+    state = {"A": (4000.0, 300.0, 100.0), "B": (900.0, 50.0, 20.0), "C": (2000.0, 600.0, 150.0)}
+
+    def p(rates: dict[str, tuple[float, float, float]]) -> policyopt.Problem:
+        return policyopt.Problem.from_dict({
+            "cluster": {"worker_types": {t: {"count": 1} for t in GAVEL_TYPES}},
+            "jobs": [{"id": j, "throughputs": dict(zip(GAVEL_TYPES, rates[j])), "steps_remaining": s,
+                      "time_since_start": t, "isolated_time": c} for j, (s, t, c) in state.items()],
+        })
+
+    real = p(thr)
+    as_v100 = p({j: (r[0],) * 3 for j, r in thr.items()})
+    gavel = policyopt.solve(as_v100, "finish_time_fairness")
+    ours = policyopt.solve(real, "finish_time_fairness_agnostic", reference="fastest")
+    ones = policyopt.solve(real, "finish_time_fairness_agnostic")
+    assert ours.objective == pytest.approx(gavel.objective, rel=1e-6)
+    T = np.array([thr[j][0] for j in state])
+    s, t, c = (np.array([state[j][k] for j in state]) for k in range(3))
+    assert gavel.objective == pytest.approx(gavel_rho_optimum(np.tile(T[:, None], (1, 3)), np.ones(3), s, t, c),
+                                            rel=1e-6)
+    assert abs(ones.objective - ours.objective) > 1e-3
+    with pytest.raises(policyopt.InputError, match="reference"):
+        policyopt.solve(real, "finish_time_fairness_agnostic", reference="v100")
