@@ -33,13 +33,15 @@ both simulators run the trace a published-scale experiment measured:
   what a difference comes from).
 
 Arms: ``aware`` = Gavel ``max_min_fairness_perf`` / ours ``max_min_fairness`` (heterogeneity-aware
-LAS), ``agnostic`` = Gavel ``max_min_fairness`` / ours ``max_min_fairness_agnostic``. Our side runs
+LAS), ``agnostic`` = Gavel ``max_min_fairness`` / ours ``max_min_fairness_agnostic``; ``ftf_aware`` =
+Gavel ``finish_time_fairness_perf`` / ours ``finish_time_fairness``, ``ftf_agnostic`` = Gavel
+``finish_time_fairness`` / ours ``finish_time_fairness_agnostic`` (finish-time fairness). Our side runs
 in each of ``--variants``: ``default`` (our LP solve) and ``interior`` (the LP solved as Gavel's
 simulator solves it, by an interior-point method — cvxpy + Clarabel here, ECOS in Gavel — without
 our fill stage: the max-min LP has many optima, and which one is installed changes the schedule).
 Printed: a markdown table with each arm's average JCT from each simulator, ours / Gavel, the per-job agreement
 (median and 90th percentile of ``|JCT_ours − JCT_Gavel| / JCT_Gavel`` over the window), both wall
-and CPU times and Gavel / ours; then each simulator's aware-vs-agnostic ratio.
+and CPU times and Gavel / ours; then each simulator's agnostic / aware ratio per pair of arms run.
 """
 from __future__ import annotations
 
@@ -65,7 +67,11 @@ from policyopt.sim.traces import TraceJob, _more_seed, continue_arrivals, gavel_
 
 #: arm -> (Gavel's policy name, ours)
 ARMS: dict[str, tuple[str, str]] = {"aware": ("max_min_fairness_perf", "max_min_fairness"),
-                                    "agnostic": ("max_min_fairness", "max_min_fairness_agnostic")}
+                                    "agnostic": ("max_min_fairness", "max_min_fairness_agnostic"),
+                                    "ftf_aware": ("finish_time_fairness_perf", "finish_time_fairness"),
+                                    "ftf_agnostic": ("finish_time_fairness", "finish_time_fairness_agnostic")}
+#: (aware arm, agnostic arm) pairs whose ratio is printed
+PAIRS: tuple[tuple[str, str], ...] = (("aware", "agnostic"), ("ftf_aware", "ftf_agnostic"))
 #: our side's variants: ``default`` (our LP solve: HiGHS, a vertex, then the fill stage), ``interior``
 #: (Gavel's choice of optimum: an interior-point solver, cvxpy + Clarabel, no fill — the max-min LP's
 #: optimum is not unique, and an interior-point method returns the centre of the optimal face)
@@ -222,7 +228,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--window", default=None, help="measured job positions A:B (default: 0.4N:0.8N)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--multi-gpu", action="store_true", help="Gavel's multi-GPU trace (1/2/4/8 GPUs)")
-    p.add_argument("--arms", default="aware,agnostic")
+    p.add_argument("--arms", default="aware,agnostic", help=f"comma-separated, among {', '.join(ARMS)}")
     p.add_argument("--variants", default="default", help=f"our side's variants, comma-separated: {', '.join(VARIANTS)}")
     p.add_argument("--round-seconds", type=int, default=360)
     p.add_argument("--ours", action="append", default=[], type=_override, metavar="KEY=VALUE",
@@ -308,10 +314,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         for who in ("gavel", "ours"):
             if who == "gavel" and variant != variants[0]:
                 continue
-            a, b = (byarm.get((arm, variant), {}).get(who, {}).get("avg_jct_s") for arm in ("aware", "agnostic"))
-            if a and b:
-                print(f"{'Gavel' if who == 'gavel' else f'ours ({variant})'}: agnostic / aware average JCT = "
-                      f"{b / a:.3f}")
+            for pair in PAIRS:
+                a, b = (byarm.get((arm, variant), {}).get(who, {}).get("avg_jct_s") for arm in pair)
+                if a and b:
+                    print(f"{'Gavel' if who == 'gavel' else f'ours ({variant})'}: {pair[1]} / {pair[0]} average "
+                          f"JCT = {b / a:.3f}")
     if args.json:
         for r in rows:
             for who in ("gavel", "ours"):

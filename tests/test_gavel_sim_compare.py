@@ -77,6 +77,23 @@ def test_without_gavel_only_ours_runs(bench, gavel_dir, tmp_path: Path, capsys) 
     assert len(row) == 1 and row[0].split("|")[3].strip() == "-"  # no Gavel number
 
 
+def test_ftf_arms_run_and_print_their_ratio(bench, gavel_dir, tmp_path: Path, capsys) -> None:
+    """The finish-time-fairness arms (Gavel ``finish_time_fairness[_perf]``) run on our side, and their
+    ratio is printed from the two rows."""
+    assert bench.ARMS["ftf_aware"] == ("finish_time_fairness_perf", "finish_time_fairness")
+    assert bench.ARMS["ftf_agnostic"] == ("finish_time_fairness", "finish_time_fairness_agnostic")
+    out_json = tmp_path / "cmp.json"
+    assert bench.main(["--gavel", str(tmp_path), "--jobs", "20", "--rate", "3", "--cluster", "v100=2,p100=2,k80=2",
+                       "--arms", "ftf_aware,ftf_agnostic", "--json", str(out_json)]) == 0
+    import json
+
+    rows = {r["arm"]: r for r in json.loads(out_json.read_text())["rows"]}
+    assert {r["ours_policy"] for r in rows.values()} == {"finish_time_fairness", "finish_time_fairness_agnostic"}
+    a, b = (rows[k]["ours"]["avg_jct_s"] for k in ("ftf_aware", "ftf_agnostic"))
+    out = capsys.readouterr().out
+    assert f"ours (default): ftf_agnostic / ftf_aware average JCT = {b / a:.3f}" in out
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("POLICYOPT_GAVEL_REPO"),
                     reason="set POLICYOPT_GAVEL_REPO to a Gavel checkout (POLICYOPT_GAVEL_PYTHON: its interpreter)")
