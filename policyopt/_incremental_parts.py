@@ -4,18 +4,63 @@ label view of a kept model that :func:`policyopt.warm_start.carry_basis` reads."
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
 from .allocation import AllocationSpace
-from .modeling import Variable
+from .modeling import Model, Variable
 
 #: per variable (or constraint block) name: whether it is per job, and its dimension names
 Layout = dict[str, tuple[bool, tuple[str, ...]]]
 #: per column (or row): its variable's (block's) index in the layout, its job slot (-1: linking) and
 #: its flat index inside the job's part (or inside the linking variable/block)
 Codes = tuple[np.ndarray, np.ndarray, np.ndarray]
+
+
+#: dimension names whose first axis is a job (``rows`` = jobs when there are no pair rows)
+_JOB_DIMS = ("jobs", "rows")
+
+
+def _layout(model: Model) -> tuple[Layout, Layout] | None:
+    """Per variable and per constraint block: (whether it is per job, its dimension names); ``None``
+    when a job dimension appears elsewhere than first."""
+    out: list[Layout] = [{}, {}]
+    objs: tuple[dict[str, Any], dict[str, Any]] = (model.variables, model.blocks)
+    for k in range(2):
+        for name, obj in objs[k].items():
+            names = tuple(d.name for d in obj.dims)
+            per_job = bool(names) and names[0] in _JOB_DIMS
+            if any(n in _JOB_DIMS for n in names[1:]):
+                return None
+            out[k][name] = (per_job, names)
+    return out[0], out[1]
+
+
+def _codes(model: Model, layout: Layout, variables: bool) -> Codes:
+    """:data:`Codes` of the columns (``variables``) or rows of ``model``."""
+    size = model.num_cols if variables else model.num_rows
+    code = np.full(size, -1, np.int64)
+    slot = np.full(size, -1, np.int64)
+    inner = np.full(size, -1, np.int64)
+    objs: Any = model.variables if variables else model.blocks
+    for k, name in enumerate(layout):
+        obj = objs[name]
+        per_job = layout[name][0]
+        if variables:
+            flat = obj.cols.ravel()
+            pos = (flat >= 0).nonzero()[0]
+            idx = flat[pos]
+        else:
+            pos = np.arange(obj.stop - obj.start)
+            idx = obj.start + pos
+        code[idx] = k
+        if per_job:
+            width = int(np.prod([len(d) for d in obj.dims[1:]]))
+            slot[idx], inner[idx] = np.divmod(pos, width)
+        else:
+            inner[idx] = pos
+    return code, slot, inner
 
 
 #: linking keys: variable/block index × _KEY + flat index
@@ -118,18 +163,20 @@ class _Rows:
 
 class _LabelView:
     """The variables and constraint blocks of a kept model by name, over one problem's labels (what
-    :func:`policyopt.warm_start.carry_basis` reads of a model); the blocks are computed when read."""
+    :func:`policyopt.warm_start.carry_basis` reads of a model); the blocks are computed when read,
+    from ``rows_of()`` (the blocks' dimensions and the rows' :data:`Codes` at the time of the view)."""
 
-    def __init__(self, variables: dict[str, Variable], block_dims: dict[str, tuple[Any, ...]], layout: Layout,
-                 space: AllocationSpace, rows: Codes, pos_of_slot: np.ndarray) -> None:
+    def __init__(self, variables: dict[str, Variable], layout: Layout, space: AllocationSpace,
+                 pos_of_slot: np.ndarray, rows_of: Callable[[], tuple[dict[str, tuple[Any, ...]], Codes]]) -> None:
         self.variables = variables
-        self._args = (block_dims, layout, space, rows, pos_of_slot)
+        self._args = (layout, space, pos_of_slot, rows_of)
         self._blocks: dict[str, _Rows] | None = None
 
     @property
     def blocks(self) -> dict[str, _Rows]:
         if self._blocks is None:
-            block_dims, layout, space, (code, slot, inner), pos_of_slot = self._args
+            layout, space, pos_of_slot, rows_of = self._args
+            block_dims, (code, slot, inner) = rows_of()
             out = {}
             for k, (name, (per_job, names)) in enumerate(layout.items()):
                 sel = (code == k).nonzero()[0]
@@ -168,12 +215,20 @@ def retire(st: Any, space: AllocationSpace) -> dict[str, Variable] | None:
     y = loaded.answer_duals()
     if y is None or not loaded.set_dual_start(y):  # (the shape is detected here, with the bounds as they were)
         return None
-    st._index()
     gone = np.ones(len(st.ids), bool)
     gone[slot] = False
     new_dead = gone & ~st.dead
-    cols = (new_dead[st.col_slot] & (st.col_slot >= 0)).nonzero()[0]
-    rows = (new_dead[st.row_slot] & (st.row_slot >= 0)).nonzero()[0]
+    sf = loaded.sf
+    model = st._model
+    variables: dict[str, Variable] | None = None
+    if model is not None:
+        # no update has read the adopted model's codes: its variables and blocks give the columns and
+        # rows of the jobs that left, and the variables over ``space`` (its rows at ``slot``)
+        cols, rows, variables = _adopted_parts(model, st.var_layout, st.block_layout, space, slot,
+                                               new_dead.nonzero()[0], sf)
+    else:
+        cols = (new_dead[st.col_slot] & (st.col_slot >= 0)).nonzero()[0]
+        rows = (new_dead[st.row_slot] & (st.row_slot >= 0)).nonzero()[0]
     if cols.size:
         zero = np.zeros(cols.size)
         loaded.set_col_bounds(cols, zero, zero)
@@ -189,4 +244,33 @@ def retire(st: Any, space: AllocationSpace) -> dict[str, Variable] | None:
     st._pos_of_slot = pos_of_slot
     st.start = None
     st.updates += 1
-    return st._variables(space, pos_of_slot)
+    return variables if variables is not None else st._variables(space, pos_of_slot)
+
+
+def _adopted_parts(model: Model, var_layout: Layout, block_layout: Layout, space: AllocationSpace,
+                   slot: np.ndarray, dead: np.ndarray, sf: Any
+                   ) -> tuple[np.ndarray, np.ndarray, dict[str, Variable]]:
+    """From a model as compiled: the columns and rows of the job slots ``dead``, and its variables
+    over ``space`` (job ``i`` at slot ``slot[i]``; bounds as in ``sf``)."""
+    cols = [np.zeros(0, np.int64)]
+    rows = [np.zeros(0, np.int64)]
+    variables = {}
+    for name, (per_job, names) in var_layout.items():
+        v = model.variables[name]
+        dims = tuple(v.dims)
+        c = v.cols
+        if per_job:
+            gone = v.cols[dead].ravel()
+            cols.append(gone[gone >= 0])
+            dims = (space.rows if names[0] == "rows" else space.jobs,) + dims[1:]
+            c = v.cols[slot]
+        ok = c >= 0
+        cc = np.where(ok, c, 0)
+        variables[name] = Variable(Model(name), name, dims, c, np.where(ok, sf.col_lower[cc], 0.0),
+                                   np.where(ok, sf.col_upper[cc], 0.0), False)
+    for name, (per_job, _) in block_layout.items():
+        if per_job:
+            b = model.blocks[name]
+            width = int(np.prod([len(d) for d in b.dims[1:]]))
+            rows.append((b.start + dead[:, None] * width + np.arange(width)).ravel())
+    return np.concatenate(cols), np.concatenate(rows), variables

@@ -48,12 +48,11 @@ from .errors import SolverError
 from .modeling import Model, Variable
 from .standard_form import any_nonzero
 from .warm_start import BasisSnapshot
-from ._incremental_parts import _CACHE_BATCH, _CACHE_SIZE, _KEY, Codes, Layout, _Block, _LabelView, _lookup, retire
+from ._incremental_parts import (_CACHE_BATCH, _CACHE_SIZE, _KEY, Codes, Layout, _Block, _codes,
+                                 _LabelView, _layout, _lookup, retire)
 
 __all__ = ["JobSetModel", "Splice", "adopt", "eligible", "forget", "seed_prices", "seeded", "state", "update"]
 
-#: dimension names whose first axis is a job (``rows`` = jobs when there are no pair rows)
-_JOB_DIMS = ("jobs", "rows")
 
 
 @dataclass
@@ -74,47 +73,6 @@ class Splice:
     rows: np.ndarray
     cols: np.ndarray
     vals: np.ndarray
-
-
-def _layout(model: Model) -> tuple[Layout, Layout] | None:
-    """Per variable and per constraint block: (whether it is per job, its dimension names); ``None``
-    when a job dimension appears elsewhere than first."""
-    out: list[Layout] = [{}, {}]
-    objs: tuple[dict[str, Any], dict[str, Any]] = (model.variables, model.blocks)
-    for k in range(2):
-        for name, obj in objs[k].items():
-            names = tuple(d.name for d in obj.dims)
-            per_job = bool(names) and names[0] in _JOB_DIMS
-            if any(n in _JOB_DIMS for n in names[1:]):
-                return None
-            out[k][name] = (per_job, names)
-    return out[0], out[1]
-
-
-def _codes(model: Model, layout: Layout, variables: bool) -> Codes:
-    """:data:`Codes` of the columns (``variables``) or rows of ``model``."""
-    size = model.num_cols if variables else model.num_rows
-    code = np.full(size, -1, np.int64)
-    slot = np.full(size, -1, np.int64)
-    inner = np.full(size, -1, np.int64)
-    objs: Any = model.variables if variables else model.blocks
-    for k, name in enumerate(layout):
-        obj = objs[name]
-        per_job = layout[name][0]
-        if variables:
-            flat = obj.cols.ravel()
-            pos = (flat >= 0).nonzero()[0]
-            idx = flat[pos]
-        else:
-            pos = np.arange(obj.stop - obj.start)
-            idx = obj.start + pos
-        code[idx] = k
-        if per_job:
-            width = int(np.prod([len(d) for d in obj.dims[1:]]))
-            slot[idx], inner[idx] = np.divmod(pos, width)
-        else:
-            inner[idx] = pos
-    return code, slot, inner
 
 
 _EMPTY = np.empty(0, np.int64)  # codes not read yet (JobSetModel._index)
@@ -446,8 +404,17 @@ class JobSetModel:
         """The backend's current basis with the labels of ``space`` (:mod:`policyopt.warm_start`): a
         cold build after a change that is not a pure change of the job set (another cluster, say)
         still starts from it. Read from the backend only when used."""
-        view = _LabelView(variables, self.block_dims, self.block_layout, space,
-                          (self.row_code, self.row_slot, self.row_inner), self._pos_of_slot)
+        model, layout = self._model, self.block_layout
+        if model is not None:  # codes not read yet: from the adopted model, if the view is read
+            def rows_of() -> tuple[dict[str, tuple[Any, ...]], Codes]:
+                assert model is not None
+                return {n: tuple(b.dims) for n, b in model.blocks.items()}, _codes(model, layout, False)
+        else:
+            dims, codes = self.block_dims, (self.row_code, self.row_slot, self.row_inner)
+
+            def rows_of() -> tuple[dict[str, tuple[Any, ...]], Codes]:
+                return dims, codes
+        view = _LabelView(variables, layout, space, self._pos_of_slot, rows_of)
         return BasisSnapshot(view, source=self.loaded.basis_reader())  # type: ignore[arg-type]
 
     def _variables(self, space: AllocationSpace, pos_of_slot: np.ndarray) -> dict[str, Variable]:

@@ -53,7 +53,10 @@ class PricePath:
         if not sol.dual_valid:
             return None
         y = np.asarray(sol.row_dual, dtype=np.float64)
-        return y if y.size == self.sf.num_rows else None
+        if y.size != self.sf.num_rows:
+            return None
+        self._y, self._y_highs = y, False  # (read once)
+        return y
 
     def answer_duals(self) -> np.ndarray | None:
         y = self._answer_duals()

@@ -359,3 +359,33 @@ def test_small_kept_models_are_updated_in_place() -> None:
             get_policy("max_sum_throughput", algorithm="simplex").solve(p).objective, rel=1e-9)
     st_ = incremental.state(pol)
     assert st_ is not None and st_.updates == 3 and incremental.seeded(pol) == 0
+
+
+def test_a_held_models_basis_labels_read_from_the_adopted_model() -> None:
+    """After completions answered on the adopted model (its codes never read), the basis snapshot's
+    labelled rows are read from that model when used: they equal those read from the codes, and a
+    cold build after another change (the cluster) starts from them and is exact."""
+    from policyopt import warm_start
+
+    jobs = distinct_jobs(520, 5)
+    cl = Cluster.from_counts({"v100": 100, "p100": 100, "k80": 100})
+    pol = get_policy("max_sum_throughput")
+    pol.solve(Problem(cl, tuple(jobs[:515])))
+    pol.solve(Problem(cl, tuple(jobs[:7] + jobs[8:515])))
+    pol.solve(Problem(cl, tuple(jobs[:7] + jobs[8:300] + jobs[301:515])))
+    st_ = incremental.state(pol)
+    snap = warm_start.recall(pol)
+    assert st_ is not None and st_._model is not None and snap is not None and int(st_.dead.sum()) == 2
+    lazy = {k: b.row_ids.copy() for k, b in snap.model.blocks.items()}
+    st_._index()  # the codes, read now: the same rows by label
+    space = pol.make_space(Problem(cl, tuple(jobs[:7] + jobs[8:300] + jobs[301:515])))
+    eager = st_.snapshot(space, snap.model.variables)
+    assert lazy.keys() == eager.model.blocks.keys()
+    for k in lazy:
+        np.testing.assert_array_equal(lazy[k], eager.model.blocks[k].row_ids)
+        assert (lazy[k] >= 0).sum() > 0
+    other = Problem(Cluster.from_counts({"v100": 90, "p100": 100, "k80": 110}),
+                    tuple(jobs[:7] + jobs[8:300] + jobs[301:515]))
+    got = pol.solve(other)
+    ref = get_policy("max_sum_throughput", algorithm="simplex").solve(other)
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9)
