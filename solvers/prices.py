@@ -268,9 +268,11 @@ def _certify(sf: StandardForm, st: GubStructure, sign: float, x: np.ndarray, p: 
     primal = float(sf.c @ x) + float(sf.offset)
     ok = bool(np.isfinite(bound) and viol <= feas_tol and abs(bound - primal) <= gap_tol * max(1.0, abs(primal)))
     y = np.zeros(sf.num_rows)
-    y[st.link] = sign * p
-    y[st.rows] = sign * yb
-    return ok, primal, bound, viol, y, sign * d
+    if sign > 0:
+        y[st.link], y[st.rows] = p, yb
+        return ok, primal, bound, viol, y, d
+    y[st.link], y[st.rows] = -p, -yb
+    return ok, primal, bound, viol, y, -d
 
 
 #: at most this many tied columns share their rows in :func:`_split`
@@ -298,35 +300,45 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
     own row and every linking row with a nonzero price is met with equality — a square (or least
     squares) linear system of a few unknowns. ``xb`` holds the answers of the blocks outside
     ``S`` (linking activities ``act``). Its point, or ``None`` when the system has no nonnegative
-    solution (the certificate decides the rest)."""
+    solution (the certificate decides the rest). (A few blocks: built entry by entry.)"""
     if S.size == 0 or S.size > SPLIT_MAX:
         return None
-    cols = _block_cols(st, S)
-    blk = st.block[cols]
-    cols = cols[ratio[cols] >= best[blk] - tol[blk]]
-    if cols.size > SPLIT_MAX:
+    pl = p.tolist()
+    pmax = max(1.0, max(abs(v) for v in pl))
+    tight = {i: n for n, i in enumerate(i for i, v in enumerate(pl) if abs(v) > TIE * pmax)}
+    start, order, g, lnum = st.start, st.order, st.g, st.lnum
+    indptr, indices, data = st.A.indptr, st.A.indices, st.A.data
+    n_own = int(S.size)
+    cols: list[int] = []
+    entries: list[tuple[int, int, float]] = []  # (equation, unknown, coefficient)
+    slack: list[int] = []
+    for e, m in enumerate(S.tolist()):
+        b, t = float(best[m]), float(tol[m])
+        for pos in range(int(start[m]), int(start[m + 1])):
+            k = pos if order is None else int(order[pos])
+            if ratio[k] < b - t:
+                continue
+            j = len(cols)
+            cols.append(k)
+            entries.append((e, j, float(g[k])))
+            for q in range(int(indptr[k]), int(indptr[k + 1])):
+                n = tight.get(int(lnum[indices[q]]), -1)
+                if n >= 0:
+                    entries.append((n_own + n, j, float(data[q])))
+        if b <= t:
+            slack.append(e)
+    if len(cols) > SPLIT_MAX:
         return None
-    blk = st.block[cols]
-    # unknowns: the tied columns, then one slack per shared block whose best ratio is (about) 0
-    loc = np.searchsorted(S, blk)
-    slack = np.flatnonzero(best[S] <= tol[S])
-    pmax = max(1.0, float(np.abs(p).max(initial=0.0)))
-    tight = np.flatnonzero(np.abs(p) > TIE * pmax)
-    n_u, n_own = cols.size + slack.size, S.size
-    M = np.zeros((n_own + tight.size, n_u))
-    M[loc, np.arange(cols.size)] = st.g[cols]
-    M[slack, cols.size + np.arange(slack.size)] = 1.0
-    rhs = np.empty(n_own + tight.size)
+    M = np.zeros((n_own + len(tight), len(cols) + len(slack)))
+    for e, j, v in entries:
+        M[e, j] = v
+    for q, e in enumerate(slack):
+        M[e, len(cols) + q] = 1.0
+    rhs = np.empty(M.shape[0])
     rhs[:n_own] = u[S]
-    if tight.size:
-        _, r, jj, v = _link_act(st, cols, np.zeros(cols.size))
-        pos = np.full(st.K, -1, np.int64)
-        pos[tight] = np.arange(tight.size)
-        r = pos[r]
-        k = r >= 0
-        M[n_own + r[k], jj[k]] = v[k]
-        lk = st.link[tight]
-        rhs[n_own:] = np.where(p[tight] > 0, sf.row_upper[lk], sf.row_lower[lk]) - act[tight]
+    for i, n in tight.items():
+        r = int(st.link[i])
+        rhs[n_own + n] = (sf.row_upper[r] if pl[i] > 0 else sf.row_lower[r]) - act[i]
     if not np.isfinite(rhs).all():
         return None
     z: np.ndarray | None = None
@@ -340,7 +352,7 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
     if not np.isfinite(z).all() or (z < -1e-12 * max(1.0, float(np.abs(z).max()))).any():
         return None
     x = xb.copy()
-    x[cols] = np.maximum(z[:cols.size], 0.0)
+    x[cols] = np.maximum(z[:len(cols)], 0.0)
     return x
 
 
