@@ -216,10 +216,15 @@ class JobSetModel:
         if start is not None and self.loaded.runs != self.start_runs:
             self.loaded.restore_basis(start)  # the kept basis (a later stage ran since), same size
         self._index()
-        keep_cols = (self.col_slot < 0) | keep_slot[np.maximum(self.col_slot, 0)]
-        keep_rows = (self.row_slot < 0) | keep_slot[np.maximum(self.row_slot, 0)]
-        new_slot = keep_slot.cumsum() - 1  # old slot → new slot (kept ones)
-        n_keep = int(keep_slot.sum())
+        # one gather each: slot -1 (a linking column or row, always kept) reads the extra last entry
+        keep_ext = np.empty(S + 1, bool)
+        keep_ext[:S], keep_ext[S] = keep_slot, True
+        keep_cols, keep_rows = keep_ext[self.col_slot], keep_ext[self.row_slot]
+        new_slot = np.empty(S + 1, np.int64)  # old slot → new slot (kept ones); -1 stays -1
+        keep_slot.cumsum(out=new_slot[:S])
+        new_slot[:S] -= 1
+        new_slot[S] = -1
+        n_keep = int(np.count_nonzero(keep_slot))
         cols_meta: Codes
         rows_meta: Codes
         if add_pos.size:
@@ -236,8 +241,7 @@ class JobSetModel:
         # the layout after the update: kept columns/rows (slots renumbered), then the new ones
         def relabel(code: np.ndarray, sl: np.ndarray, inner: np.ndarray, keep: np.ndarray,
                     meta: Codes) -> Codes:
-            sl_k = sl[keep]
-            sl_k = np.where(sl_k >= 0, new_slot[np.maximum(sl_k, 0)], -1)
+            sl_k = new_slot[sl[keep]]
             m_code, m_slot, m_inner = meta
             return (np.concatenate([code[keep], m_code]),
                     np.concatenate([sl_k, np.where(m_slot >= 0, m_slot + n_keep, -1)]),
@@ -318,7 +322,7 @@ class JobSetModel:
         if any_nonzero(blk.lr_lo != sf.row_lower[mr] / ms) or any_nonzero(blk.lr_hi != sf.row_upper[mr] / ms):
             return None
         # numbering after the update: kept columns/rows first (in order), then the blocks' own ones
-        nkc, nkr = int(keep_cols.sum()), int(keep_rows.sum())
+        nkc, nkr = int(np.count_nonzero(keep_cols)), int(np.count_nonzero(keep_rows))
         col_new = keep_cols.cumsum() - 1
         row_new = keep_rows.cumsum() - 1
         link_r, link_c = blk.e_r < 0, blk.e_c < 0
