@@ -204,6 +204,8 @@ def retire(st: Any, space: AllocationSpace) -> dict[str, Variable] | None:
     unchanged) and the backend starts from the last answer's multipliers. The matrix stays the
     same object, so its price structure stays known: no build, no detection. ``None`` (nothing
     changed) when a job arrived or changed, or the multipliers are not known."""
+    if len(space.jobs) > len(st.ids) - int(st.dead.sum()):
+        return None  # more jobs than the model holds: one arrived
     slot = st._slots(space.jobs.labels)
     if (slot < 0).any():
         return None
