@@ -15,6 +15,7 @@ of the optimal objective to row ``i``'s active bound (original row scale).
 """
 from __future__ import annotations
 
+import math
 import sys
 import time
 from typing import Any
@@ -41,6 +42,7 @@ from .highs_support import (
     _acquire_highs,
     _check,
     _info_values,
+    _k_error,
     _of_shape,
     _release_highs,
     _splice_csc,
@@ -154,7 +156,7 @@ class HighsModel(PricePath, LoadedModel):
 
     def _set(self, option: str, value: Any) -> None:
         status = self._h.setOptionValue(option, value)
-        if status == self._hs.HighsStatus.kError:
+        if status == _k_error():
             raise SolverError(f"HiGHS setOptionValue({option!r}, {value!r}) returned kError "
                               "(unknown option or invalid value)")
 
@@ -167,6 +169,10 @@ class HighsModel(PricePath, LoadedModel):
         _check(self.h.changeColsCost(cols.size, cols, np.asarray(costs, np.float64)), "changeColsCost")
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        c, lo1, hi1 = np.asarray(cols), np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+        if c.size == 1 and lo1.size == 1 and hi1.size == 1:  # one column (an epigraph's t): no arrays
+            self._set_one_col_bounds(int(c.reshape(-1)[0]), float(lo1.reshape(-1)[0]), float(hi1.reshape(-1)[0]))
+            return
         super().set_col_bounds(cols, lower, upper)
         if self._last is not None:
             x = self._last[0][cols]
@@ -179,6 +185,20 @@ class HighsModel(PricePath, LoadedModel):
         lo, hi = _of_shape(lower, cols.shape), _of_shape(upper, cols.shape)
         _check(self.h.changeColsBounds(cols.size, cols, np.where(np.isfinite(lo), lo, -inf),
                                        np.where(np.isfinite(hi), hi, inf)), "changeColsBounds")
+
+    def _set_one_col_bounds(self, j: int, lo: float, hi: float) -> None:
+        """:meth:`set_col_bounds` of one column, in Python floats (the same checks and mapping)."""
+        self.sf.col_lower[j], self.sf.col_upper[j] = lo, hi
+        if self._last is not None:
+            x = float(self._last[0][j])
+            tol = _FEAS_TOL * min(max(1.0, abs(x)), 1e300)
+            if not (x >= lo - tol and x <= hi + tol):
+                self._last = None
+        if not self._passed:
+            return
+        inf = self._hs.kHighsInf
+        _check(self._h.changeColBounds(j, lo if math.isfinite(lo) else -inf, hi if math.isfinite(hi) else inf),
+               "changeColBounds")
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         rows = np.asarray(rows, np.int64)

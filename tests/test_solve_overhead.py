@@ -167,3 +167,32 @@ def test_time_limit_is_per_run_on_reused_and_re_solved_highs_objects() -> None:
         assert r.status.value == "optimal", (solves, r.message)
         solves += 1
     assert loaded.h.getRunTime() > 2 * limit
+
+
+@pytest.mark.parametrize("lo, hi", [(0.25, 0.75), (-np.inf, 0.5), (0.3, np.inf), (float("nan"), 1.0), (0.9, 0.95)])
+def test_one_column_bounds_equal_the_array_path(lo: float, hi: float) -> None:
+    """``HighsModel.set_col_bounds`` of one column (in Python floats) leaves the standard form, HiGHS's
+    model, the kept-solution check and the next answer exactly as the array path does."""
+    from policyopt.modeling import IndexSet, Model
+    from policyopt.solver_api import get_solver
+
+    def build() -> tuple:
+        m = Model("one")
+        x = m.add_variables("x", (IndexSet("i", ["a", "b", "c"]),), 0.0, 1.0)
+        m.add_constraints(x.sum() <= 1.5, "cap")
+        m.maximize((x * np.array([1.0, 2.0, 3.0])).sum())
+        loaded = get_solver("highs").load(m.compile(), SolverOptions(degenerate=True))
+        assert loaded.solve().status is Status.OPTIMAL
+        return loaded
+
+    one, many = build(), build()
+    one.set_col_bounds(np.array([2]), np.array([lo]), np.array([hi]))
+    # the array path (two columns; column 0 keeps its bounds)
+    many.set_col_bounds(np.array([0, 2]), np.array([0.0, lo]), np.array([1.0, hi]))
+    for a, b in ((one.sf.col_lower, many.sf.col_lower), (one.sf.col_upper, many.sf.col_upper)):
+        assert np.array_equal(a, b, equal_nan=True)
+    assert (one._last is None) == (many._last is None)
+    lp1, lp2 = one.h.getLp(), many.h.getLp()
+    assert np.array_equal(lp1.col_lower_, lp2.col_lower_) and np.array_equal(lp1.col_upper_, lp2.col_upper_)
+    r1, r2 = one.solve(), many.solve()
+    assert r1.status is r2.status and (r1.objective == r2.objective or (r1.objective is None and r2.objective is None))
