@@ -134,11 +134,12 @@ class MaxMinFairness(LPPolicy):
             return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)
         T, Tp = self.data(space)
         cols, costs = normalized_throughput_costs(space, X, T, Tp)
-        t_star = float(t.value(raw.x).ravel()[0])
+        t_col = LoadedLP.cols(t)  # t's one column
+        t_star = float(raw.x[t_col[0]])
         before = _dot(costs, raw.x[cols])
         t1 = time.perf_counter()
-        lp.set_col_bounds(LoadedLP.cols(t), t_star - FILL_TOLERANCE * abs(t_star), np.inf)
-        lp.set_costs(np.concatenate([LoadedLP.cols(t), cols]), np.concatenate([[0.0], costs]))  # one call
+        lp.set_col_bounds(t_col, t_star - FILL_TOLERANCE * abs(t_star), np.inf)
+        lp.set_costs(np.concatenate([t_col, cols]), np.concatenate([[0.0], costs]))  # one call
         raw2 = lp.solve()
         x, message = raw.x, ""
         if raw2.status is Status.OPTIMAL and raw2.x is not None:
