@@ -127,7 +127,8 @@ class PricePath:
         self._gub_fails = 0
         self._y, self._y_highs = ans.y, False
         self._last = None
-        how = (f"the same prices, {ans.free} tied blocks sharing their rows" if ans.rounds == 0 else
+        at = "the same prices" if ans.pivots == 0 else f"prices after {ans.pivots} dual simplex step(s)"
+        how = (f"{at}, {ans.free} tied blocks sharing their rows" if ans.rounds == 0 else
                f"{ans.free} of {st.B} blocks free, {ans.rounds} round(s)")
         res = SolveResult(status=Status.OPTIMAL, objective=ans.objective, x=ans.x, solver="highs",
                           options={"algorithm": "auto", "fast_path": f"linking prices: {how}; dual bound "

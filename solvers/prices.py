@@ -47,6 +47,8 @@ FREE_PER_LINK = 8
 TIE = 1e-9
 #: small LPs solved before giving up (each frees the blocks the last prices moved)
 ROUNDS = 4
+#: dual simplex steps tried from the given prices before a small LP (:func:`_pivot`)
+PIVOTS = 4
 
 
 @dataclass
@@ -86,6 +88,7 @@ class PriceAnswer:
     d: np.ndarray
     free: int
     rounds: int
+    pivots: int = 0
 
 
 def _linking_rows(sf: StandardForm, row_nnz: np.ndarray) -> np.ndarray:
@@ -291,18 +294,34 @@ def _link_act(st: GubStructure, cols: np.ndarray, vals: np.ndarray
     return np.bincount(r, v * vals[j], minlength=st.K), r, j, v
 
 
+@dataclass
+class _System:
+    """The linear system of :func:`_split`: the tied columns and each one's block (position in
+    ``S``), the blocks with a slack, the tight linking rows (number → equation), the columns' rates
+    ``a_k[tight] / g_k``, and its solution ``z`` (columns, then slacks)."""
+
+    S: np.ndarray
+    cols: list[int]
+    col_block: list[int]
+    slack: list[int]
+    tight: dict[int, int]
+    W: np.ndarray
+    z: np.ndarray
+
+
 def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, ratio: np.ndarray,
            best: np.ndarray, tol: np.ndarray, S: np.ndarray, xb: np.ndarray, act: np.ndarray
-           ) -> np.ndarray | None:
+           ) -> tuple[np.ndarray | None, _System | None]:
     """The point of the same prices ``p``, if the basis they came from still holds: every block
     whose answer is unique at ``p`` takes it; the others (``S``: margins within ``tol``) share their
     tied columns (and their row's slack, when the best ratio is 0) so that each such block fills its
     own row and every linking row with a nonzero price is met with equality — a square (or least
     squares) linear system of a few unknowns. ``xb`` holds the answers of the blocks outside
-    ``S`` (linking activities ``act``). Its point, or ``None`` when the system has no nonnegative
-    solution (the certificate decides the rest). (A few blocks: built entry by entry.)"""
+    ``S`` (linking activities ``act``). Its point (the certificate decides the rest), or ``None``
+    and the square system when its solution is negative somewhere (:func:`_pivot` moves the prices),
+    or ``None, None``. (A few blocks: built entry by entry.)"""
     if S.size == 0 or S.size > SPLIT_MAX:
-        return None
+        return None, None
     pl = p.tolist()
     pmax = max(1.0, max(abs(v) for v in pl))
     tight = {i: n for n, i in enumerate(i for i, v in enumerate(pl) if abs(v) > TIE * pmax)}
@@ -310,6 +329,7 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
     indptr, indices, data = st.A.indptr, st.A.indices, st.A.data
     n_own = int(S.size)
     cols: list[int] = []
+    col_block: list[int] = []
     entries: list[tuple[int, int, float]] = []  # (equation, unknown, coefficient)
     slack: list[int] = []
     for e, m in enumerate(S.tolist()):
@@ -320,6 +340,7 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
                 continue
             j = len(cols)
             cols.append(k)
+            col_block.append(e)
             entries.append((e, j, float(g[k])))
             for q in range(int(indptr[k]), int(indptr[k + 1])):
                 n = tight.get(int(lnum[indices[q]]), -1)
@@ -328,7 +349,7 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
         if b <= t:
             slack.append(e)
     if len(cols) > SPLIT_MAX:
-        return None
+        return None, None
     M = np.zeros((n_own + len(tight), len(cols) + len(slack)))
     for e, j, v in entries:
         M[e, j] = v
@@ -340,7 +361,7 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
         r = int(st.link[i])
         rhs[n_own + n] = (sf.row_upper[r] if pl[i] > 0 else sf.row_lower[r]) - act[i]
     if not np.isfinite(rhs).all():
-        return None
+        return None, None
     z: np.ndarray | None = None
     if M.shape[0] == M.shape[1]:
         try:
@@ -349,11 +370,98 @@ def _split(sf: StandardForm, st: GubStructure, u: np.ndarray, p: np.ndarray, rat
             z = None
     if z is None:  # degenerate (e.g. identical blocks tied): the least-squares solution of least norm
         z = np.linalg.lstsq(M, rhs, rcond=None)[0]
-    if not np.isfinite(z).all() or (z < -1e-12 * max(1.0, float(np.abs(z).max()))).any():
-        return None
+    if not np.isfinite(z).all():
+        return None, None
+    if (z < -1e-12 * max(1.0, float(np.abs(z).max()))).any():
+        if M.shape[0] != M.shape[1]:
+            return None, None
+        W = np.zeros((len(cols), len(tight)))
+        for e, j, v in entries:
+            if e >= n_own:
+                W[j, e - n_own] = v / float(g[cols[j]])
+        return None, _System(S, cols, col_block, slack, tight, W, z)
     x = xb.copy()
     x[cols] = np.maximum(z[:len(cols)], 0.0)
-    return x
+    return x, None
+
+
+def _pivot(st: GubStructure, p: np.ndarray, ratio: np.ndarray, best: np.ndarray, best_col: np.ndarray,
+           sy: _System) -> np.ndarray | None:
+    """One dual simplex step from the prices ``p`` whose split (:func:`_split`) went negative: the
+    most negative unknown leaves its tie (its ratio falls below its block's other options at rate
+    1), every other tie is kept, and the prices move along that direction ``δ`` (tight rows only)
+    until a new tie forms — a column reaching its block's best ratio, a best ratio reaching 0, or a
+    price reaching 0. The new prices, or ``None`` (no such step)."""
+    n_c, T = len(sy.cols), sorted(sy.tight, key=sy.tight.__getitem__)
+    leave = int(np.argmin(sy.z))
+    # each block's options: its tied columns (unknowns 0 … n_c−1) and its slack (n_c + q)
+    options: dict[int, list[int]] = {}
+    for j, e in enumerate(sy.col_block):
+        options.setdefault(e, []).append(j)
+    for q, e in enumerate(sy.slack):
+        options.setdefault(e, []).append(n_c + q)
+
+    def rate(o: int) -> np.ndarray:  # d ratio / dt = rate · δ
+        return -sy.W[o] if o < n_c else np.zeros(len(T))
+
+    rows, rhs = [], []
+    ref: dict[int, int] = {}
+    for e, opts in options.items():
+        r0 = opts[0] if opts[0] != leave else opts[1]
+        ref[e] = r0
+        for o in opts:
+            if o == r0:
+                continue
+            if o == leave:
+                rows.append(rate(r0) - rate(o))
+                rhs.append(1.0)
+            else:
+                rows.append(rate(o) - rate(r0))
+                rhs.append(0.0)
+    if len(rows) != len(T) or not T:
+        return None
+    try:
+        delta = np.linalg.solve(np.array(rows), np.array(rhs))
+    except np.linalg.LinAlgError:
+        return None
+    dl = np.zeros(st.A.shape[0])
+    dl[st.link[T]] = delta
+    rk = -(st.AT @ dl) / st.g  # every column's rate
+    # each block's reference (the answer whose ratio the others are compared with) and its rate
+    pos_b = best > 0
+    b_ref = np.where(pos_b, best, 0.0)
+    r_ref = np.where(pos_b, rk[best_col], 0.0)
+    held = np.zeros(st.B, bool)
+    S = sy.S
+    held[S] = True
+    for e, r0 in ref.items():
+        m = int(S[e])
+        b_ref[m] = 0.0 if r0 >= n_c else best[m]
+        r_ref[m] = 0.0 if r0 >= n_c else float(rk[sy.cols[r0]])
+    scale = max(1.0, float(np.abs(best).max(initial=0.0)))
+    eps = 1e-12 * scale
+    den = rk - r_ref[st.block]
+    cand = den > eps
+    cand[sy.cols] = False  # (tied columns keep their ties; the leaving one falls)
+    t = np.inf
+    if cand.any():
+        t = float((np.maximum(b_ref[st.block][cand] - ratio[cand], 0.0) / den[cand]).min())
+    # a best ratio falling to 0 (blocks answered by a column, not tied with nothing)
+    zero = (r_ref < -eps) & (b_ref > 0)
+    for e, r0 in ref.items():
+        if r0 >= n_c:
+            zero[int(S[e])] = False
+    if zero.any():
+        t = min(t, float((b_ref[zero] / -r_ref[zero]).min()))
+    pT = p[T]
+    shrink = pT * delta < 0
+    if shrink.any():
+        t = min(t, float((-pT[shrink] / delta[shrink]).min()))
+    if not np.isfinite(t) or t <= eps:
+        return None
+    p_new = p.copy()
+    p_new[T] += t * delta
+    return p_new
 
 
 #: solves a small LP to tight tolerances: its point and row duals (``d = c − Aᵀy``), or ``None``
@@ -371,24 +479,32 @@ def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
     if p.shape != (st.K,) or not np.isfinite(p).all():
         return None, "no prices for the linking rows"
     B = st.B
-    red, ratio, best = _ratios(st, c, p)
-    best_col, margin = _responses(st, ratio, best)
-    tol = TIE * np.maximum(1.0, np.abs(best))
-    tied = margin <= tol  # (identical jobs at the margin, the blocks a vertex splits)
-    # the blocks not tied at their answers
-    on = ~tied & (best > 0)
-    xb = np.zeros(sf.num_cols)
-    bc = best_col[on]
-    xb[bc] = u[on] / st.g[bc]
-    act_b = (st.A @ xb)[st.link]
-    # 0. the same prices, the tied blocks sharing their rows (the basis they came from held: no LP)
-    S = np.flatnonzero(tied)
-    x_split = _split(sf, st, u, p, ratio, best, tol, S, xb, act_b)
-    if x_split is not None:
-        ok, primal, bound, viol, y, d = _certify(sf, st, sign, x_split, p, red, best, feas_tol, gap_tol)
-        if ok:
-            return PriceAnswer(x=x_split, y=y, objective=primal, bound=bound, violation=viol, d=d,
-                               free=int(S.size), rounds=0), ""
+    pivots = 0
+    while True:
+        red, ratio, best = _ratios(st, c, p)
+        best_col, margin = _responses(st, ratio, best)
+        tol = TIE * np.maximum(1.0, np.abs(best))
+        tied = margin <= tol  # (identical jobs at the margin, the blocks a vertex splits)
+        # the blocks not tied at their answers
+        on = ~tied & (best > 0)
+        xb = np.zeros(sf.num_cols)
+        bc = best_col[on]
+        xb[bc] = u[on] / st.g[bc]
+        act_b = (st.A @ xb)[st.link]
+        # 0. these prices, the tied blocks sharing their rows (the basis they came from held: no LP);
+        # where the shares go negative, a dual simplex step to the next prices (at most PIVOTS)
+        S = tied.nonzero()[0]
+        x_split, system = _split(sf, st, u, p, ratio, best, tol, S, xb, act_b)
+        if x_split is not None:
+            ok, primal, bound, viol, y, d = _certify(sf, st, sign, x_split, p, red, best, feas_tol, gap_tol)
+            if ok:
+                return PriceAnswer(x=x_split, y=y, objective=primal, bound=bound, violation=viol, d=d,
+                                   free=int(S.size), rounds=0, pivots=pivots), ""
+        p_next = None if system is None or pivots == PIVOTS else _pivot(st, p, ratio, best, best_col, system)
+        if p_next is None:
+            break
+        p = p_next
+        pivots += 1
     # 1. a small LP of the tied blocks and those of the smallest margins; the first round's fixed
     # blocks are the point above without the latter
     free = tied

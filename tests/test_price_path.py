@@ -164,10 +164,13 @@ def test_prices_that_certify_answer_without_highs(monkeypatch: pytest.MonkeyPatc
         assert ok and bound == pytest.approx(primal, rel=1e-9)
 
 
-def test_both_routes_answer_exactly() -> None:
+@pytest.mark.parametrize("pivots", [0, prices.PIVOTS])
+def test_every_route_answers_exactly(pivots: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Over 30 random LPs with one block dropped: some re-solves are answered at the same prices
-    (the basis held), some by a small LP (it did not), every answer equal to dual simplex."""
-    routes = {"same": 0, "small": 0}
+    (the basis held), some after dual simplex steps on the prices (with steps allowed), the rest by
+    a small LP; every answer equal to dual simplex."""
+    monkeypatch.setattr(prices, "PIVOTS", pivots)
+    routes = {"same": 0, "steps": 0, "small": 0}
     for seed in range(30):
         rng = np.random.default_rng(300 + seed)
         blocks_ = int(rng.integers(40, 200))
@@ -179,8 +182,13 @@ def test_both_routes_answer_exactly() -> None:
         check(new, res, simplex(new)[0])
         note = str(res.options.get("fast_path", ""))
         routes["same"] += "the same prices" in note
+        routes["steps"] += "dual simplex step" in note
         routes["small"] += "round(s)" in note and "whole LP" not in note
-    assert routes["same"] >= 3 and routes["small"] >= 3, routes
+    assert routes["same"] >= 3, routes
+    if pivots:
+        assert routes["steps"] >= 3, routes
+    else:
+        assert routes["small"] >= 3 and routes["steps"] == 0, routes
 
 
 @settings(max_examples=40, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
