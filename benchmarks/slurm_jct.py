@@ -2,7 +2,7 @@
 on the same machine in one run.
 
     python benchmarks/slurm_jct.py [--policies max_min_fairness finish_time_fairness]
-                                   [--round-seconds 5] [--restart-seconds S|auto[+prior|+prior0][+late] [...]]
+                                   [--round-seconds 5] [--restart-seconds S|auto[+prior|+prior0][+late][+boundB] [...]]
                                    [--output DIR] [--workdir DIR]
 
 For each arm a fresh local Slurm cluster (policyopt.slurm.localcluster: 2 nodes x 2 V100 + 2 nodes
@@ -27,9 +27,11 @@ each job type's ``startup_seconds``, measured here before the arms by
 :func:`policyopt.slurm.demo.measure_startup`: the first estimate under ``auto``), ``+prior0``
 (it carries ``startup_seconds`` 0 for every type: ``auto`` then starts from nothing, as it did
 before a start of unknown cost was taken to cost a round) and in ``+late``
-(the controller runs with ``--no-early-rounds``). An arm whose jobs do not finish within
-``--timeout`` is reported as such. Writes ``DIR/slurm_jct.json`` and prints a table. The machine
-is shared and loaded: compare the arms of one run, not numbers across runs.
+(the controller runs with ``--no-early-rounds``) and ``+boundB`` (it runs with
+``--deviation-bound B``, e.g. ``auto+boundinf``: pins never cut short, as before the bound). An
+arm whose jobs do not finish within ``--timeout`` is reported as such. Writes
+``DIR/slurm_jct.json`` and prints a table. The machine is shared and loaded: compare the arms of
+one run, not numbers across runs.
 """
 from __future__ import annotations
 
@@ -93,13 +95,16 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             restart_seconds: str = "0", startup: dict[str, float] | None = None) -> dict[str, Any]:
     """One arm on a fresh cluster: per-job JCTs (s) and their mean, and where the time went.
     ``restart_seconds``: the controller's ``--restart-seconds`` (a number or ``auto``), with the
-    suffixes ``+prior`` (the table carries ``startup``) and ``+late`` (``--no-early-rounds``)."""
+    suffixes ``+prior`` (the table carries ``startup``), ``+late`` (``--no-early-rounds``) and
+    ``+boundB`` (``--deviation-bound B``)."""
     value, *flags = restart_seconds.split("+")
     if value != "auto":
         float(value)  # a number, else ValueError naming it
-    if set(flags) - {"prior", "prior0", "late"}:
-        raise SystemExit(f"--restart-seconds: unknown suffix in {restart_seconds!r} (+prior, +prior0, +late)")
-    plain = value != "auto" and float(value) == 0 and not flags
+    bound = [f[len("bound"):] for f in flags if f.startswith("bound")]
+    flags = [f for f in flags if not f.startswith("bound")]
+    if set(flags) - {"prior", "prior0", "late"} or len(bound) > 1:
+        raise SystemExit(f"--restart-seconds: unknown suffix in {restart_seconds!r} (+prior, +prior0, +late, +boundB)")
+    plain = value != "auto" and float(value) == 0 and not flags and not bound
     name = policy if policy is None or plain else f"{policy}+restart-{restart_seconds}"
     work = root / (name or "slurm")
     work.mkdir(parents=True)
@@ -115,7 +120,8 @@ def run_arm(root: Path, policy: str | None, round_seconds: float, timeout: float
             argv = [sys.executable, "-m", "policyopt.cli", "slurm", "--policy", policy, "--partition", "gpu",
                     "--throughputs", str(table), "--round-seconds", str(round_seconds),
                     "--state", str(work / "state.sqlite"), "--output", str(work / "out"), "--exit-when-idle",
-                    "--restart-seconds", value] + (["--no-early-rounds"] if "late" in flags else [])
+                    "--restart-seconds", value] + (["--no-early-rounds"] if "late" in flags else []) \
+                + (["--deviation-bound", bound[0]] if bound else [])
             proc = subprocess.Popen(argv, env=cluster.env, stdout=open(work / "controller.log", "wb"),  # noqa: SIM115
                                     stderr=subprocess.STDOUT)
         try:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from policyopt.slurm.schedule import choose_configuration, fill_order, keep_pinned
+from policyopt.slurm.schedule import choose_configuration, choose_with_pins, deviation_limit, fill_order, keep_pinned
 from policyopt.slurm.startcost import StartupModel, pinned_jobs, startup_per_start, steps_done
 
 
@@ -63,12 +63,16 @@ def test_keep_pinned_rewrites_configurations_that_fit() -> None:
 
 
 def _two_jobs_taking_turns(restart_known: float, startup: float = 12.0, length: float = 5.0,
-                           rounds: int = 60) -> tuple[dict[str, float], int]:
+                           rounds: int = 60, bound: float = float("inf"),
+                           deviation: dict[str, float] | None = None) -> tuple[dict[str, float], int]:
     """The end of the demo workload under max-min fairness, as the controller ran it: a 2-GPU and a
     4-GPU job left on 4 V100 + 4 K80, packable allocation 2/3 of the rounds (2-GPU on V100, 4-GPU
     on K80) and 1/3 the other way round. Each start costs the job ``startup`` seconds of its run
     before its first step (Slurm shows it running). Returns each finished job's end (s) and the
-    starts; the controller's rules with ``restart_known`` as the start cost it knows."""
+    starts; the controller's rules with ``restart_known`` as the start cost it knows and ``bound`` as
+    its deviation bound (rounds). ``deviation`` (filled when given): job -> the largest
+    ``|received - share·T|`` over its types and the rounds it was alive, in rounds (T: the rounds'
+    seconds so far)."""
     thr = {"A": {"v100": 3.0, "k80": 1.5}, "B": {"v100": 3.0, "k80": 1.0}}
     gpus, cap, total = {"A": 2, "B": 4}, {"v100": 4, "k80": 4}, {"A": 45.0, "B": 45.0}
     confs = [([("A", "v100"), ("B", "k80")], 2 / 3), ([("A", "k80"), ("B", "v100")], 1 / 3)]
@@ -92,9 +96,9 @@ def _two_jobs_taking_turns(restart_known: float, startup: float = 12.0, length: 
                                                restart_known)) / thr[j][t] for j, t in running.items()}
         pins = pinned_jobs(running, age, remaining, dict.fromkeys(running, restart_known))
         fill = sorted((e for e in owed if owed[e] > 0), key=lambda e: -owed[e])
-        configs = keep_pinned([[e for e in c if e[0] in alive] for c, _ in confs], pins, gpus, cap, fill)
-        chosen = dict(configs[choose_configuration(configs, owed, length, running,
-                                                   slack=min(restart_known / (2 * length), 0.5))])
+        picked, _ = choose_with_pins([[e for e in c if e[0] in alive] for c, _ in confs], owed, length, running, pins,
+                                     gpus, cap, fill, slack=min(restart_known / (2 * length), 0.5), bound=bound)
+        chosen = dict(picked)
         running = {j: t for j, t in running.items() if chosen.get(j) == t}
         for j, t in chosen.items():
             if j not in running:
@@ -110,6 +114,12 @@ def _two_jobs_taking_turns(restart_known: float, startup: float = 12.0, length: 
             if done[j] >= total[j]:
                 finished[j] = n * length + ran
                 running.pop(j)
+        if deviation is not None:  # a job that finished is measured to its end
+            for j in alive:
+                t_end = finished[j] if j in finished else (n + 1) * length
+                for t in cap:
+                    dev = abs(received.get((j, t), 0.0) - share.get((j, t), 0.0) * t_end) / length
+                    deviation[j] = max(deviation.get(j, 0.0), dev)
     return finished, sum(starts.values())
 
 
@@ -152,3 +162,51 @@ def test_restart_seconds_option() -> None:
         parse_restart_seconds("soon")
     with pytest.raises(InputError, match="--restart-seconds: must be >= 0"):
         parse_restart_seconds("-1")
+
+
+def test_a_pin_is_kept_only_within_the_deviation_bound() -> None:
+    # two young runs (a, b) on the two V100s while c waits 1.2 rounds behind (10 s rounds); the most
+    # accurate choice runs b and c, leaving every entry 0.2 rounds from its due time
+    owed = {("a", "v100"): 2.0, ("b", "v100"): 8.0, ("c", "v100"): 12.0}
+    confs = [[("a", "v100"), ("b", "v100")], [("b", "v100"), ("c", "v100")], [("a", "v100"), ("c", "v100")]]
+    running, pins = {"a": "v100", "b": "v100"}, {"a": "v100", "b": "v100"}
+    gpus, cap = {"a": 1, "b": 1, "c": 1}, {"v100": 2}
+    limit = deviation_limit(confs, owed, 10.0, running, bound=0.5)
+    assert limit == pytest.approx({("a", "v100"): 0.5, ("b", "v100"): 0.5, ("c", "v100"): 0.5})
+    # unbounded (the rule before): both pins kept, c left 1.2 rounds behind
+    chosen, kept = choose_with_pins(confs, owed, 10.0, running, pins, gpus, cap)
+    assert kept == pins and sorted(chosen) == [("a", "v100"), ("b", "v100")]
+    # bounded: b (the most owed) is kept; keeping a as well would leave c 1.2 > 0.5 rounds behind
+    chosen, kept = choose_with_pins(confs, owed, 10.0, running, pins, gpus, cap, bound=0.5)
+    assert kept == {"b": "v100"} and sorted(chosen) == [("b", "v100"), ("c", "v100")]
+    # the slack's trade for fewer moves is bounded too: within a slack of a round, [a, b] moves
+    # no job, but leaves c beyond the bound
+    assert confs[choose_configuration(confs, owed, 10.0, running, slack=1.0)] == confs[0]
+    assert choose_configuration(confs, owed, 10.0, running, slack=1.0, limit=limit, bound=0.5) == 1
+    # the limit follows the most accurate choice where it leaves an entry further than the bound
+    far = {**owed, ("c", "v100"): 25.0}
+    assert deviation_limit(confs, far, 10.0, running, bound=0.5)[("c", "v100")] == pytest.approx(1.5)
+
+
+@pytest.mark.parametrize("bound", [0.75, 1.0])
+def test_the_deviation_bound_holds_where_pins_alone_drift(bound: float) -> None:
+    # 5 s rounds, 5 s starts known as such: the pins alone (a run kept for 2r = two rounds, a job
+    # near its end kept) leave the two jobs taking turns up to 1.67 rounds from their shares
+    deviation: dict[str, float] = {}
+    finished, _ = _two_jobs_taking_turns(5.0, startup=5.0, deviation=deviation)
+    assert set(finished) == {"A", "B"} and max(deviation.values()) > 1.5
+    # bounded, no job leaves its shares by more than the bound, and both still finish
+    deviation = {}
+    finished, _ = _two_jobs_taking_turns(5.0, startup=5.0, bound=bound, deviation=deviation, rounds=100)
+    assert set(finished) == {"A", "B"} and max(deviation.values()) <= bound + 1e-9
+
+
+def test_deviation_bound_option() -> None:
+    from policyopt.errors import InputError
+    from policyopt.slurm.cli import parse_deviation_bound
+
+    assert parse_deviation_bound("0.5") == 0.5 and parse_deviation_bound("inf") == float("inf")
+    with pytest.raises(InputError, match="--deviation-bound.*'inf'"):
+        parse_deviation_bound("half")
+    with pytest.raises(InputError, match="--deviation-bound: must be >= 0"):
+        parse_deviation_bound("-0.5")

@@ -425,18 +425,20 @@ def test_round_choice_charges_the_restart_seconds(tmp_path: Path, monkeypatch: p
 
     seen: dict[str, float] = {}
 
-    def spy(configs: Any, owed: Any, length: float, running: Any, *, start_cost: float, slack: float) -> int:
-        seen.update(start_cost=start_cost, slack=slack, length=length)
-        return 0
+    def spy(configs: Any, owed: Any, length: float, running: Any, pins: Any, gpus: Any, capacity: Any, fill: Any, *,
+            start_cost: float, slack: float, bound: float) -> tuple[list[Any], dict[str, str]]:
+        seen.update(start_cost=start_cost, slack=slack, length=length, bound=bound)
+        return [], {}
 
-    monkeypatch.setattr(controller_module, "choose_configuration", spy)
+    monkeypatch.setattr(controller_module, "choose_with_pins", spy)
     table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}}
     cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0,
                            restart_seconds=restart)
     store = StateStore(tmp_path / "s.sqlite")
     store.put("start_cost", 2.0)
     _controller(cfg, FakeSlurm([_job("1", "policyopt:type=lstm-bs10")]), store).run_round(now=200.0)
-    assert seen == {"start_cost": pytest.approx(cost), "slack": pytest.approx(slack), "length": 10.0}
+    assert seen == {"start_cost": pytest.approx(cost), "slack": pytest.approx(slack), "length": 10.0,
+                    "bound": 0.5}  # the default --deviation-bound
     store.close()
 
 
@@ -494,23 +496,31 @@ def test_a_completed_job_teaches_the_start_cost(tmp_path: Path, restart: float |
     store.close()
 
 
-@pytest.mark.parametrize("restart, start, steps, ran, kept", [
-    (0.0, 195.0, 1000, 0.0, False),  # start cost 0: the allocation's V100 wins (the choice before)
-    (10.0, 195.0, 1000, 0.0, True),  # a 5 s old run that cost 10 s to start is not undone
-    (10.0, 100.0, 1000, 100.0, False),  # a long run far from its end moves
-    (10.0, 100.0, 1000, 200.0, True),  # 1000 - 50 steps done: 10 s left on k80 <= one round, kept to its end
+INF = float("inf")
+
+
+@pytest.mark.parametrize("restart, start, steps, ran, kept, bound", [
+    (0.0, 195.0, 1000, 0.0, False, INF),  # start cost 0: the allocation's V100 wins (the choice before)
+    (10.0, 195.0, 1000, 0.0, True, INF),  # a 5 s old run that cost 10 s to start is not undone
+    (10.0, 100.0, 1000, 100.0, False, INF),  # a long run far from its end moves
+    (10.0, 100.0, 1000, 200.0, True, INF),  # 1000 - 50 steps done: 10 s left on k80 <= one round, kept to its end
     # 975 - 50 steps done: 15 s left <= 2 x 10 s but more than one round: it moves (a longer tail
     # would hold its GPUs for rounds while others wait)
-    (10.0, 100.0, 1000, 195.0, False),
+    (10.0, 100.0, 1000, 195.0, False, INF),
+    # the deviation bound (default half a round): the allocation gives k80 no time, so a round kept
+    # there leaves the job a round ahead on k80 and a round behind on v100; the mechanism's choice wins
+    (10.0, 195.0, 1000, 0.0, False, 0.5),
+    (10.0, 100.0, 1000, 200.0, False, 0.5),
+    (10.0, 195.0, 1000, 0.0, True, 1.0),  # a bound of a round allows it
 ])
 def test_a_running_job_is_kept_while_young_or_near_its_end(tmp_path: Path, restart: float, start: float,
-                                                          steps: int, ran: float, kept: bool) -> None:
+                                                          steps: int, ran: float, kept: bool, bound: float) -> None:
     # one job on a K80 since `start`; max-min fairness gives it the faster V100
     table = {"lstm-bs10": {"v100": 10.0, "k80": 5.0}}
     job = _job("1", f"policyopt:type=lstm-bs10,steps={steps}", state="RUNNING", reason="None", nodes=("k1",),
                start=start)
     cfg = ControllerConfig(get_policy("max_min_fairness"), "max_min_fairness", ["gpu"], table, 10.0,
-                           restart_seconds=restart)
+                           restart_seconds=restart, deviation_bound=bound)
     store = StateStore(tmp_path / "s.sqlite")
     store.add_job("1", "lstm-bs10", 1, 1.0, float(steps), 100.0, 0)
     if ran:

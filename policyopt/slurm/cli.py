@@ -29,6 +29,17 @@ def parse_restart_seconds(value: str | float) -> float | None:
     return seconds
 
 
+def parse_deviation_bound(value: str | float) -> float:
+    """``--deviation-bound``: rounds >= 0, or ``inf`` (pins are never cut short)."""
+    try:
+        rounds = float(value)
+    except ValueError:
+        raise InputError("--deviation-bound", value, "must be a number of rounds >= 0 or 'inf'") from None
+    if not rounds >= 0:
+        raise InputError("--deviation-bound", rounds, "must be >= 0")
+    return rounds
+
+
 def run_slurm(args: argparse.Namespace) -> int:
     """Build the controller from ``args`` and run it."""
     from policyopt.cli import parse_options
@@ -47,6 +58,7 @@ def run_slurm(args: argparse.Namespace) -> int:
     if args.rounds is not None and args.rounds < 1:
         raise InputError("--rounds", args.rounds, "must be >= 1")
     restart = parse_restart_seconds(args.restart_seconds)
+    bound = parse_deviation_bound(args.deviation_bound)
     policy = get_policy(args.policy, **parse_options(args.option))
     if args.pop_k is not None:
         from policyopt.pop import pop
@@ -56,7 +68,7 @@ def run_slurm(args: argparse.Namespace) -> int:
                               throughputs=load_throughputs(args.throughputs), round_seconds=float(args.round_seconds),
                               weights=parse_weights(args.weight), work_conserving=not args.no_work_conserving,
                               restart_seconds=restart, startup_prior=load_startup_seconds(args.throughputs),
-                              early_rounds=not args.no_early_rounds)
+                              early_rounds=not args.no_early_rounds, deviation_bound=bound)
     store = StateStore(args.state, in_memory=args.dry_run)
     try:
         controller = Controller(config, Slurm(dry_run=args.dry_run), store)
@@ -102,6 +114,10 @@ def add_subparser(subparsers: Any) -> None:
                         "run has lasted twice them or while its remaining work takes at most twice them and at "
                         "most one round "
                         "(default auto; 0 follows the allocation round by round)")
+    p.add_argument("--deviation-bound", dest="deviation_bound", default="0.5", metavar="ROUNDS",
+                   help="rounds a job kept where it runs (or the trade for fewer stops and moves) may leave any "
+                        "job's time on a GPU type from its allocation, beyond what the most accurate round "
+                        "choice leaves it; past it the mechanism's choice wins (default 0.5; inf: never cut short)")
     p.add_argument("--no-early-rounds", dest="no_early_rounds", action="store_true",
                    help="run rounds only at the round boundaries (default: when a job ends while another "
                         "waits, the next round starts then, so the freed GPUs do not idle until the boundary)")

@@ -36,9 +36,9 @@ from policyopt.mechanism import Combination, IsolatedTimeTracker, RoundAssignmen
 from policyopt.mechanism.state import with_worker_counts
 from policyopt.slurm.mapping import ManagedJob, managed_job
 from policyopt.slurm.packing import packable_allocation
-from policyopt.slurm.schedule import choose_configuration, fill_order, keep_pinned
+from policyopt.slurm.schedule import DEVIATION_BOUND, choose_with_pins, fill_order
 from policyopt.slurm.startcost import (UNKNOWN_START_ROUNDS, StartupModel, learn_startup, measure_start_cost,
-                                      pinned_jobs, steps_done)
+                                      running_pins, steps_done)
 from policyopt.slurm.report import write_report
 from policyopt.slurm.slurmcmd import Slurm, SlurmJob, SlurmNode, job_gpus_by_type, start_estimate
 from policyopt.slurm.state import StateStore
@@ -79,6 +79,9 @@ class ControllerConfig:
     #: when a managed job ends while another waits, run the next round then instead of at the
     #: round boundary (the freed GPUs would idle until it)
     early_rounds: bool = True
+    #: rounds a pin or the slack may leave any (job, type) from its due time (the deviation-bounded
+    #: pin rule, policyopt.slurm.schedule.choose_with_pins); ``inf``: pins are never cut short
+    deviation_bound: float = DEVIATION_BOUND
 
 
 def poll_interval(waited: float) -> float:
@@ -411,7 +414,8 @@ class Controller:
         """This round's jobs: one configuration of the packable allocation (policyopt.slurm.schedule),
         chosen by the seconds each (job, type) is owed under the mechanism's accounting; a running
         job whose run is young or whose end is near compared with its start cost stays where it
-        runs (policyopt.slurm.startcost), the configurations rewritten to keep it."""
+        runs (policyopt.slurm.startcost) while no (job, type) is left more than ``deviation_bound``
+        rounds from its due time by it (:func:`~policyopt.slurm.schedule.choose_with_pins`)."""
         assert self.mech is not None
         mech, alive = self.mech, set(live)
         types = mech.worker_types
@@ -426,45 +430,25 @@ class Controller:
                 held = job_gpus_by_type(job, node_types)
                 if len(held) == 1:
                     running[jid] = next(iter(held))
-        # a start loses the seconds Slurm takes to run the job (measured: they count against the
-        # entry's deviation); a stop or move also costs the job's own startup at its next start
-        # (--restart-seconds, unseen by Slurm): fewer stops and moves are worth up to half of both
-        # in every rank's deviation, at most half a round
+        # a start loses the seconds Slurm takes to run the job (measured) and the job's own startup
+        # (--restart-seconds): fewer stops and moves are worth up to half of both, at most half a round
         start_cost = float(self.store.get("start_cost") or 0.0)
         restart = {jid: self.restart_cost(managed[jid].job_type) for jid in live}
         mean_restart = sum(restart.values()) / len(restart) if restart else 0.0
         slack = min((start_cost + mean_restart) / (2 * mech.round_length), 0.5)
-        pins = self._pins(running, restart, managed, by_id, now)
+        pins = running_pins(self.store, running, restart, managed, by_id, now, self.cfg.round_seconds)
+        # GPUs a pin frees go to the other jobs: where the allocation gives them time, then any type
+        shared = {(j, t) for i, j in enumerate(mech.arrays.job_ids) if j in alive
+                  for c, t in enumerate(types) if mech.arrays.x[i, c] > 0}
+        fill = fill_order(shared, owed, {j: managed[j].throughputs for j in live}, types) if pins else []
+        chosen, kept = choose_with_pins(configs, owed, mech.round_length, running, pins,
+                                        {j: managed[j].gpus for j in live}, allocation.get("capacity", {}), fill,
+                                        start_cost=start_cost, slack=slack, bound=self.cfg.deviation_bound)
         if pins:
-            # GPUs a pin frees from a configuration go to the other jobs: first where the allocation
-            # gives them time (most owed first), then on any type they run on (fastest first)
-            shared = {(j, t) for i, j in enumerate(mech.arrays.job_ids) if j in alive
-                      for c, t in enumerate(types) if mech.arrays.x[i, c] > 0}
-            fill = fill_order(shared, owed, {j: managed[j].throughputs for j in live}, types)
-            configs = keep_pinned(configs, pins, {j: managed[j].gpus for j in live},
-                                  allocation.get("capacity", {}), fill)
-            self.log(f"kept where they run (start cost): {', '.join(f'{j}->{t}' for j, t in sorted(pins.items()))}")
-        k = choose_configuration(configs, owed, mech.round_length, running, start_cost=start_cost, slack=slack)
-        return {} if k < 0 else {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in configs[k]}
-
-    def _pins(self, running: Mapping[str, str], restart: Mapping[str, float], managed: Mapping[str, ManagedJob],
-              by_id: Mapping[str, SlurmJob], now: float) -> dict[str, str]:
-        """Running jobs that stay where they run (:func:`~policyopt.slurm.startcost.pinned_jobs`):
-        ``age`` from Slurm's start time, ``remaining`` = the steps left (budget minus
-        :func:`~policyopt.slurm.startcost.steps_done`) at the speed of the type it runs on."""
-        if not any(restart.get(j, 0.0) > 0 for j in running):
-            return {}
-        received = self.store.received()
-        age, remaining = {}, {}
-        for jid, t in running.items():
-            job, mj = by_id[jid], managed[jid]
-            starts = job.restarts + 1
-            if job.start_time > 0:
-                age[jid] = now - float(job.start_time)
-            if mj.steps is not None and mj.throughputs.get(t, 0.0) > 0:
-                left = mj.steps - steps_done(received.get(jid, {}), mj.throughputs, starts, restart[jid])
-                remaining[jid] = max(left, 0.0) / mj.throughputs[t]
-        return pinned_jobs(running, age, remaining, restart, self.cfg.round_seconds)
+            self.log(f"kept where they run (start cost): {', '.join(f'{j}->{t}' for j, t in sorted(kept.items()))}"
+                     + (f"; not kept (deviation bound): {sorted(set(pins) - set(kept), key=int)}"
+                        if set(pins) - set(kept) else ""))
+        return {j: {"gpu_type": t, "gpus": managed[j].gpus} for j, t in chosen}
 
     def _plan_actions(self, decided: Mapping[str, Mapping[str, Any]], managed: Mapping[str, ManagedJob],
                       by_id: Mapping[str, SlurmJob], node_types: Mapping[str, str]) -> dict[str, Any]:

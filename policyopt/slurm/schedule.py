@@ -37,22 +37,19 @@ from typing import Collection, Mapping, Sequence
 
 import numpy as np
 
-__all__ = ["choose_configuration", "fill_order", "keep_pinned"]
+#: rounds a kept job (a pin) or the slack's trade for fewer starts may leave any (job, type) from
+#: its due time, beyond what the most accurate configuration leaves it (:func:`choose_with_pins`)
+DEVIATION_BOUND = 0.5
+
+__all__ = ["DEVIATION_BOUND", "choose_configuration", "choose_with_pins", "deviation_limit", "fill_order",
+           "keep_pinned"]
 
 
-def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
-                         round_length: float, running: Mapping[str, str] | None = None, *,
-                         start_cost: float = 0.0, slack: float = 0.0) -> int:
-    """Index of the configuration to run this round (module docstring); ``-1`` when there is none.
-
-    ``configurations``: each a list of ``(job, type)``; ``owed``: seconds owed per entry (entries
-    absent are owed 0); ``running``: job -> type it runs on now; ``start_cost``: seconds of the
-    round an entry that starts (is not running there now) loses; ``slack``: rounds of largest
-    deviation worth giving up for fewer stops and moves.
-    """
-    if not configurations:
-        return -1
-    now = running or {}
+def _deviations(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
+                round_length: float, running: Mapping[str, str],
+                start_cost: float) -> tuple[list[tuple[str, str]], np.ndarray]:
+    """The entries and, per configuration and entry, ``|deviation|`` after the round in rounds
+    (``|L·a_s[e] - owed[e]|``, plus the start cost ``δ`` for an entry that starts)."""
     entries = sorted(set(owed) | {e for c in configurations for e in c})
     index = {e: i for i, e in enumerate(entries)}
     base = -np.array([float(owed.get(e, 0.0)) for e in entries])
@@ -60,17 +57,94 @@ def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], ow
     starts = np.zeros_like(runs)
     for k, conf in enumerate(configurations):
         runs[k, [index[e] for e in conf]] = 1.0
-        starts[k, [index[e] for e in conf if now.get(e[0]) != e[1]]] = 1.0
+        starts[k, [index[e] for e in conf if running.get(e[0]) != e[1]]] = 1.0
     cost = np.abs(base[None, :] + round_length * runs) + min(max(start_cost, 0.0), round_length) * starts
-    scale = max(round_length, 1e-12)
+    return entries, cost / max(round_length, 1e-12)
+
+
+def choose_configuration(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
+                         round_length: float, running: Mapping[str, str] | None = None, *,
+                         start_cost: float = 0.0, slack: float = 0.0,
+                         limit: Mapping[tuple[str, str], float] | None = None, bound: float = 0.0) -> int:
+    """Index of the configuration to run this round (module docstring); ``-1`` when there is none.
+
+    ``configurations``: each a list of ``(job, type)``; ``owed``: seconds owed per entry (entries
+    absent are owed 0); ``running``: job -> type it runs on now; ``start_cost``: seconds of the
+    round an entry that starts (is not running there now) loses; ``slack``: rounds of largest
+    deviation worth giving up for fewer stops and moves; ``limit``: entry -> the largest
+    ``|deviation|`` (rounds) a configuration may leave it (:func:`deviation_limit`; an entry absent
+    from it, which the most accurate configuration does not run: ``max(bound, |owed| / L)``): only
+    configurations within it on every entry are candidates (``-1`` when none is).
+    """
+    if not configurations:
+        return -1
+    now = running or {}
+    entries, cost = _deviations(configurations, owed, round_length, now, start_cost)
+    allowed = np.arange(len(configurations))
+    if limit is not None:
+        cap = np.array([limit.get(e, max(bound, abs(float(owed.get(e, 0.0))) / max(round_length, 1e-12)))
+                        for e in entries])
+        allowed = np.flatnonzero((cost <= cap[None, :] + 1e-9).all(axis=1))
+        if not len(allowed):
+            return -1
     # v_s: |deviations| in rounds, largest first (rounded so that equal vectors compare equal)
-    ranked = np.round(-np.sort(-cost, axis=1) / scale, 9)
+    ranked = np.round(-np.sort(-cost[allowed], axis=1), 9)
     lex = np.lexsort(ranked.T[::-1])  # column 0 (the largest) is the primary key
     near = (ranked <= ranked[lex[0]][None, :] + max(slack, 0.0) + 1e-12).all(axis=1)
-    moved = np.array([sum(1 for j, t in now.items() if (j, t) not in set(conf)) for conf in configurations])
-    rank = np.empty(len(configurations), dtype=np.int64)
-    rank[lex] = np.arange(len(configurations))
-    return int(np.lexsort((rank, moved, ~near))[0])
+    moved = np.array([sum(1 for j, t in now.items() if (j, t) not in set(configurations[int(k)])) for k in allowed])
+    rank = np.empty(len(allowed), dtype=np.int64)
+    rank[lex] = np.arange(len(allowed))
+    return int(allowed[np.lexsort((rank, moved, ~near))[0]])
+
+
+def deviation_limit(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
+                    round_length: float, running: Mapping[str, str] | None = None, *, start_cost: float = 0.0,
+                    bound: float = DEVIATION_BOUND) -> dict[tuple[str, str], float]:
+    """Entry -> ``max(bound, |deviation| the most accurate configuration leaves it)``, in rounds.
+
+    The most accurate configuration ``A*`` is the lexicographically smallest ``v_s`` (module
+    docstring: no slack, no pin). A round choice within this limit on every entry moves no entry
+    further than ``bound`` rounds from its due time for the sake of fewer starts (slack, pins):
+    only where ``A*`` itself leaves an entry further does the limit follow ``A*``."""
+    if not configurations:
+        return {}
+    entries, cost = _deviations(configurations, owed, round_length, running or {}, start_cost)
+    best = cost[np.lexsort(np.round(-np.sort(-cost, axis=1), 9).T[::-1])[0]]
+    return {e: max(float(bound), float(v)) for e, v in zip(entries, best)}
+
+
+def choose_with_pins(configurations: Sequence[Sequence[tuple[str, str]]], owed: Mapping[tuple[str, str], float],
+                     round_length: float, running: Mapping[str, str], pinned: Mapping[str, str],
+                     gpus: Mapping[str, int], capacity: Mapping[str, int], fill: Sequence[tuple[str, str]] = (), *,
+                     start_cost: float = 0.0, slack: float = 0.0,
+                     bound: float = float("inf")) -> tuple[list[tuple[str, str]], dict[str, str]]:
+    """This round's configuration and the pins it keeps: the *deviation-bounded pin rule*.
+
+    With ``bound`` finite (rounds), the choice must stay within :func:`deviation_limit` on every
+    entry: a pin (a job kept where it runs against the most accurate choice, :func:`keep_pinned`)
+    and the slack's trade for fewer stops and moves may leave no (job, type) more than ``bound``
+    rounds from its due time ``Y·T + D`` (or more than the most accurate configuration leaves it).
+    The pins are taken one at a time, most owed on its type first, each kept only while a
+    configuration keeping it and the pins taken before it stays within the limit; once a kept job
+    has run ``bound`` rounds ahead of its allocation the mechanism's choice wins, and its deficit
+    accounting pays the others back in later rounds. ``bound = inf``: every pin kept (the
+    configurations rewritten by :func:`keep_pinned`, then :func:`choose_configuration`)."""
+    limit = None if bound == float("inf") else deviation_limit(configurations, owed, round_length, running,
+                                                                start_cost=start_cost, bound=bound)
+    options = [list(c) for c in configurations]
+    kept: dict[str, str] = {}
+    if limit is None and pinned:
+        kept, options = dict(pinned), keep_pinned(configurations, pinned, gpus, capacity, fill)
+    elif pinned:
+        for j in sorted(pinned, key=lambda j: (-float(owed.get((j, pinned[j]), 0.0)), j)):
+            trial = {**kept, j: pinned[j]}
+            confs = keep_pinned(configurations, trial, gpus, capacity, fill)
+            if choose_configuration(confs, owed, round_length, running, start_cost=start_cost, slack=slack,
+                                    limit=limit, bound=bound) >= 0:
+                kept, options = trial, confs
+    k = choose_configuration(options, owed, round_length, running, start_cost=start_cost, slack=slack, limit=limit,
+                             bound=bound)
+    return (list(options[k]) if k >= 0 else []), kept
 
 
 def keep_pinned(configurations: Sequence[Sequence[tuple[str, str]]], pinned: Mapping[str, str],

@@ -36,10 +36,11 @@ from typing import TYPE_CHECKING, Any, Mapping, Sequence
 
 if TYPE_CHECKING:
     from policyopt.slurm.mapping import ManagedJob
+    from policyopt.slurm.slurmcmd import SlurmJob
     from policyopt.slurm.state import StateStore
 
 __all__ = ["PIN_FACTOR", "UNKNOWN_START_ROUNDS", "StartupModel", "learn_startup", "measure_start_cost",
-           "pinned_jobs", "startup_per_start", "steps_done"]
+           "pinned_jobs", "running_pins", "startup_per_start", "steps_done"]
 
 #: a run is kept until it has lasted PIN_FACTOR·r, and a job with at most PIN_FACTOR·r seconds of
 #: work left is kept to its end
@@ -121,6 +122,26 @@ def pinned_jobs(running: Mapping[str, str], age: Mapping[str, float], remaining:
         if young or ending:
             out[j] = t
     return out
+
+
+def running_pins(store: "StateStore", running: Mapping[str, str], restart: Mapping[str, float],
+                 managed: Mapping[str, "ManagedJob"], by_id: Mapping[str, "SlurmJob"], now: float,
+                 round_length: float) -> dict[str, str]:
+    """The controller's running jobs that stay where they run (:func:`pinned_jobs`): ``age`` from
+    Slurm's start time, ``remaining`` = the steps left (budget minus :func:`steps_done` over the
+    seconds the state received) at the speed of the type it runs on (``running``: job -> type)."""
+    if not any(restart.get(j, 0.0) > 0 for j in running):
+        return {}
+    received = store.received()
+    age, remaining = {}, {}
+    for jid, t in running.items():
+        job, mj = by_id[jid], managed[jid]
+        if job.start_time > 0:
+            age[jid] = now - float(job.start_time)
+        if mj.steps is not None and mj.throughputs.get(t, 0.0) > 0:
+            left = mj.steps - steps_done(received.get(jid, {}), mj.throughputs, job.restarts + 1, restart[jid])
+            remaining[jid] = max(left, 0.0) / mj.throughputs[t]
+    return pinned_jobs(running, age, remaining, restart, round_length)
 
 
 def learn_startup(store: "StateStore", done: Sequence[str], managed: Mapping[str, "ManagedJob"]) -> dict[str, float]:
