@@ -29,7 +29,10 @@ When a start costs the job much more than that (its own startup, ``r`` seconds: 
 ``--restart-seconds``), some running jobs are *pinned* where they run
 (:mod:`policyopt.slurm.startcost`) and :func:`keep_pinned` rewrites the configurations to keep
 them, filling the GPUs this frees in the order of :func:`fill_order`; the choice above then runs
-on the rewritten configurations.
+on the rewritten configurations. Pins and the slack are bounded (:func:`choose_with_pins`): with
+``|d*[e]|`` the deviation the most accurate configuration leaves entry ``e`` (no pin, no slack),
+the round may leave each entry at most ``max(B, |d*[e]|)`` rounds from its due time, ``B`` the
+controller's ``--deviation-bound``; a pin that would take some entry further is not kept.
 """
 from __future__ import annotations
 

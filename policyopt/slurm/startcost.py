@@ -28,7 +28,9 @@ spends most of the jobs' time starting (two jobs that take turns every round nev
   when ``remaining ≤ min(PIN_FACTOR·r, L)`` (``remaining``: seconds its steps left take on its
   type, ``L`` the round: a job that finishes within this round and within twice what stopping it
   would cost later is not stopped; a longer tail would hold its GPUs for several rounds while
-  other jobs wait). With ``r = 0`` nothing is pinned.
+  other jobs wait). With ``r = 0`` nothing is pinned. The round choice keeps a pin only while it
+  leaves no (job, type) more than the controller's deviation bound from its due time
+  (:func:`policyopt.slurm.schedule.choose_with_pins`).
 """
 from __future__ import annotations
 
