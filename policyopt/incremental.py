@@ -76,6 +76,7 @@ class Splice:
 
 
 _EMPTY = np.empty(0, np.int64)  # codes not read yet (JobSetModel._index)
+_ZERO = np.zeros(1)
 
 
 class JobSetModel:
@@ -425,6 +426,8 @@ class JobSetModel:
         """The model's variables over ``space`` (their ``cols`` point into the updated model)."""
         out: dict[str, Variable] = {}
         sf = self.loaded.sf
+        # bounds by one gather each: column -1 (a masked slot) reads the extra last entry, 0
+        lo_ext, hi_ext = np.concatenate((sf.col_lower, _ZERO)), np.concatenate((sf.col_upper, _ZERO))
         for k, (name, (per_job, names)) in enumerate(self.var_layout.items()):
             old = self.var_dims[name]
             if per_job:
@@ -443,9 +446,9 @@ class JobSetModel:
                 flat[pos * width + self.col_inner[sel]] = sel
             else:
                 flat[self.col_inner[sel]] = sel
-            lower = np.where(cols >= 0, sf.col_lower[np.maximum(cols, 0)], 0.0)
-            upper = np.where(cols >= 0, sf.col_upper[np.maximum(cols, 0)], 0.0)
-            out[name] = Variable(Model(name), name, dims, cols, lower, upper, False)
+            at = cols.reshape(-1)  # (a 0-d cols too: the bounds stay arrays of cols' shape)
+            out[name] = Variable(Model(name), name, dims, cols, lo_ext[at].reshape(cols.shape),
+                                 hi_ext[at].reshape(cols.shape), False)
         return out
 
 

@@ -387,3 +387,32 @@ def test_splice_csc_matches_a_dense_splice() -> None:
         assert got.shape == (n_r, n_c)
         assert np.array_equal(got.toarray(), ref)
         assert all(np.all(np.diff(got.indices[got.indptr[j]:got.indptr[j + 1]]) > 0) for j in range(n_c))
+
+
+def test_updated_variables_carry_the_models_bounds() -> None:
+    """The variables an update hands back (over the new job set) point into the updated model and
+    carry its column bounds (0 on slots that do not exist), as arrays of the variable's shape."""
+    from policyopt.modeling import Model
+
+    rng = np.random.default_rng(11)
+    jobs = [make_job(i, rng, None) for i in range(12)]
+    pol = get_policy("max_min_fairness")
+    pol.solve(Problem(cluster(12), tuple(jobs)))
+    p2 = Problem(cluster(12), tuple(jobs[1:] + [make_job(99, rng, None)]))  # a completion and an arrival
+    space = pol.make_space(p2)
+    got = incremental.update(pol, space)
+    assert got is not None
+    st_, variables = got
+    try:
+        sf = st_.loaded.sf
+        for var in variables.values():
+            assert isinstance(var.lower, np.ndarray) and var.lower.shape == var.cols.shape == var.upper.shape
+            m = var.cols >= 0
+            assert np.array_equal(var.lower[m], sf.col_lower[var.cols[m]])
+            assert np.array_equal(var.upper[m], sf.col_upper[var.cols[m]])
+            assert not var.lower[~m].any() and not var.upper[~m].any()
+        ref = Model("ref")
+        X = space.add_allocation(ref)
+        assert variables["X"].cols.shape == X.cols.shape and np.array_equal(variables["X"].cols >= 0, X.cols >= 0)
+    finally:
+        st_.lock.release()
