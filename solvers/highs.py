@@ -75,6 +75,8 @@ def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
 #: without presolve (on the aggregated max-min LP at 2,048 jobs: 2.2 ms against 10–15 ms with it)
 _TIGHT_TOLERANCES = {"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10}
 _TIGHT = {**_TIGHT_TOLERANCES, "presolve": "off"}
+#: most costs per ``changeColsCost`` call (:meth:`HighsModel.set_costs`)
+_COST_CHUNK = 512
 
 
 class HighsModel(PricePath, LoadedModel):
@@ -166,7 +168,12 @@ class HighsModel(PricePath, LoadedModel):
         if not self._passed:
             return
         cols = np.asarray(cols, np.int32)
-        _check(self.h.changeColsCost(cols.size, cols, np.asarray(costs, np.float64)), "changeColsCost")
+        costs = np.asarray(costs, np.float64)
+        # in pieces: HiGHS's time per entry grows with a call's size (7,626 costs, max-min at 2,048
+        # jobs: ~0.33 ms in one call, ~0.14 ms in pieces of 512)
+        for a in range(0, cols.size, _COST_CHUNK):
+            b = min(a + _COST_CHUNK, cols.size)
+            _check(self.h.changeColsCost(b - a, cols[a:b], costs[a:b]), "changeColsCost")
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         c, lo1, hi1 = np.asarray(cols), np.asarray(lower, np.float64), np.asarray(upper, np.float64)

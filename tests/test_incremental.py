@@ -416,3 +416,33 @@ def test_updated_variables_carry_the_models_bounds() -> None:
         assert variables["X"].cols.shape == X.cols.shape and np.array_equal(variables["X"].cols >= 0, X.cols >= 0)
     finally:
         st_.lock.release()
+
+
+def test_costs_of_more_columns_than_one_highs_call_takes_all_arrive() -> None:
+    """``set_costs`` pushes to HiGHS in pieces of ``_COST_CHUNK``: every piece arrives, in any
+    column order, and the re-solve equals a cold solve of the changed LP."""
+    import scipy.sparse as sp
+
+    from policyopt import SolverOptions
+    from policyopt.solvers import highs
+    from policyopt.standard_form import StandardForm
+
+    rng = np.random.default_rng(5)
+    n = 2 * highs._COST_CHUNK + 77
+    A = sp.csc_matrix(np.vstack([np.ones(n), rng.uniform(0.5, 2.0, n)]))
+    sf = StandardForm(sense="max", c=rng.uniform(0, 1, n), offset=0.0, col_lower=np.zeros(n),
+                      col_upper=np.ones(n), integrality=np.zeros(n, np.int8), A=A,
+                      row_lower=np.full(2, -np.inf), row_upper=np.array([3.0, 4.0]), row_scale=np.ones(2))
+    m = highs.HighsModel(sf.copy(), SolverOptions(algorithm="simplex"))
+    m.solve()
+    cols = rng.permutation(n)
+    new = rng.uniform(0, 1, n)
+    m.set_costs(cols, new)
+    c = sf.c.copy()
+    c[cols] = new
+    np.testing.assert_array_equal(np.asarray(m.h.getLp().col_cost_), c)
+    ref = StandardForm(sense="max", c=c, offset=0.0, col_lower=sf.col_lower, col_upper=sf.col_upper,
+                       integrality=sf.integrality, A=A, row_lower=sf.row_lower, row_upper=sf.row_upper,
+                       row_scale=sf.row_scale)
+    want = highs.HighsModel(ref, SolverOptions(algorithm="simplex")).solve().objective
+    assert m.resolve().objective == pytest.approx(want, rel=1e-9)
