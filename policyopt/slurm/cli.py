@@ -20,24 +20,23 @@ def parse_restart_seconds(value: str | float) -> float | None:
     """``--restart-seconds``: a number of seconds >= 0, or ``auto`` (``None``: learned)."""
     if str(value).strip().lower() == "auto":
         return None
-    try:
-        seconds = float(value)
-    except ValueError:
-        raise InputError("--restart-seconds", value, "must be a number of seconds >= 0 or 'auto'") from None
-    if not seconds >= 0:
-        raise InputError("--restart-seconds", seconds, "must be >= 0")
-    return seconds
+    return _nonnegative("--restart-seconds", value, "seconds", "auto")
 
 
 def parse_deviation_bound(value: str | float) -> float:
     """``--deviation-bound``: rounds >= 0, or ``inf`` (pins are never cut short)."""
+    return _nonnegative("--deviation-bound", value, "rounds", "inf")
+
+
+def _nonnegative(option: str, value: str | float, unit: str, word: str) -> float:
+    """``value`` as a number >= 0 (NaN refused), or an error naming ``option`` and the value."""
     try:
-        rounds = float(value)
+        number = float(value)
     except ValueError:
-        raise InputError("--deviation-bound", value, "must be a number of rounds >= 0 or 'inf'") from None
-    if not rounds >= 0:
-        raise InputError("--deviation-bound", rounds, "must be >= 0")
-    return rounds
+        raise InputError(option, value, f"must be a number of {unit} >= 0 or '{word}'") from None
+    if not number >= 0:
+        raise InputError(option, number, "must be >= 0")
+    return number
 
 
 def run_slurm(args: argparse.Namespace) -> int:
