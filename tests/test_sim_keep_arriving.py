@@ -41,9 +41,10 @@ def test_keep_arriving_run_measures_the_same_window_with_arrivals_continuing(gav
     the same job positions as the plain one while more jobs arrive, and its files are named
     ``*_arriving``. (One chunk of 40 more jobs cannot cover a window whose jobs last up to ~170 h; the
     runs again with more chunks are the next test's.)"""
+    from policyopt.sim import experiment_runner
     from policyopt.sim import experiments as ex
 
-    monkeypatch.setattr(ex, "KEEP_ARRIVING_MAX_CHUNKS", 1)
+    monkeypatch.setattr(experiment_runner, "KEEP_ARRIVING_MAX_CHUNKS", 1)  # read where the runs are made
     args = ["las_single", "--scale", "published", "--jobs", "20", "--rates", "6", "--seeds", "0"]
     assert ex.main([*args, "--output", str(tmp_path), "--keep-arriving"]) == 0
     cont = pd.read_csv(tmp_path / "las_single_published_arriving.csv")
@@ -52,6 +53,12 @@ def test_keep_arriving_run_measures_the_same_window_with_arrivals_continuing(gav
     summary = __import__("json").loads((tmp_path / "las_single_published_arriving.json").read_text())
     assert summary["command"].endswith("--scale published --keep-arriving")
     assert not (tmp_path / "las_single_published.csv").exists()
+    # --replot --keep-arriving redraws from the _arriving CSV; without the flag there is no such CSV here
+    (tmp_path / "las_single_published_arriving_bars.png").unlink()
+    replot = ["las_single", "--replot", "--scale", "published", "--output", str(tmp_path)]
+    assert ex.main([*replot, "--keep-arriving"]) == 0
+    assert (tmp_path / "las_single_published_arriving_bars.png").exists()
+    assert ex.main(replot) == 2 and not (tmp_path / "las_single_published_bars.png").exists()
     plain_exp = ex.scaled(ex.EXPERIMENTS["las_single"], "published", jobs=20, rates=[6.0])
     cont_exp = ex.scaled(ex.EXPERIMENTS["las_single"], "published", jobs=20, rates=[6.0], keep_arriving=True)
     plain, keep_plain = ex._run_one((plain_exp, 0, 6.0, 0))
