@@ -10,7 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Sequence
 
-__all__ = ["Arm", "Experiment", "EXPERIMENTS", "GAVEL_SIMULATOR", "GAVEL_AGNOSTIC_SOLVE", "GAVEL_FTF_AGNOSTIC",
+__all__ = ["Arm", "Experiment", "EXPERIMENTS", "GAVEL_SIMULATOR", "GAVEL_LP_SOLVE", "GAVEL_AGNOSTIC_SOLVE",
+           "GAVEL_FTF_AGNOSTIC",
            "SCALES", "KEEP_ARRIVING_EXTRA", "KEEP_ARRIVING_MAX_CHUNKS", "scaled", "missing_policies"]
 
 
@@ -43,6 +44,9 @@ class Experiment:
     #: the published setup (``--scale published``): overrides of cluster / trace / rates / common, and
     #: ``arms``: per-arm config overrides by label
     published_scale: dict[str, Any] | None = None
+    #: named variants (``--variant NAME``): per-arm config overrides by label, applied at either scale on
+    #: top of the scale's own (``policy_options`` merged key by key)
+    variants: dict[str, dict[str, dict[str, Any]]] = field(default_factory=dict)
 
     def comparisons(self) -> list[tuple[str, str]]:
         return [(self.baseline, self.treatment), *self.extra_comparisons]
@@ -87,12 +91,17 @@ _PUB_SERVERS = {"gpus_per_server": 36}
 GAVEL_SIMULATOR = {"recompute_interval": 1920.0, "checkpoint_seconds": 0.0, "restore_seconds": 0.0,
                    "migration": "none", "keep_types": False}
 _PUB_COMMON = {**_PUB_SERVERS, **GAVEL_SIMULATOR}
-#: the agnostic LP solved as Gavel solves it (ECOS: the centre of the face of optima; our default solve, a
-#: vertex, made the agnostic max-min arm 14 % slower than Gavel's own simulator on the published multi-GPU
-#: trace, 2.1 jobs/h, seed 1; Clarabel without fill 0.2 %); FTF's agnostic arm also sees V100 rates as Gavel's
-GAVEL_AGNOSTIC_SOLVE = {"solver": "cvxpy:CLARABEL", "fill": False}
+#: an LP solved as Gavel solves it (ECOS: the centre of the face of optima; our default solve, a vertex,
+#: made the agnostic max-min arm 14 % slower than Gavel's own simulator on the published multi-GPU trace,
+#: 2.1 jobs/h, seed 1; Clarabel without fill 0.2 %; the aware arm's default solve, a vertex then the fill
+#: stage, 28 % faster than Gavel's at 2.5 jobs/h, Clarabel without fill 2.6 % slower)
+GAVEL_LP_SOLVE = {"solver": "cvxpy:CLARABEL", "fill": False}
+#: the published multi-GPU setup's agnostic arm; FTF's agnostic arm also sees V100 rates as Gavel's
+GAVEL_AGNOSTIC_SOLVE = GAVEL_LP_SOLVE
 GAVEL_FTF_AGNOSTIC = {"solver": "cvxpy:CLARABEL", "reference": "fastest"}
 _PUB_WINDOW = {"window": (4000.5 / _PUB_JOBS, 5000.5 / _PUB_JOBS), "until": "window", **_PUB_COMMON}
+#: ``--variant gavel_solve`` (LAS): both LPs solved as Gavel solves them, the aware arm too
+_GAVEL_SOLVE_BOTH = {"aware": {"policy_options": GAVEL_LP_SOLVE}, "agnostic": {"policy_options": GAVEL_LP_SOLVE}}
 #: Gavel's sweeps: np.linspace(0, 6, 16)[1:] (single-GPU) and np.linspace(0, 3, 11)[1:] (multi-GPU) jobs/hour
 _PUB_RATES_SINGLE = tuple(round(0.4 * k, 1) for k in range(1, 16))
 _PUB_RATES_MULTI = tuple(round(0.3 * k, 1) for k in range(1, 11))
@@ -106,7 +115,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         baseline="agnostic", treatment="aware", rates=(1.5, 2.5, 3.5), common=dict(_WINDOW),
         metrics=("avg_jct_hours", "p99_jct_hours", "utilization"),
         published_scale={"cluster": _PUB_CLUSTER, "jobs": _PUB_JOBS, "rates": _PUB_RATES_SINGLE,
-                         "common": _PUB_WINDOW}),
+                         "common": _PUB_WINDOW},
+        variants={"gavel_solve": _GAVEL_SOLVE_BOTH}),
     Experiment(
         "las_multi", "LAS: heterogeneity-aware vs agnostic, multi-GPU jobs (1/2/4/8 GPUs at 70/10/15/5 %)",
         "Gavel (OSDI'20) Fig. 9: up to 2.2x lower average JCT at high load",
@@ -115,7 +125,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         baseline="agnostic", treatment="aware", rates=(0.6, 1.0, 1.4), common=dict(_WINDOW),
         metrics=("avg_jct_hours", "p99_jct_hours", "utilization"),
         published_scale={"cluster": _PUB_CLUSTER, "jobs": _PUB_JOBS, "rates": _PUB_RATES_MULTI,
-                         "common": _PUB_WINDOW, "arms": {"agnostic": {"policy_options": GAVEL_AGNOSTIC_SOLVE}}}),
+                         "common": _PUB_WINDOW, "arms": {"agnostic": {"policy_options": GAVEL_AGNOSTIC_SOLVE}}},
+        variants={"gavel_solve": _GAVEL_SOLVE_BOTH}),
     Experiment(
         "makespan", "Makespan policy vs FIFO on a static trace (all jobs at t=0), with and without space sharing",
         "Gavel (OSDI'20) Fig. 10: makespan policy 2.5x lower makespan than FIFO",
@@ -187,10 +198,23 @@ KEEP_ARRIVING_EXTRA = 2
 KEEP_ARRIVING_MAX_CHUNKS = 40
 
 
+def _with_overrides(config: dict[str, Any], override: dict[str, Any]) -> dict[str, Any]:
+    """``config`` updated by ``override``, their ``policy_options`` merged key by key."""
+    out = {**config, **override}
+    if "policy_options" in config and "policy_options" in override:
+        out["policy_options"] = {**config["policy_options"], **override["policy_options"]}
+    return out
+
+
 def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
-           rates: Sequence[float] | None = None, keep_arriving: bool = False) -> Experiment:
+           rates: Sequence[float] | None = None, keep_arriving: bool = False,
+           variant: str | None = None) -> Experiment:
     """``exp`` at ``scale`` (``small``: as defined; ``published``: its ``published_scale``), with the
     trace cut to ``jobs`` and the rates replaced by ``rates`` when given (quick looks and tests).
+
+    ``variant``: one of ``exp.variants``, whose per-arm overrides apply on top of the scale's (e.g.
+    ``las_multi`` ``gavel_solve``: the aware arm's LP solved as Gavel solves it, as the published
+    setup's agnostic arm is).
 
     ``keep_arriving``: the trace is continued by chunks of ``KEEP_ARRIVING_EXTRA`` times as many jobs
     again (:func:`continue_arrivals`, the same generator and rate), the measured window keeping its job
@@ -215,7 +239,15 @@ def scaled(exp: Experiment, scale: str = "small", jobs: int | None = None,
                                              f"(those with one: {', '.join(with_pub)})")
         exp = replace(exp, cluster=pub["cluster"], trace={**exp.trace, "jobs": pub["jobs"], **pub.get("trace", {})},
                       rates=tuple(pub["rates"]), common={**exp.common, **pub["common"]},
-                      arms=tuple(Arm(a.label, {**a.config, **pub.get("arms", {}).get(a.label, {})}) for a in exp.arms))
+                      arms=tuple(Arm(a.label, _with_overrides(a.config, pub.get("arms", {}).get(a.label, {})))
+                                 for a in exp.arms))
+    if variant is not None:
+        if variant not in exp.variants:
+            raise InputError("variant", variant, f"experiment {exp.name!r} has "
+                             + (f"the variants {', '.join(exp.variants)}" if exp.variants else "no variants"))
+        over = exp.variants[variant]
+        exp = replace(exp, arms=tuple(Arm(a.label, _with_overrides(a.config, over.get(a.label, {})))
+                                      for a in exp.arms))
     if jobs is not None:
         exp = replace(exp, trace={**exp.trace, "jobs": jobs})
     if rates is not None:

@@ -23,10 +23,12 @@ log = logging.getLogger("policyopt.sim.experiments")
 __all__ = ["run_experiment", "replot", "file_stem"]
 
 
-def file_stem(name: str, scale: str = "small", keep_arriving: bool = False) -> str:
-    """The files' stem of experiment ``name``: ``NAME``, ``NAME_published`` at the published scale, and
-    ``_arriving`` appended with ``keep_arriving`` (``las_multi_published_arriving.csv``, ...)."""
-    return (name if scale == "small" else f"{name}_{scale}") + ("_arriving" if keep_arriving else "")
+def file_stem(name: str, scale: str = "small", keep_arriving: bool = False, variant: str | None = None) -> str:
+    """The files' stem of experiment ``name``: ``NAME``, ``NAME_published`` at the published scale, then
+    ``_VARIANT`` with a variant and ``_arriving`` with ``keep_arriving``
+    (``las_multi_published_arriving.csv``, ``las_multi_published_gavel_solve_arriving.csv``, ...)."""
+    return ((name if scale == "small" else f"{name}_{scale}") + (f"_{variant}" if variant else "")
+            + ("_arriving" if keep_arriving else ""))
 
 
 # ----------------------------------------------------------------------------------------- running
@@ -169,7 +171,7 @@ def _f(x: Any) -> float | None:
 def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = None, workers: int = 1,
                    quick: bool = False, progress: bool = True, scale: str = "small", jobs: int | None = None,
                    rates: Sequence[float] | None = None, ray_address: str | None = None,
-                   keep_arriving: bool = False) -> dict[str, Any]:
+                   keep_arriving: bool = False, variant: str | None = None) -> dict[str, Any]:
     """Run experiment ``name`` at ``scale`` (see :func:`scaled`); write CSV / JSON / figures under
     ``output`` (``NAME.*``, or ``NAME_published.*``; the CSV grows as simulations finish); return the summary.
 
@@ -183,8 +185,8 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
         from ..errors import UnknownNameError
 
         raise UnknownNameError("experiment", name, EXPERIMENTS)
-    exp = scaled(EXPERIMENTS[name], scale, jobs, rates, keep_arriving)
-    stem = file_stem(name, scale, keep_arriving)
+    exp = scaled(EXPERIMENTS[name], scale, jobs, rates, keep_arriving, variant)
+    stem = file_stem(name, scale, keep_arriving, variant)
     out = Path(output)
     out.mkdir(parents=True, exist_ok=True)
     missing = missing_policies(exp)
@@ -233,7 +235,9 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
                "comparisons": [list(c) for c in exp.comparisons()], "wall_seconds": wall,
                "command": f"python -m policyopt.sim.experiments {name} --output {output}"
                           + ("" if scale == "small" else f" --scale {scale}")
-                          + (" --keep-arriving" if keep_arriving else ""),
+                          + (" --keep-arriving" if keep_arriving else "")
+                          + (f" --variant {variant}" if variant else ""),
+               "variant": variant, "arm_configs": {a.label: a.config for a in exp.arms},
                "means": json.loads(means.to_json(orient="records")), "ratios": ratios}
     (out / f"{stem}.json").write_text(json.dumps(summary, indent=2))
     # figures
@@ -282,7 +286,8 @@ def _run_on_ray(tasks: Sequence[Any], address: str, finished: Any) -> None:
             ray.shutdown()
 
 
-def replot(name: str, output: str | Path, scale: str = "small", keep_arriving: bool = False) -> Path | None:
+def replot(name: str, output: str | Path, scale: str = "small", keep_arriving: bool = False,
+           variant: str | None = None) -> Path | None:
     """Redraw ``STEM_jct_vs_load.png`` and ``STEM_bars.png`` from ``OUTPUT/STEM.csv``, ``STEM`` being
     :func:`file_stem` (``NAME``, ``NAME_published``, ``NAME[_published]_arriving``); a sweep still running
     is drawn as far as it got. Returns the CSV read, or None where there is none."""
@@ -292,7 +297,7 @@ def replot(name: str, output: str | Path, scale: str = "small", keep_arriving: b
 
     exp = EXPERIMENTS[name]
     out = Path(output)
-    stem = file_stem(name, scale, keep_arriving)
+    stem = file_stem(name, scale, keep_arriving, variant)
     path = out / f"{stem}.csv"
     if not path.exists():
         return None

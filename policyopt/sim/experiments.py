@@ -3,7 +3,8 @@
     python -m policyopt.sim.experiments list
     python -m policyopt.sim.experiments NAME [--seeds 0,1,2] [--output docs/figures] [--workers 1] [--quick]
                                         [--scale small|published] [--jobs N] [--rates R1,R2,...]
-                                        [--ray-address local|auto|ray://HOST:PORT]
+                                        [--ray-address local|auto|ray://HOST:PORT] [--keep-arriving]
+                                        [--variant NAME] [--replot]
 
 Every experiment simulates the *same traces* (same seeds) under each of its arms, on a cluster
 smaller than the published one (the development machine has 2 shared cores; sizes are stated per
@@ -23,6 +24,11 @@ Files are named ``NAME_published.*``; the CSV is rewritten as each simulation fi
 shrinks the trace (the window stays at the same fractions) and ``--rates`` picks rates, for quick looks;
 each row records ``arrivals_cover_window`` (whether jobs were still arriving when the window's last job
 finished, as in the published runs).
+
+``--variant NAME`` applies an experiment's named per-arm overrides (``list`` names them):
+``las_single`` / ``las_multi`` ``gavel_solve`` solve both arms' LPs as Gavel's simulator solves them
+(``GAVEL_LP_SOLVE``: Clarabel, the centre of the face of optima, no fill stage), the aware arm too;
+files ``NAME[_published]_VARIANT[_arriving].*``.
 
 ``--workers N`` runs the simulations in N local processes; ``--ray-address ADDR`` runs each as a Ray
 task (``local``: a Ray instance started on this machine; ``auto`` or ``ray://HOST:PORT``: a running
@@ -100,6 +106,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--keep-arriving", action="store_true",
                    help="new jobs keep arriving until the window has finished (the trace continued by twice as "
                         "many jobs; files NAME[_published]_arriving.*)")
+    p.add_argument("--variant", default=None,
+                   help="a named variant of the experiment's arms (las_single, las_multi: gavel_solve, both LPs "
+                        "solved as Gavel's simulator solves them); files NAME[_published]_VARIANT[_arriving].*")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
@@ -107,16 +116,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"error: unknown experiment {args.name!r} (known: {', '.join(EXPERIMENTS)})", file=sys.stderr)
             return 2
         drawn = [n for n in (list(EXPERIMENTS) if args.name == "all" else [args.name])
-                 if replot(n, args.output, args.scale, args.keep_arriving) is not None]
+                 if replot(n, args.output, args.scale, args.keep_arriving, args.variant) is not None]
         if not drawn:
-            want = file_stem(args.name if args.name != "all" else "NAME", args.scale, args.keep_arriving)
+            want = file_stem(args.name if args.name != "all" else "NAME", args.scale, args.keep_arriving, args.variant)
             print(f"error: --replot found no {want}.csv under {args.output}", file=sys.stderr)
             return 2
         return 0
     if args.name == "list":
         for e in EXPERIMENTS.values():
             miss = missing_policies(e)
-            print(f"{e.name:14} {e.title}" + (f"  [missing: {', '.join(miss)}]" if miss else ""))
+            print(f"{e.name:14} {e.title}" + (f"  [missing: {', '.join(miss)}]" if miss else "")
+                  + (f"  [variants: {', '.join(e.variants)}]" if e.variants else ""))
         return 0
     from ..errors import PolicyOptError
 
@@ -128,7 +138,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rates = None if args.rates is None else [_rate(r) for r in args.rates.split(",")]
         for n in names:
             run_experiment(n, args.output, seeds, args.workers, args.quick, scale=args.scale, jobs=args.jobs,
-                           rates=rates, ray_address=args.ray_address, keep_arriving=args.keep_arriving)
+                           rates=rates, ray_address=args.ray_address, keep_arriving=args.keep_arriving,
+                           variant=args.variant)
     except PolicyOptError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
