@@ -51,6 +51,14 @@ solver's tolerance, not a bisection stopped at a 5% bracket. When every ``t_m = 
 typically 2–3 LP solves. With ``algorithm="auto"`` the backend picks per solve (the structured
 fast path, interior point cold on large LPs, warm simplex re-solves: ``solver_api.auto_algorithm``).
 
+**Second stage (``fill``, off by default).** The optimum pins only the jobs at ``max ρ``; the search's
+allocation gives every other job just enough for ``ρ_m ≤ ρ*`` and may leave whole worker types idle.
+``-o fill=true`` re-solves the loaded LP in place with ``λ = 0`` and rows ``thr(m)/w_m ≥ β_m(1/(ρ*(1 +
+10⁻⁹)))`` (every ``ρ_m ≤ ρ*(1 + 10⁻⁹)``), maximizing ``Σ_m thr(m)/thr(m, X_equal)`` (as
+``max_min_fairness``'s fill). ``extra["fill"]`` reports its seconds and whether its allocation was
+used. Gavel's policy does not fill (ECOS returns an interior point of the optimal face), but Gavel's
+simulator gives idle workers to jobs of zero priority (the simulator's ``backfill``).
+
 ``finish_time_fairness_agnostic``: the heterogeneity-agnostic baseline — by default
 (``reference="one"``) the policy sees every throughput as 1 (pairs as packed/alone ratios), so it
 equalizes time shares; the objective it reports is in those terms, and ``real_objective`` evaluates
@@ -76,6 +84,8 @@ from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
 
 from ._common import LoadedLP, isolated_throughput, max_throughput, policy_data
+from .makespan import normalized_throughput_costs
+from .max_min_fairness import FILL_TOLERANCE
 
 
 def _model_root(lam: float, pi: np.ndarray, v: float, beta: Callable[[float], np.ndarray],
@@ -147,6 +157,8 @@ class FinishTimeFairness(Policy):
     options: ClassVar[tuple[Option, ...]] = (
         Option("tol", float, 1e-7, "relative gap (UB − LB)/UB at which the search stops"),
         Option("max_iterations", int, 60, "LP solves at most (the best allocation found is returned)"),
+        Option("fill", bool, False, "second in-place LP: among allocations with max ρ within 1e-9 of the optimum, "
+               "maximize the total normalized throughput (no capacity left idle that a job could use)"),
     )
 
     def _policy_data(self, space: AllocationSpace) -> tuple[np.ndarray, np.ndarray]:
@@ -215,8 +227,13 @@ class FinishTimeFairness(Policy):
         else:
             status = Status.TIME_LIMIT
         gap = (ub - lb) / ub
+        fill: dict[str, Any] | None = None
+        if self.config["fill"] and status is Status.OPTIMAL:
+            X_best, fill = self._fill(space, lp, rows, X, lam, T, Tp, active, w, beta, ub, X_best)
         extra: dict[str, Any] = {"lower_bound": lb, "relative_gap": gap, "lp_solves": lp.solves,
                  "isolated_throughputs": dict(zip(space.jobs.labels.tolist(), iso_all.tolist()))}
+        if fill is not None:
+            extra["fill"] = fill
         if self.agnostic:
             extra["real_objective"] = float(np.max(finish_time_ratios(space, X_best, space.T, space.Tp, active)))
         if status is Status.OPTIMAL:
@@ -225,6 +242,28 @@ class FinishTimeFairness(Policy):
         msg = (f"{status.value}: stopped with relative gap {gap:.3g} after {lp.solves} LP(s); returning the "
                f"best allocation found ({'the isolated allocation' if X_best is X_iso else f'objective {ub:.6g}'})")
         return self.result(space, X_best, status, None, lp.solver_name, timings, msg, **extra)
+
+
+    def _fill(self, space: AllocationSpace, lp: LoadedLP, rows: np.ndarray, X: Any, lam: Any, T: np.ndarray,
+              Tp: np.ndarray, active: np.ndarray, w: np.ndarray, beta: Callable[[float], np.ndarray], ub: float,
+              X_best: np.ndarray) -> tuple[np.ndarray, dict[str, Any]]:
+        """Second stage: ``max Σ_m thr(m)/thr(m, X_equal)`` s.t. ``ρ_m(X) ≤ ρ*(1 + 10⁻⁹)`` for every
+        active job (rows ``thr(m)/w_m ≥ β_m(1/(ρ*(1 + 10⁻⁹)))``, ``λ`` fixed at 0), in place. The
+        allocation found by the search keeps these rows, so the LP is feasible; if it does not solve
+        to optimality, or its ``max ρ`` exceeds ``ρ*(1 + 10⁻⁶)``, the search's allocation is kept."""
+        t1 = time.perf_counter()
+        lam_col = LoadedLP.cols(lam)
+        cols, costs = normalized_throughput_costs(space, X, T, Tp)
+        lp.set_row_bounds(rows, beta(1.0 / (ub * (1 + FILL_TOLERANCE))), np.inf)
+        lp.set_col_bounds(lam_col, 0.0, 0.0)
+        lp.set_costs(np.concatenate([lam_col, cols]), np.concatenate([[0.0], costs]))
+        raw = lp.solve()
+        out, used = X_best, False
+        if raw.ok and raw.x is not None:
+            Xf = X.value(raw.x)
+            if float(np.max(finish_time_ratios(space, Xf, T, Tp, active, w))) <= ub * (1 + 1e-6):
+                out, used = Xf, True
+        return out, {"seconds": time.perf_counter() - t1, "used": used}
 
 
 @register_policy("finish_time_fairness_agnostic",

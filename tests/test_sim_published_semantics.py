@@ -12,7 +12,8 @@ def test_published_runs_equal_gavels_simulator_semantics(gavel, name) -> None:
     """A crowded small form (150 jobs at 120 jobs/h on 108 GPUs, so jobs are preempted and resumed):
     the published experiment's window JCTs equal those of a run configured with Gavel's semantics
     written out here. Before, the published setup charged the simulator's default 10 s + 10 s per
-    restart and recomputed every round, and its JCTs differed."""
+    restart and recomputed every round, and its JCTs differed. FTF's also backfills idle GPUs (Gavel's
+    simulator gives them to jobs of zero priority)."""
     from policyopt.sim import experiments as ex
     from policyopt.sim.simulator import SimConfig, Simulator
 
@@ -23,7 +24,7 @@ def test_published_runs_equal_gavels_simulator_semantics(gavel, name) -> None:
         cfg = SimConfig(policy=arm.config["policy"], policy_options=dict(arm.config.get("policy_options", {})),
                         seed=0, window=exp.common["window"], until="window",
                         gpus_per_server=36, migration="none", keep_types=False, checkpoint_seconds=0.0,
-                        restore_seconds=0.0, recompute_interval=1920.0)
+                        restore_seconds=0.0, recompute_interval=1920.0, backfill=name == "ftf")
         ref = Simulator(exp.cluster, cfg, gavel).run(trace)
         jct = ref.jobs.loc[ref.jobs["in_window"], "jct"].to_numpy(float)
         assert len(jct) == len(keep["jct"]) > 0

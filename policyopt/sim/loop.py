@@ -157,7 +157,7 @@ class SimulationRun:
         if kind == "static_split":
             self.scheduler = PartitionedScheduler(policy, L, credit)
         elif self.alloc_mode:
-            self.scheduler = AllocationScheduler(policy, sim.counts, L, credit)
+            self.scheduler = AllocationScheduler(policy, sim.counts, L, credit, cfg.backfill)
         else:
             self.scheduler = PriorityScheduler(policy)
         self.placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)

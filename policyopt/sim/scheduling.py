@@ -22,7 +22,7 @@ from typing import Any, Mapping, Protocol, Sequence
 import numpy as np
 
 from ..errors import InputError, UnknownNameError
-from ..mechanism import RoundAssignment, RoundMechanism
+from ..mechanism import Combination, RoundAssignment, RoundMechanism
 from ..mechanism.allocation import AllocationArrays
 from ..placement import PRIORITY_POLICIES, JobInfo, PriorityPolicy
 from ..policy import get_policy, list_policies
@@ -139,6 +139,22 @@ def mechanism_allocation(result: PolicyResult, counts: Mapping[str, int], scale:
     return out, coloc
 
 
+def runnable_types(result: PolicyResult, worker_types: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Per job of ``result``: the indices into ``worker_types`` of the types where it can run alone (a
+    configuration of that type with a positive throughput), in that order; empty without the result's
+    array form (``result.space``)."""
+    space = result.space
+    if space is None:
+        return {}
+    pos = {t: k for k, t in enumerate(worker_types)}
+    col_type = np.array([pos.get(physical_type(str(c)), -1) for c in space.configs.labels.tolist()], np.int64)
+    ok = (np.asarray(space.T) > 0) & space.single_mask & (col_type >= 0)[None, :]
+    runs = np.zeros((ok.shape[0], len(worker_types)), bool)
+    rows, cols = np.nonzero(ok)
+    runs[rows, col_type[cols]] = True
+    return {str(j): tuple(np.flatnonzero(r).tolist()) for j, r in zip(space.jobs.labels.tolist(), runs)}
+
+
 def mechanism_arrays(result: PolicyResult, worker_types: Sequence[str], counts: Mapping[str, int],
                      scale: Mapping[str, int]) -> AllocationArrays | None:
     """:func:`mechanism_allocation` straight from the policy's ``X`` array, as the mechanism's arrays
@@ -210,10 +226,12 @@ class AllocationScheduler:
     kind = "allocation"
 
     def __init__(self, policy: SolvesProblems, counts: Mapping[str, int], round_length: float,
-                 renewal_credit: float = 0.0) -> None:
+                 renewal_credit: float = 0.0, backfill: bool = False) -> None:
         self.policy = policy
         self.round_length = float(round_length)
         self.renewal_credit = float(renewal_credit)
+        self.backfill = bool(backfill)
+        self._runs: dict[str, tuple[int, ...]] = {}  # job -> mechanism type indices it can run on (backfill)
         self.counts = dict(counts)
         self.mechanism = RoundMechanism(self.counts, round_length=self.round_length,
                                         renewal_credit=self.renewal_credit)
@@ -240,6 +258,8 @@ class AllocationScheduler:
             self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc})
         self._known = set(self.mechanism.arrays.job_ids)
         self._row = {j: i for i, j in enumerate(self.mechanism.arrays.job_ids)}
+        if self.backfill:
+            self._runs = runnable_types(result, self.mechanism.worker_types)
         self.installed = True
 
     def allows(self, job: str, worker_type: str) -> bool:
@@ -252,7 +272,38 @@ class AllocationScheduler:
     def select(self, jobs: Sequence[JobInfo], capacity: Mapping[str, int]) -> RoundAssignment:
         if not self.installed:
             return RoundAssignment((), tuple(j.job_id for j in jobs))
-        return self.mechanism.schedule_round()
+        selection = self.mechanism.schedule_round()
+        return self._backfilled(selection, capacity) if self.backfill and self._runs else selection
+
+    def _backfilled(self, selection: RoundAssignment, capacity: Mapping[str, int]) -> RoundAssignment:
+        """``selection`` plus, on the workers it leaves idle, the installed jobs that do not run: in the
+        allocation's job order, each on the first worker type (the mechanism's order) where it can run
+        alone and ``scale_factor`` workers are free, whatever its ``X`` there (Gavel's simulator gives
+        idle workers to zero-priority jobs under every policy but FIFO)."""
+        types = self.mechanism.worker_types
+        left = [min(int(capacity.get(t, 0)), self.counts.get(t, 0)) for t in types]
+        for t, n in selection.gpus_used().items():
+            left[types.index(t)] -= n
+        if max(left, default=0) <= 0:
+            return selection
+        running = selection.running_jobs()
+        arr = self.mechanism.arrays
+        extra: list[Combination] = []
+        for j, s in zip(arr.job_ids, arr.scale[:arr.num_singles].tolist()):
+            if j in running or j not in self._known:
+                continue
+            for c in self._runs.get(j, ()):
+                if left[c] >= s:
+                    left[c] -= int(s)
+                    extra.append(Combination((j,), types[c], int(s)))
+                    break
+            if max(left) <= 0:
+                break
+        if not extra:
+            return selection
+        taken = {c.jobs[0] for c in extra}
+        return RoundAssignment(selection.combinations + tuple(extra),
+                               tuple(j for j in selection.pending if j not in taken))
 
     def record(self, selection: RoundAssignment, durations: Mapping[str, float]) -> None:
         if self.installed:

@@ -29,7 +29,11 @@ round at time ``t``:
    type has room (or a swap partner), gives it time and is not slower for it, and hands the GPUs a
    move frees to pending jobs the allocation gives time there; with it the packer renews last
    round's pairs (``MatchingPacker(keep_bonus=2 (checkpoint + restore) / L)``: the two
-   restarts a kept pair avoids, in the packer's unit). Priority policies get neither.
+   restarts a kept pair avoids, in the packer's unit). Priority policies get neither. With
+   ``backfill`` (optimization policies) workers the mechanism leaves idle go to the installed jobs
+   that do not run, in job order, each on the first type where it can run alone and has room,
+   whatever its ``X`` there — Gavel's simulator does this under every policy but FIFO (jobs with zero
+   priority still take idle workers), which matters where the allocation leaves capacity unused.
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
@@ -95,6 +99,7 @@ class SimConfig:
     renew_leases: bool = True
     keep_types: bool | None = None  # None: on with migration="matching" (placement.sticky.keep_types)
     renewal_credit: float | None = None  # seconds; None: default_renewal_credit (0 unless migration="matching")
+    backfill: bool = False  # idle workers to installed jobs with X = 0 there (Gavel's simulator)
     round_seconds: float = 360.0
     recompute_interval: float | None = None  # None: one round
     checkpoint_seconds: float = 10.0
@@ -129,6 +134,8 @@ class SimConfig:
             positive("recompute_interval", self.recompute_interval, True)
         if self.renewal_credit is not None:
             positive("renewal_credit", self.renewal_credit, True)
+        if not isinstance(self.backfill, bool):
+            raise InputError("backfill", self.backfill, "must be true or false")
         if self.keep_types is not None and not isinstance(self.keep_types, bool):
             raise InputError("keep_types", self.keep_types,
                              "must be true, false or null (on with migration='matching')")
