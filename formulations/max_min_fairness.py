@@ -42,6 +42,7 @@ from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
 from policyopt.problem import Problem
 from policyopt.result import PolicyResult, Status, Timings
+from policyopt.solvers import highs_steps
 from policyopt.warm_start import BasisSnapshot, carry_basis, recall, remember
 
 from ._common import LoadedLP
@@ -122,6 +123,7 @@ class MaxMinFairness(LPPolicy):
         is kept for the next problem: in ``st`` (the kept model, updated in place) and as a label
         snapshot (:mod:`policyopt.warm_start`) of ``model`` (a cold build) or of ``st``'s
         ``variables`` (a kept model), for a cold build after a change other than of the job set."""
+        runs = getattr(lp.loaded, "runs", None)
         raw = lp.solve()
         if st is not None:  # the max-min basis, kept now (the fill stage changes the loaded model)
             st.keep_start(raw.x if raw.status is Status.OPTIMAL else None)
@@ -138,19 +140,40 @@ class MaxMinFairness(LPPolicy):
         t_star = float(raw.x[t_col[0]])
         before = _dot(costs, raw.x[cols])
         t1 = time.perf_counter()
-        lp.set_col_bounds(t_col, t_star - FILL_TOLERANCE * abs(t_star), np.inf)
-        lp.set_costs(np.concatenate([t_col, cols]), np.concatenate([[0.0], costs]))  # one call
-        raw2 = lp.solve()
+        t_low = t_star - FILL_TOLERANCE * abs(t_star)
         x, message = raw.x, ""
-        if raw2.status is Status.OPTIMAL and raw2.x is not None:
-            x = raw2.x
+        steps = self._fill_steps(lp, runs, raw.x, cols, costs, t_col, t_low)
+        if steps is not None:  # taken on HiGHS's factorization; the loaded model is unchanged
+            x = steps.x
         else:
-            message = f"second stage (fill) ended {raw2.status.value}: returning the max-min optimum without it"
+            lp.set_col_bounds(t_col, t_low, np.inf)
+            lp.set_costs(np.concatenate([t_col, cols]), np.concatenate([[0.0], costs]))  # one call
+            raw2 = lp.solve()
+            if raw2.status is Status.OPTIMAL and raw2.x is not None:
+                x = raw2.x
+            else:
+                message = f"second stage (fill) ended {raw2.status.value}: returning the max-min optimum without it"
         Xv = X.value(x)
         level = self.normalizer(space) * space.throughput_values(np.minimum(np.maximum(Xv, 0.0), 1.0), T, Tp)
         fill = {"seconds": time.perf_counter() - t1, "min_level": float(level.min()) if level.size else t_star,
-                "normalized_throughput_before": before, "normalized_throughput_after": _dot(costs, x[cols])}
+                "normalized_throughput_before": before, "normalized_throughput_after": _dot(costs, x[cols]),
+                "steps": None if steps is None else steps.steps}
         return self.result(space, Xv, Status.OPTIMAL, t_star, raw.solver, timings, message, fill=fill)
+
+    @staticmethod
+    def _fill_steps(lp: LoadedLP, runs: int | None, x: np.ndarray, cols: np.ndarray, costs: np.ndarray,
+                    t_col: np.ndarray, t_low: float) -> highs_steps.Steps | None:
+        """The fill stage as a few primal simplex steps on the factorization HiGHS kept from the
+        max-min LP's simplex run (:func:`policyopt.solvers.highs_steps.reoptimize`: certified on the
+        whole LP, the loaded model unchanged), or ``None`` (then HiGHS runs it)."""
+        if runs is None or not highs_steps.ready(lp.loaded, runs):
+            return None
+        sf = lp.sf
+        c = np.zeros(sf.num_cols)
+        c[cols] = costs
+        lower = sf.col_lower.copy()
+        lower[t_col] = t_low
+        return highs_steps.reoptimize(lp.loaded, x, c, lower, sf.col_upper)
 
 
 @register_policy("max_min_fairness_agnostic")
