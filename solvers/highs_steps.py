@@ -108,8 +108,9 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
     if (v < lo_out).any() or (v > hi_out).any():
         return None  # the basis is not primal feasible under the new bounds
     np.clip(v, lo, hi, out=v)
-    lo_in, hi_in = lo + TOL, hi - TOL
-    nonbasic = ~basic
+    # nonbasic variables free to move up / down (changed only where a variable leaves or enters)
+    up_ok = (v < hi - TOL) & ~basic
+    down_ok = (v > lo + TOL) & ~basic
     etas: list[tuple[int, np.ndarray]] = []
 
     def ftran(rhs: np.ndarray) -> np.ndarray:
@@ -136,13 +137,13 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
         np.subtract(cost[:n], At @ y, out=d[:n])
         np.negative(y, out=d[n:])
         # improving and free to move that way: d > 0 below the upper bound, d < 0 above the lower
-        movable = ((d > TOL) & (v < hi_in)) | ((d < -TOL) & (v > lo_in))
-        movable &= nonbasic
+        movable = (d > TOL) & up_ok
+        movable |= (d < -TOL) & down_ok
         np.abs(d, out=score)
         score *= movable
         q = int(score.argmax())
         if score[q] == 0.0:
-            return _certified(sf, v[:n].copy(), lo_out, hi_out, lo_in, hi_in, d, basic, c, step)
+            return _certified(sf, v[:n].copy(), lo, hi, lo_out, hi_out, d, basic, c, step)
         if step == max_steps:
             return None
         s = 1.0 if d[q] > 0 else -1.0
@@ -167,6 +168,7 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
                 return None  # unbounded along q
             v[var] += own * delta
             v[q] = hi[q] if s > 0 else lo[q]
+            up_ok[q], down_ok[q] = s < 0, s > 0
             continue
         tie = (lim <= theta + 1e-12 * max(1.0, theta)).nonzero()[0]
         p = int(tie[np.argmax(mag[tie])])
@@ -176,23 +178,28 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
         leave = int(var[p])
         v[leave] = lo[leave] if down[p] else hi[leave]
         basic[leave], basic[q] = False, True
-        nonbasic[leave], nonbasic[q] = True, False
+        up_ok[q] = down_ok[q] = False
+        up_ok[leave], down_ok[leave] = v[leave] < hi[leave] - TOL, v[leave] > lo[leave] + TOL
         var[p] = q
         etas.append((p, al))
     return None
 
 
-def _certified(sf: Any, x: np.ndarray, lo_out: np.ndarray, hi_out: np.ndarray, lo_in: np.ndarray,
-               hi_in: np.ndarray, d: np.ndarray, basic: np.ndarray, c: np.ndarray, steps: int) -> Steps | None:
-    """``x`` if it meets every bound and row to :data:`TOL` (``lo_out``/``hi_out``: the bounds of the
-    columns and logicals widened by it) and the reduced costs ``d`` of its basis are optimal there
-    (module docstring: ``0`` on basic variables, ``d > TOL`` only within :data:`TOL` of an upper
-    bound, ``d < −TOL`` only within it of a lower one); else ``None``."""
+def _certified(sf: Any, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_out: np.ndarray, hi_out: np.ndarray,
+               d: np.ndarray, basic: np.ndarray, c: np.ndarray, steps: int) -> Steps | None:
+    """``x`` if it meets every bound and row to :data:`TOL` (``lo``/``hi``: the bounds of the
+    columns and logicals, ``lo_out``/``hi_out`` the same widened by it) and the reduced costs ``d``
+    of its basis are optimal there (module docstring: ``0`` on basic variables, ``d > TOL`` only
+    within :data:`TOL` of an upper bound, ``d < −TOL`` only within it of a lower one); else
+    ``None``."""
     v = np.concatenate([x, -(sf.A @ x)])
     if (v < lo_out).any() or (v > hi_out).any():
         return None
     if (np.abs(d[basic]) > TOL).any():
         return None
-    if (((d > TOL) & (v < hi_in)) | ((d < -TOL) & (v > lo_in)))[~basic].any():
+    wrong = (d > TOL) & (v < hi - TOL)
+    wrong |= (d < -TOL) & (v > lo + TOL)
+    wrong &= ~basic
+    if wrong.any():
         return None
     return Steps(x, steps, float(np.add.reduce(np.asarray(c, np.float64) * x)))
