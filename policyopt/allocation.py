@@ -50,7 +50,7 @@ class AllocationSpace:
         arr = problem.arrays
         self.jobs = IndexSet("jobs", arr.ids)
         (type_labels, cfg_labels, self.counts, self.gpus_per_server, self.prices, self.config_type,
-         self.config_unconsolidated) = _cluster_arrays(cl, arr.configs)
+         self.config_unconsolidated, self._variants) = _cluster_arrays(cl, arr.configs)
         self.worker_types = IndexSet("worker_types", type_labels)
         self.configs = IndexSet("configs", cfg_labels)
         C = len(self.configs)
@@ -80,30 +80,20 @@ class AllocationSpace:
 
     # ------------------------------------------------------------------ masks and pairs
     def _single_mask(self) -> np.ndarray:
-        counts_c = self.counts[self.config_type]
-        fits = self.scale[:, None] <= counts_c[None, :]
-        mask = (self.T > 0) & fits
+        counts_c, c_u, c_p, gps_p, distinct = self._variants
+        mask = self.T > 0
+        mask &= self.scale[:, None] <= counts_c
         # a consolidated slot is impossible when the job cannot fit on one server and the data gives
-        # its unconsolidated throughput for that type (placement-sensitive configurations)
-        ctype, unc_flags = self.config_type.tolist(), self.config_unconsolidated.tolist()
-        if any(unc_flags):
-            # per unconsolidated configuration, the first consolidated one of its type (a few
-            # configurations: plain Python), then one vectorized test over jobs × those pairs
-            first_phys: dict[int, int] = {}
-            for c, (t, u) in enumerate(zip(ctype, unc_flags)):
-                if not u:
-                    first_phys.setdefault(t, c)
-            pairs = [(c, first_phys[t]) for c, (t, u) in enumerate(zip(ctype, unc_flags)) if u and t in first_phys]
-            if pairs:
-                cu_list, cp_list = (list(v) for v in zip(*pairs))
-                c_u, c_p = np.array(cu_list, np.int64), np.array(cp_list, np.int64)
-                spread_only = (self.scale[:, None] > self.gpus_per_server[[ctype[c] for c in cp_list]]) \
-                    & (self.T[:, c_u] > 0)
-                if len(set(cp_list)) == len(cp_list):
-                    mask[:, c_p] &= ~spread_only
-                else:  # a physical configuration backs several variants
-                    for k in range(c_p.size):
-                        mask[spread_only[:, k], c_p[k]] = False
+        # its unconsolidated throughput for that type (placement-sensitive configurations): per
+        # unconsolidated configuration ``c_u[k]``, the first consolidated one of its type ``c_p[k]``
+        # (found once per cluster, :func:`_cluster_arrays`), one vectorized test over jobs × those pairs
+        if c_u.size:
+            spread_only = (self.scale[:, None] > gps_p) & (self.T[:, c_u] > 0)
+            if distinct:
+                mask[:, c_p] &= ~spread_only
+            else:  # a physical configuration backs several variants
+                for k in range(c_p.size):
+                    mask[spread_only[:, k], c_p[k]] = False
         return mask
 
     def _build_pairs(self) -> None:
@@ -224,7 +214,7 @@ class AllocationSpace:
                 rows.append(self.pair_jobs[kk, side])
                 cols.append((n + kk) * C + kc)
         r = _cat(rows)
-        ones = np.broadcast_to(np.float64(1.0), r.shape)  # a read-only view: no array of ones per slot
+        ones = _ones(r.size)  # a read-only view: no array of ones per slot
         return Triplets(r, _cat(cols), ones, (n, len(self.rows) * C))
 
     def slot_workers(self, rows: np.ndarray, configs: np.ndarray) -> np.ndarray:
@@ -401,14 +391,17 @@ class AllocationSpace:
 #: per (cluster, configurations): the arrays every space of that cluster derives from it, read-only
 #: and shared (a simulator or a scheduler poses thousands of problems on one cluster; ~15 small
 #: conversions per space otherwise), emptied when it holds :data:`_CLUSTER_ARRAYS_MAX` pairs
-_CLUSTER_ARRAYS: dict[tuple[Any, tuple[str, ...]], tuple[np.ndarray, ...]] = {}
+_CLUSTER_ARRAYS: dict[tuple[Any, tuple[str, ...]], tuple[Any, ...]] = {}
 _CLUSTER_ARRAYS_MAX = 64
 
 
-def _cluster_arrays(cl: Any, configs: Any) -> tuple[np.ndarray, ...]:
+def _cluster_arrays(cl: Any, configs: Any) -> tuple[Any, ...]:
     """``(type labels, configuration labels, counts, gpus per server, prices, type of each
-    configuration, whether each configuration is an unconsolidated variant)`` of a cluster and a
-    problem's configurations (kept per pair: :data:`_CLUSTER_ARRAYS`)."""
+    configuration, whether each configuration is an unconsolidated variant, variants)`` of a cluster
+    and a problem's configurations (kept per pair: :data:`_CLUSTER_ARRAYS`); ``variants`` is what
+    :meth:`AllocationSpace._single_mask` reads: each configuration's type count, the unconsolidated
+    configurations ``c_u`` with the first consolidated configuration of their type ``c_p``, the
+    GPUs per server of those types, and whether the ``c_p`` are distinct."""
     key = (cl, tuple(configs))
     hit = _CLUSTER_ARRAYS.get(key)
     if hit is not None:
@@ -421,18 +414,39 @@ def _cluster_arrays(cl: Any, configs: Any) -> tuple[np.ndarray, ...]:
     missing = [t for t in phys if t not in pos]
     if missing:  # (as IndexSet.position says it)
         IndexSet("worker_types", type_labels).position(missing[0])
-    hit = (type_labels, np.asarray(cfg_names),
-           np.array([w.count for w in wts], dtype=np.float64),
-           np.array([w.gpus_per_server or max(w.count, 1) for w in wts], float),
+    counts = np.array([w.count for w in wts], dtype=np.float64)
+    gps = np.array([w.gpus_per_server or max(w.count, 1) for w in wts], float)
+    ctype = [pos[t] for t in phys]
+    unc = [c != t for c, t in zip(cfg_names, phys)]
+    # per unconsolidated configuration, the first consolidated configuration of its type
+    first_phys: dict[int, int] = {}
+    for c, (t, u) in enumerate(zip(ctype, unc)):
+        if not u:
+            first_phys.setdefault(t, c)
+    pairs = [(c, first_phys[t]) for c, (t, u) in enumerate(zip(ctype, unc)) if u and t in first_phys]
+    c_u = np.array([c for c, _ in pairs], np.int64)
+    c_p = np.array([c for _, c in pairs], np.int64)
+    variants = (counts[ctype], c_u, c_p, gps[[ctype[c] for c in c_p.tolist()]],
+                len(set(c_p.tolist())) == c_p.size)
+    hit = (type_labels, np.asarray(cfg_names), counts, gps,
            np.array([np.nan if w.price_per_hour is None else w.price_per_hour for w in wts], dtype=np.float64),
-           np.array([pos[t] for t in phys], np.int64),
-           np.array([c != t for c, t in zip(cfg_names, phys)], bool))
-    for a in hit:
+           np.array(ctype, np.int64), np.array(unc, bool), variants)
+    for a in (*hit[:-1], *variants[:-1]):
         a.flags.writeable = False
     if len(_CLUSTER_ARRAYS) >= _CLUSTER_ARRAYS_MAX:
         _CLUSTER_ARRAYS.clear()  # (atomic: other threads may read and fill it meanwhile)
     _CLUSTER_ARRAYS[key] = hit
     return hit
+
+
+_ONE = np.ones(1)
+_ONE.flags.writeable = False
+
+
+def _ones(n: int) -> np.ndarray:
+    """``n`` ones as a read-only view of one number (stride 0; what ``np.broadcast_to(1.0, n)``
+    gives, without its Python-level wrapper)."""
+    return np.ndarray((n,), np.float64, _ONE, 0, (0,))
 
 
 def _cat(parts: list[np.ndarray]) -> np.ndarray:

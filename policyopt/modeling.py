@@ -429,13 +429,15 @@ class Model:
         if m.shape != shape:
             raise ModelingError(f"mask shape {m.shape} does not match variable shape {shape}")
         lo_in, hi_in = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
-        if any_nonzero(np.isnan(lo_in)) or any_nonzero(np.isnan(hi_in)):
+        scalar = lo_in.ndim == hi_in.ndim == 0
+        if (math.isnan(lo_in) or math.isnan(hi_in)) if scalar else (any_nonzero(np.isnan(lo_in))
+                                                                     or any_nonzero(np.isnan(hi_in))):
             raise ModelingError(f"variable {name!r}: NaN bound")
         # bounds are the variable's own writable arrays (callers tighten them in place: X.upper[...] = 0.5)
         lo = _full(lo_in, shape)
         hi = _full(hi_in, shape)
         n = int(np.count_nonzero(m))
-        if (bool(lo_in > hi_in) and n > 0) if lo_in.ndim == hi_in.ndim == 0 else any_nonzero(lo[m] > hi[m]):
+        if (bool(lo_in > hi_in) and n > 0) if scalar else any_nonzero(lo[m] > hi[m]):
             raise ModelingError(f"variable {name!r}: lower bound above upper bound")
         if n == m.size:
             cols = np.arange(self.num_cols, self.num_cols + n, dtype=np.int64).reshape(shape)

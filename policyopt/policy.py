@@ -212,13 +212,13 @@ class Policy(ABC):
         np.minimum(X, 1.0, out=X)
         X += 0.0  # turns -0.0 into 0.0
         X[~space.mask] = 0.0
-        res = PolicyResult(policy=self.name, solver=solver, status=status, objective=objective, allocation={},
-                           timings=timings, message=message, extra=dict(extra))
-        res.defer(allocation=lambda: space.allocation_dict(X), colocated_allocation=lambda: space.colocated_list(X),
-                  effective_throughputs=lambda: dict(zip(space.jobs.labels.tolist(),
-                                                         space.throughput_values(X).tolist())))
-        res.X, res.space = X, space
-        res.timings.extract += time.perf_counter() - t0
+        res = PolicyResult.deferred(
+            self.name, solver, status, objective, timings, message, extra,
+            {"allocation": lambda: space.allocation_dict(X), "colocated_allocation": lambda: space.colocated_list(X),
+             "effective_throughputs": lambda: dict(zip(space.jobs.labels.tolist(),
+                                                       space.throughput_values(X).tolist()))},
+            X, space)
+        timings.extract += time.perf_counter() - t0
         return res
 
     def fallback(self, space: AllocationSpace, raw: SolveResult | None, X_var: Variable | None

@@ -137,6 +137,21 @@ class PolicyResult:
             pending[name] = build
         return self
 
+    @classmethod
+    def deferred(cls, policy: str, solver: str, status: Status, objective: float | None, timings: Timings,
+                 message: str, extra: dict[str, Any], builders: dict[str, Callable[[], Any]],
+                 X: Any = None, space: Any = None) -> "PolicyResult":
+        """``PolicyResult(...)`` whose three lazy fields (``allocation``, ``colocated_allocation``,
+        ``effective_throughputs``) are all built by ``builders`` on first access: the result of the
+        constructor followed by :meth:`defer`, with the fields set at once (a policy's every solve
+        ends here). ``extra`` is taken as given (not copied)."""
+        if set(builders) != set(_LAZY_FIELDS):
+            raise ValueError(f"deferred needs a builder for each of {', '.join(_LAZY_FIELDS)}")
+        res = object.__new__(cls)
+        res.__dict__.update(policy=policy, solver=solver, status=status, objective=objective, timings=timings,
+                            message=message, extra=extra, X=X, space=space, _pending=builders)
+        return res
+
     def is_built(self, name: str) -> bool:
         """Whether field ``name`` holds its value (not a deferred builder, :meth:`defer`)."""
         return name not in self.__dict__.get("_pending", {})

@@ -196,3 +196,58 @@ def test_one_column_bounds_equal_the_array_path(lo: float, hi: float) -> None:
     assert np.array_equal(lp1.col_lower_, lp2.col_lower_) and np.array_equal(lp1.col_upper_, lp2.col_upper_)
     r1, r2 = one.solve(), many.solve()
     assert r1.status is r2.status and (r1.objective == r2.objective or (r1.objective is None and r2.objective is None))
+
+
+def test_deferred_constructor_equals_constructor_then_defer() -> None:
+    from policyopt.result import Timings
+
+    builders = {"allocation": lambda: {"a": {"v100": 0.5}}, "colocated_allocation": list,
+                "effective_throughputs": lambda: {"a": 1.0}}
+    fast = PolicyResult.deferred("p", "highs", Status.OPTIMAL, 2.0, Timings(solve=1.0), "m", {"k": 1}, dict(builders),
+                                 np.ones((1, 1)), None)
+    slow = PolicyResult("p", "highs", Status.OPTIMAL, 2.0, {}, timings=Timings(solve=1.0), message="m",
+                        extra={"k": 1}, X=np.ones((1, 1))).defer(**builders)
+    for field in ("allocation", "colocated_allocation", "effective_throughputs"):
+        assert not fast.is_built(field)
+    assert fast == slow and fast.to_dict() == slow.to_dict() and repr(fast) == repr(slow)
+    assert pickle.loads(pickle.dumps(fast)) == slow
+    with pytest.raises(ValueError, match="deferred needs a builder"):
+        PolicyResult.deferred("p", "s", Status.OPTIMAL, 0.0, Timings(), "", {}, {"allocation": dict})
+
+
+def _mask_by_pairs(space) -> np.ndarray:  # type: ignore[no-untyped-def]
+    """The single-job mask written out per (unconsolidated, consolidated) configuration pair."""
+    counts_c = space.counts[space.config_type]
+    mask = (space.T > 0) & (space.scale[:, None] <= counts_c[None, :])
+    labels = space.configs.labels.tolist()
+    for cu, name in enumerate(labels):
+        if not name.endswith("_unconsolidated"):
+            continue
+        t = space.config_type[cu]
+        same = [c for c, other in enumerate(labels)
+                if space.config_type[c] == t and not other.endswith("_unconsolidated")]
+        if same:
+            cp = same[0]
+            spread = (space.scale > space.gpus_per_server[t]) & (space.T[:, cu] > 0)
+            mask[spread, cp] = False
+    return mask
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_single_mask_equals_the_per_pair_rule(seed: int) -> None:
+    from policyopt.allocation import AllocationSpace
+
+    rng = np.random.default_rng(seed)
+    types = ("v100", "p100", "k80")
+    gps = {t: int(rng.choice([1, 2, 4])) for t in types}
+    counts = {t: int(rng.integers(2, 9)) for t in types}
+    counts["k80"] = 8  # every job fits there
+    cluster = Cluster.from_counts(counts, gpus_per_server=gps)
+    configs = [*types, "v100_unconsolidated", *(f"{t}_unconsolidated" for t in types[1:] if rng.random() < 0.7)]
+    jobs = []
+    for i in range(30):
+        thr = {c: float(rng.uniform(0.5, 5)) for c in configs if rng.random() < 0.75}
+        thr.setdefault("k80", 1.0)
+        jobs.append(Job(f"j{i}", thr, scale_factor=int(rng.choice([1, 2, 4, 8]))))
+    space = AllocationSpace(Problem(cluster, tuple(jobs)))
+    np.testing.assert_array_equal(space.single_mask, _mask_by_pairs(space))
