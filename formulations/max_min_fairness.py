@@ -75,9 +75,19 @@ class MaxMinFairness(LPPolicy):
         return space.agnostic_throughputs() if self.agnostic else (space.T, space.Tp)
 
     def normalizer(self, space: AllocationSpace) -> np.ndarray:
-        """``sf_m / (w_m·thr(m, X_equal))`` under the data this policy sees."""
+        """``sf_m / (w_m·thr(m, X_equal))`` under the data this policy sees (read-only; under the
+        space's own data kept on the space while its ``T``, ``scale`` and ``weights`` are the same
+        arrays: a solve reads it twice)."""
         T, _ = self.data(space)
-        return space.scale / (space.weights * space.equal_share_throughput(T))
+        own = T is space.T
+        hit = space.__dict__.get("_mmf_normalizer") if own else None
+        if hit is not None and hit[0] is space.T and hit[1] is space.scale and hit[2] is space.weights:
+            return hit[3]
+        out = space.scale / (space.weights * space.equal_share_throughput(T))
+        out.flags.writeable = False
+        if own:
+            space.__dict__["_mmf_normalizer"] = (space.T, space.scale, space.weights, out)
+        return out
 
     def build(self, model: Model, space: AllocationSpace, X: Variable) -> Variable:
         T, Tp = self.data(space)

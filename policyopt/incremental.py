@@ -86,7 +86,11 @@ class JobSetModel:
                  layout: tuple[Layout, Layout], obj_name: str | None) -> None:
         self.lock = threading.Lock()
         self.loaded = loaded
-        self.signature = _signature(policy, space)
+        # what :func:`_signature` reads, kept; the signature itself is formed at the first update (a
+        # model kept by a policy object that solves once is never compared)
+        self._signed: tuple[Any, ...] | None = (type(policy), dict(policy.config), space.problem.cluster,
+                                                space.configs.labels)
+        self._signature: tuple[Any, ...] | None = None
         self.var_layout, self.block_layout = layout
         self.obj_name = obj_name
         self.ids: np.ndarray = space.jobs.labels.copy()  # each slot's job id
@@ -116,6 +120,14 @@ class JobSetModel:
         # throughput), checked in full on the fresh build
         self.star_layout = all(per_job for per_job, _ in self.var_layout.values()) and all(
             len(names) == 1 for per_job, names in self.block_layout.values() if per_job)
+
+    @property
+    def signature(self) -> tuple[Any, ...]:
+        """:func:`_signature` of the policy and space this model was built for."""
+        if self._signature is None:
+            assert self._signed is not None
+            self._signature, self._signed = _signature_of(*self._signed), None
+        return self._signature
 
     # ------------------------------------------------------------------ basis kept for the next problem
     def _index(self) -> None:
@@ -455,8 +467,11 @@ class JobSetModel:
 def _signature(policy: Any, space: AllocationSpace) -> tuple[Any, ...]:
     """What must be equal for an in-place update: the policy's class and options, the cluster, the
     configurations."""
-    return (type(policy), tuple(sorted((k, repr(v)) for k, v in policy.config.items())),
-            space.problem.cluster, tuple(space.configs.labels.tolist()))
+    return _signature_of(type(policy), policy.config, space.problem.cluster, space.configs.labels)
+
+
+def _signature_of(cls: type, config: dict[str, Any], cluster: Any, configs: np.ndarray) -> tuple[Any, ...]:
+    return cls, tuple(sorted((k, repr(v)) for k, v in config.items())), cluster, tuple(configs.tolist())
 
 
 #: per policy object, its kept model (beside it, like warm_start's bases: policies stay picklable)

@@ -498,16 +498,34 @@ class Model:
         the LP bounded when ``expr`` is empty or unbounded.
         """
         t = self.add_variable(name, lower=-np.inf, upper=np.inf if bound is None else bound)
-        self.add_constraints((expr - t.expr()) >= 0.0, f"{name}_epigraph")
+        self._add_epigraph(expr, t, 0.0, np.inf, f"{name}_epigraph")
         self.maximize(t)
         return t
 
     def minimize_max(self, expr: LinExpr, name: str = "t", bound: float | None = None) -> Variable:
         """Epigraph rewrite of ``min max_i expr_i``: new ``t``, rows ``expr_i − t ≤ 0``, min ``t``."""
         t = self.add_variable(name, lower=-np.inf if bound is None else bound, upper=np.inf)
-        self.add_constraints((expr - t.expr()) <= 0.0, f"{name}_epigraph")
+        self._add_epigraph(expr, t, -np.inf, 0.0, f"{name}_epigraph")
         self.minimize(t)
         return t
+
+    def _add_epigraph(self, expr: LinExpr | Variable, t: Variable, lower: float, upper: float,
+                      name: str) -> ConstraintBlock:
+        """The rows ``lower ≤ expr_i − t ≤ upper``: what ``add_constraints((expr − t.expr()) >= 0)``
+        (or ``<= 0``) adds — the same triplets in the same order, ``t``'s term (coefficient −1) on
+        every element after ``expr``'s, and the same bounds less the constant — without the
+        intermediate expressions."""
+        if isinstance(expr, Variable):
+            expr = expr.expr()
+        if not isinstance(expr, LinExpr):
+            return self.add_constraints(((expr - t.expr()) >= 0.0) if upper == np.inf else
+                                        ((expr - t.expr()) <= 0.0), name)
+        n = math.prod(expr.shape)
+        col = t.cols.ravel()
+        own = (np.arange(n, dtype=np.int64), np.full(n, col[0], np.int64), np.full(n, -1.0))
+        const = expr.const - 0.0  # (−0.0 stays −0.0, as in ``expr − t − 0``)
+        return self.add_constraints(Constraint(LinExpr._of_terms(expr.dims, expr.terms + (own,), const),
+                                               lower=lower, upper=upper), name)
 
     # ------------------------------------------------------------------ compilation
     def compile(self, scale_rows: bool = True) -> StandardForm:
@@ -551,12 +569,12 @@ class Model:
             absmax = np.zeros(self.num_rows)
             np.maximum.at(absmax, rows, np.abs(vals))
             nz = absmax > 0
-            scale[nz] = np.exp2(-np.round(np.log2(absmax[nz])))
+            scale[nz] = np.exp2(-np.rint(np.log2(absmax[nz])))  # (rint: round's C core, no wrapper)
             vals = vals * scale[rows]
             rlo = rlo * scale
             rhi = rhi * scale
         A = _csc(rows, cols, vals, (self.num_rows, n))  # sums duplicates
-        c = np.bincount(self.objective.cols, weights=self.objective.coefs, minlength=n).astype(np.float64)
+        c = np.bincount(self.objective.cols, weights=self.objective.coefs, minlength=n).astype(np.float64, copy=False)
         sf = StandardForm(
             sense=self.sense, c=c, offset=float(self.objective.const), col_lower=lower, col_upper=upper,
             integrality=integrality, A=A, row_lower=rlo, row_upper=rhi, row_scale=scale,

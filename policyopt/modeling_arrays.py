@@ -155,7 +155,7 @@ def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int,
     if vals.size > _SMALL_NNZ or R == 0 or N == 0:
         return sp.csc_matrix((vals, (rows, cols)), shape=shape)
     key = cols * R + rows
-    order = np.argsort(key, kind="stable")
+    order = key.argsort(kind="stable")  # (the method: no Python-level wrapper)
     key, vals = key[order], vals[order]
     if key.size > 1:
         first = np.empty(key.size, bool)
@@ -166,5 +166,5 @@ def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int,
             vals, key = np.add.reduceat(vals, starts), key[starts]
     c, r = np.divmod(key, R)
     ptr = np.zeros(N + 1, np.int32)
-    np.cumsum(np.bincount(c, minlength=N), out=ptr[1:])
+    np.bincount(c, minlength=N).cumsum(out=ptr[1:])
     return csc_of_arrays(vals, r.astype(np.int32), ptr, shape)

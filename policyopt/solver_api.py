@@ -302,11 +302,16 @@ class Solver(ABC):
 
 
 _REGISTRY: dict[str, type[Solver]] = {}
+#: the preferred available backend class per required features: ``get_solver(None, ...)`` runs at
+#: every solve, and Flag arithmetic over the registry costs ~10 µs (a registration clears it;
+#: availability is kept per class anyway, :meth:`Solver.is_available`)
+_PREFERRED: dict[Feature | None, type[Solver]] = {}
 
 
 def register_solver(cls: type[Solver]) -> type[Solver]:
     """Class decorator: add a backend to the ordered registry (first registered = preferred)."""
     _REGISTRY[cls.name] = cls
+    _PREFERRED.clear()
     return cls
 
 
@@ -339,10 +344,15 @@ def get_solver(name: str | Solver | None = None, require: Feature | None = None)
         return name
     _ensure_loaded()
     if name is None:  # the first available backend in preference order (later ones are not probed)
-        for cls in _REGISTRY.values():
-            if (require is None or (cls.features & require) == require) and cls.is_available():
-                return cls()
-        raise SolverNotAvailableError(f"no installed solver backend supports {require}")
+        pick = _PREFERRED.get(require)
+        if pick is None:
+            for cls in _REGISTRY.values():
+                if (require is None or (cls.features & require) == require) and cls.is_available():
+                    pick = _PREFERRED[require] = cls
+                    break
+            else:
+                raise SolverNotAvailableError(f"no installed solver backend supports {require}")
+        return pick()
     base, _, sub = str(name).partition(":")
     if base not in _REGISTRY:
         raise UnknownNameError("solver", name, _REGISTRY)

@@ -220,3 +220,42 @@ def test_plain_number_that_is_not_finite_is_refused(model_x, bad) -> None:
     for op in (lambda: e + bad, lambda: e - bad, lambda: e <= bad, lambda: e >= bad, lambda: bad - e):
         with pytest.raises(ModelingError, match="NaN or infinity"):
             op()
+
+
+def _epigraph_by_operators(m: Model, expr: LinExpr, name: str, upper: bool) -> None:
+    """The epigraph rows written with the expression operators (the reference)."""
+    t = m.add_variable(name, lower=-np.inf, upper=np.inf)
+    m.add_constraints(((expr - t.expr()) <= 0.0) if upper else ((expr - t.expr()) >= 0.0), f"{name}_epigraph")
+    (m.minimize if upper else m.maximize)(t)
+
+
+@pytest.mark.parametrize("seed", range(4))
+@pytest.mark.parametrize("upper", [False, True])
+def test_epigraph_rows_equal_the_operator_rows(seed: int, upper: bool) -> None:
+    rng = np.random.default_rng(seed)
+    shape = (int(rng.integers(1, 6)), int(rng.integers(1, 4)))
+    mask = rng.random(shape) < 0.8
+    forms = []
+    for fast in (True, False):
+        m = Model()
+        dims = (IndexSet("a", [f"a{i}" for i in range(shape[0])]), IndexSet("b", [f"b{i}" for i in range(shape[1])]))
+        x = m.add_variables("x", dims, 0.0, 1.0, mask=mask)
+        r = np.random.default_rng(seed + 10)  # the same data both times
+        const = r.normal(size=shape)
+        const[0, 0] = -0.0
+        expr = x * r.uniform(0.5, 2.0, size=shape) + x.sum() + const
+        if seed % 2:
+            expr = expr.sum("b")  # one dimension
+        if fast:
+            (m.minimize_max if upper else m.maximize_min)(expr, "t")
+        else:
+            _epigraph_by_operators(m, expr, "t", upper)
+        forms.append(m.compile())
+    a, b = forms
+    assert a.A.shape == b.A.shape
+    for arr in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(a.A, arr), getattr(b.A, arr))
+    for field in ("c", "col_lower", "col_upper", "row_lower", "row_upper", "row_scale"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+        assert np.array_equal(np.signbit(getattr(a, field)), np.signbit(getattr(b, field)))
+    assert a.sense == b.sense and a.row_blocks == b.row_blocks
