@@ -58,11 +58,18 @@ def normalized_throughput_costs(space: AllocationSpace, X: Variable, T: np.ndarr
                                 Tp: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """LP columns of ``X`` and their coefficients in ``Σ_m thr(m)/thr(m, X_equal)`` (under the
     throughput data ``T``, ``Tp``; default the problem's)."""
+    flat = X.cols.ravel()
+    ok = flat >= 0
+    T_ = space.T if T is None else T
+    if not space.num_pairs and type(space).throughput_matrix is AllocationSpace.throughput_matrix \
+            and flat.size == T_.size:
+        # without pair rows each slot has one term: T[m,c] / thr(m, X_equal) where the job can run
+        dense = np.zeros(T_.shape)
+        np.divide(T_, space.equal_share_throughput(T)[:, None], out=dense, where=space.single_mask)
+        return flat[ok], dense.ravel()[ok]
     M = space.throughput_matrix(T, Tp)
     per_slot = np.bincount(M.cols, weights=M.vals / space.equal_share_throughput(T)[M.rows],
                            minlength=M.shape[1])
-    flat = X.cols.ravel()
-    ok = flat >= 0
     return flat[ok], per_slot[ok]
 
 

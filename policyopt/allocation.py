@@ -174,7 +174,15 @@ class AllocationSpace:
         return best
 
     def throughput_values(self, X: np.ndarray, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> np.ndarray:
-        """Numeric ``thr(m)`` for an allocation ``X`` of shape (rows × configs)."""
+        """Numeric ``thr(m)`` for an allocation ``X`` of shape (rows × configs). Without pair rows,
+        when the throughput matrix is not built yet, by a running sum over the configurations in
+        order (each job's products added as the matrix product adds them: the same numbers)."""
+        T_ = self.T if T is None else T
+        if (not self.num_pairs and X.shape == T_.shape and X.shape[1]
+                and not (T_ is self.T and self._thr_matrix is not None)
+                and type(self).throughput_matrix is AllocationSpace.throughput_matrix):
+            P = np.where(self.single_mask, T_ * X, 0.0)
+            return np.add.accumulate(P, axis=1)[:, -1] + 0.0  # (+0.0: a sum of −0.0 reads 0.0, as from 0.0 up)
         M = self.throughput_matrix(T, Tp)
         return M @ X.ravel()
 
@@ -307,10 +315,8 @@ class AllocationSpace:
         """Add ``X`` (rows × configs, ``0 ≤ X ≤ 1`` on viable slots) with the per-job time rows
         and per-type capacity rows."""
         X = model.add_variables(name, (self.rows, self.configs), 0.0, 1.0, mask=self.mask)
-        model.add_constraints(LinExpr.from_matrix(self.membership_matrix(), X, (self.jobs,)) <= 1.0,
-                              f"{name}_job_time")
-        model.add_constraints(LinExpr.from_matrix(self.capacity_matrix(), X, (self.worker_types,)) <= self.counts,
-                              f"{name}_capacity")
+        model.add_matrix_rows(self.membership_matrix(), X, (self.jobs,), 1.0, f"{name}_job_time")
+        model.add_matrix_rows(self.capacity_matrix(), X, (self.worker_types,), self.counts, f"{name}_capacity")
         return X
 
     def throughput(self, X: Variable, T: np.ndarray | None = None, Tp: np.ndarray | None = None) -> LinExpr:

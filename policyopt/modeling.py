@@ -98,16 +98,7 @@ class LinExpr:
         """``expr = M @ vec(var) + const``: ``M`` has one row per element of ``dims`` and one column
         per element of ``var`` (C order); a scipy/dense matrix or :class:`Triplets`. Masked variable
         slots are dropped with their coefficients."""
-        m = matrix if isinstance(matrix, Triplets) else Triplets.from_matrix(matrix)
-        n = math.prod(_shape(dims))
-        if m.shape != (n, var.cols.size):
-            raise ModelingError(f"matrix shape {m.shape} does not match ({n}, {var.cols.size}) for "
-                                f"dims {[d.name for d in dims]} x variable {var.name!r}")
-        cols, all_exist = var._columns_at(m.cols)
-        if all_exist and all_nonzero(m.vals):
-            return cls(dims, m.rows, cols, m.vals, const)
-        keep = (cols >= 0) & (m.vals != 0)
-        return cls(dims, m.rows[keep], cols[keep], m.vals[keep], const)
+        return cls(dims, *_matrix_terms(matrix, var, dims), const)
 
     @property
     def shape(self) -> tuple[int, ...]:
@@ -257,6 +248,22 @@ class LinExpr:
         """Value of every element at the column vector ``x``."""
         out = np.bincount(self.rows, weights=self.coefs * x[self.cols], minlength=self.size)
         return out.reshape(self.shape) + self.const
+
+
+def _matrix_terms(matrix: "sp.spmatrix | np.ndarray | Triplets", var: "Variable", dims: tuple[IndexSet, ...]
+                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The triplets ``(element, model column, coefficient)`` of ``M @ vec(var)`` (see
+    :meth:`LinExpr.from_matrix`): masked slots and zero coefficients dropped."""
+    m = matrix if isinstance(matrix, Triplets) else Triplets.from_matrix(matrix)
+    n = math.prod(_shape(dims))
+    if m.shape != (n, var.cols.size):
+        raise ModelingError(f"matrix shape {m.shape} does not match ({n}, {var.cols.size}) for "
+                            f"dims {[d.name for d in dims]} x variable {var.name!r}")
+    cols, all_exist = var._columns_at(m.cols)
+    if all_exist and all_nonzero(m.vals):
+        return m.rows, cols, m.vals
+    keep = (cols >= 0) & (m.vals != 0)
+    return m.rows[keep], cols[keep], m.vals[keep]
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -476,6 +483,29 @@ class Model:
         self._compiled = None
         return block
 
+    def add_matrix_rows(self, matrix: "sp.spmatrix | np.ndarray | Triplets", var: Variable,
+                        dims: tuple[IndexSet, ...], upper: float | np.ndarray, name: str) -> ConstraintBlock:
+        """Add ``M @ vec(var) ≤ upper`` over ``dims`` as a block of rows named ``name``: what
+        ``add_constraints(LinExpr.from_matrix(M, var, dims) <= upper, name)`` adds (the same
+        triplets, lower bounds ``−inf``, upper bounds ``upper`` broadcast), without the expression
+        and the constraint in between (a space's time and capacity rows, at every build)."""
+        if name in self.blocks:
+            raise ModelingError(f"constraint block {name!r} already exists in model {self.name!r}")
+        rows, cols, vals = _matrix_terms(matrix, var, dims)
+        shape = _shape(dims)
+        hi = np.asarray(upper, np.float64)
+        if not all_nonzero(np.isfinite(hi)):  # (as LinExpr._factor refuses the data of ``expr − upper``)
+            raise ModelingError("coefficient data contains NaN or infinity")
+        hi = _full(hi, shape)
+        n = hi.size
+        terms = ((np.asarray(rows, np.int64), np.asarray(cols, np.int64), np.asarray(vals, np.float64)),)
+        block = ConstraintBlock(name, tuple(dims), self.num_rows, self.num_rows + n, terms,
+                                np.full(n, -np.inf), hi.ravel())
+        self.num_rows += n
+        self.blocks[name] = block
+        self._compiled = None
+        return block
+
     # ------------------------------------------------------------------ objectives
     def maximize(self, expr: LinExpr | Variable) -> None:
         self._set_objective(expr, "max")
@@ -575,6 +605,7 @@ class Model:
             rhi = rhi * scale
         A = _csc(rows, cols, vals, (self.num_rows, n))  # sums duplicates
         c = np.bincount(self.objective.cols, weights=self.objective.coefs, minlength=n).astype(np.float64, copy=False)
+        integrality.flags.writeable = False  # (no code changes it in place; StandardForm.is_mip is kept)
         sf = StandardForm(
             sense=self.sense, c=c, offset=float(self.objective.const), col_lower=lower, col_upper=upper,
             integrality=integrality, A=A, row_lower=rlo, row_upper=rhi, row_scale=scale,

@@ -47,7 +47,16 @@ class StandardForm:
 
     @property
     def is_mip(self) -> bool:
-        return bool(np.count_nonzero(self.integrality))  # (a C call: ndarray.any's wrappers cost ~10×)
+        """Whether any column is integer; kept while ``integrality`` is the same read-only array (a
+        compiled form's is: a solve asks ~8 times)."""
+        ia = self.integrality
+        hit = self.__dict__.get("_is_mip")
+        if hit is not None and hit[0] is ia:
+            return hit[1]
+        mip = bool(np.count_nonzero(ia))  # (a C call: ndarray.any's wrappers cost ~10×)
+        if not ia.flags.writeable:
+            self.__dict__["_is_mip"] = (ia, mip)
+        return mip
 
     def copy(self) -> "StandardForm":
         return replace(self, c=self.c.copy(), col_lower=self.col_lower.copy(), col_upper=self.col_upper.copy(),

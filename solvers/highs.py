@@ -361,6 +361,7 @@ class HighsModel(PricePath, LoadedModel):
         sf.col_lower = np.concatenate([sf.col_lower[kc], s.col_lower])
         sf.col_upper = np.concatenate([sf.col_upper[kc], s.col_upper])
         sf.integrality = np.concatenate([sf.integrality[kc], np.zeros(s.c.size, sf.integrality.dtype)])
+        sf.integrality.flags.writeable = False  # (as compiled: StandardForm.is_mip is kept)
         sf.row_lower = np.concatenate([sf.row_lower[kr], s.row_lower])
         sf.row_upper = np.concatenate([sf.row_upper[kr], s.row_upper])
         sf.row_scale = np.concatenate([sf.row_scale[kr], s.row_scale])

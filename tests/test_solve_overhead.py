@@ -251,3 +251,94 @@ def test_single_mask_equals_the_per_pair_rule(seed: int) -> None:
         jobs.append(Job(f"j{i}", thr, scale_factor=int(rng.choice([1, 2, 4, 8]))))
     space = AllocationSpace(Problem(cluster, tuple(jobs)))
     np.testing.assert_array_equal(space.single_mask, _mask_by_pairs(space))
+
+
+@pytest.mark.parametrize("space_sharing", [False, True])
+def test_allocation_rows_equal_the_operator_rows(gavel, space_sharing: bool) -> None:
+    """A space's time and capacity rows (Model.add_matrix_rows) compile to what the expression
+    operators give, bit for bit."""
+    from policyopt.allocation import AllocationSpace
+    from policyopt.modeling import LinExpr, Model
+
+    p = gavel.problem(list(range(0, len(gavel.job_types), 3)), {"v100": 6, "p100": 8, "k80": 5},
+                      colocated="types" if space_sharing else False)
+    space = AllocationSpace(p, space_sharing=space_sharing)
+    assert not space_sharing or space.num_pairs > 0
+    fast = Model()
+    space.add_allocation(fast)
+    ref = Model()
+    X = ref.add_variables("X", (space.rows, space.configs), 0.0, 1.0, mask=space.mask)
+    ref.add_constraints(LinExpr.from_matrix(space.membership_matrix(), X, (space.jobs,)) <= 1.0, "X_job_time")
+    ref.add_constraints(LinExpr.from_matrix(space.capacity_matrix(), X, (space.worker_types,)) <= space.counts,
+                        "X_capacity")
+    a, b = fast.compile(), ref.compile()
+    for arr in ("data", "indices", "indptr"):
+        np.testing.assert_array_equal(getattr(a.A, arr), getattr(b.A, arr))
+    for field in ("row_lower", "row_upper", "row_scale", "col_lower", "col_upper"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+    assert a.row_blocks == b.row_blocks
+
+
+def test_matrix_rows_refuse_non_finite_bounds() -> None:
+    from policyopt.errors import ModelingError
+    from policyopt.modeling import IndexSet, Model
+
+    m = Model()
+    d = IndexSet("a", ["x", "y"])
+    x = m.add_variables("x", (d,))
+    for bad in (np.inf, np.nan, np.array([1.0, np.nan])):
+        with pytest.raises(ModelingError, match="NaN or infinity"):
+            m.add_matrix_rows(np.eye(2), x, (d,), bad, f"r{m.num_rows}")
+    m.add_matrix_rows(np.eye(2), x, (d,), 2.0, "r")
+    with pytest.raises(ModelingError, match="already exists"):
+        m.add_matrix_rows(np.eye(2), x, (d,), 2.0, "r")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_throughput_values_and_normalized_costs_equal_the_matrix_route(seed: int) -> None:
+    """Without pair rows, thr(m) and the normalized-throughput costs are computed without the
+    throughput matrix: bit for bit what the matrix gives (signs of zero included)."""
+    from policyopt.allocation import AllocationSpace
+    from policyopt.formulations.makespan import normalized_throughput_costs
+    from policyopt.modeling import Model
+
+    rng = np.random.default_rng(seed)
+    p = problem(int(rng.integers(3, 40)), seed)
+    space = AllocationSpace(p)
+    X = rng.random(space.mask.shape) * (rng.random(space.mask.shape) < 0.6)
+    X[0, :] = -0.0  # a job whose sum is of negative zeros
+    X[~space.mask] = rng.random(int((~space.mask).sum()))  # ignored: not slots
+    T_agn, _ = space.agnostic_throughputs()
+    for T in (None, T_agn):
+        assert space._thr_matrix is None
+        fast = space.throughput_values(X, T)
+        M = space.throughput_matrix(T)
+        space._thr_matrix = None
+        ref = M @ X.ravel()
+        assert np.array_equal(fast, ref) and np.array_equal(np.signbit(fast), np.signbit(ref))
+        m = Model()
+        var = space.add_allocation(m)
+        cols, costs = normalized_throughput_costs(space, var, T)
+        per_slot = np.bincount(M.cols, weights=M.vals / space.equal_share_throughput(T)[M.rows],
+                               minlength=M.shape[1])
+        flat = var.cols.ravel()
+        np.testing.assert_array_equal(cols, flat[flat >= 0])
+        np.testing.assert_array_equal(costs, per_slot[flat >= 0])
+    assert np.array_equal(space.throughput_values(X), space.throughput_matrix() @ X.ravel())  # matrix kept now
+
+
+def test_is_mip_follows_the_integrality_array() -> None:
+    from policyopt.modeling import IndexSet, Model
+
+    m = Model()
+    x = m.add_variables("x", (IndexSet("a", ["p", "q"]),), 0.0, 4.0)
+    m.maximize(x.sum())
+    sf = m.compile()
+    assert not sf.is_mip and not sf.integrality.flags.writeable  # kept: the array cannot change in place
+    with pytest.raises(ValueError):
+        sf.integrality[0] = 1
+    sf.integrality = np.array([0, 1], np.int8)  # a new array (writable): asked again every time
+    assert sf.is_mip
+    sf.integrality[1] = 0
+    assert not sf.is_mip
+    assert m.add_variables("y", (), integer=True) is not None and m.compile().is_mip
