@@ -12,8 +12,9 @@ done before the timed call, as cvxpy's and ECOS's are):
 * ``old``: the same with ``algorithm=simplex`` — HiGHS's dual simplex, the previous default below
   200,000 non-zeros (``--old-max`` bounds the sizes: it is slow);
 * every LP the policy solved is recorded (the standard form at each solve, in-place updates
-  included), exported to one cvxpy problem each (``A_lo x ≥ lo``, ``A_hi x ≤ hi``, bounds on one
-  vector variable) and solved with ECOS and Clarabel; their time is the solver's own
+  included; a stage solved by simplex steps on HiGHS's factorization, ``solvers/highs_steps``, is
+  run by HiGHS in the recording pass), exported to one cvxpy problem each (``A_lo x ≥ lo``,
+  ``A_hi x ≤ hi``, bounds on one vector variable) and solved with ECOS and Clarabel; their time is the solver's own
   (``solver_stats.solve_time``, cvxpy's compilation excluded; best of ``--repeats``), summed over
   the LPs; ``ecos_ratio`` = ECOS time / ``ours_s``, ``ecos_ratio_best`` = ECOS time / ``ours_best_s``;
   on a loaded machine wall clocks mostly measure waiting, so the same are also measured in CPU
@@ -147,7 +148,15 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
     notes: list[str] = []
     rec = get_policy(name, **options)
     rec.config["solver"] = _recording_solver(forms, notes)
-    rec.solve(problem)
+    # a stage the policy solves by simplex steps on HiGHS's factorization (max-min fairness's fill,
+    # solvers/highs_steps) is an LP it solved too: recorded by letting HiGHS run it here
+    from policyopt.solvers import highs_steps
+
+    min_rows, highs_steps.MIN_ROWS = highs_steps.MIN_ROWS, 2**62
+    try:
+        rec.solve(problem)
+    finally:
+        highs_steps.MIN_ROWS = min_rows
     row.update(lps=len(forms), cols=forms[0][0].num_cols, rows=forms[0][0].num_rows, nnz=forms[0][0].nnz)
     row["path"] = "aggregated" if any(str(note).startswith("aggregated") for note in notes) else "whole LP"
     # the cheap route, for comparison: HiGHS interior point without crossover on the (first) LP
