@@ -399,6 +399,9 @@ class AllocationSpace:
 #: conversions per space otherwise), emptied when it holds :data:`_CLUSTER_ARRAYS_MAX` pairs
 _CLUSTER_ARRAYS: dict[tuple[Any, tuple[str, ...]], tuple[Any, ...]] = {}
 _CLUSTER_ARRAYS_MAX = 64
+#: the last lookup's (cluster object, configurations, arrays): the same cluster object asked again
+#: (a scheduler's or a benchmark's next problem) is answered without hashing its records
+_LAST_CLUSTER: tuple[Any, tuple[str, ...], tuple[Any, ...]] | None = None
 
 
 def _cluster_arrays(cl: Any, configs: Any) -> tuple[Any, ...]:
@@ -408,9 +411,15 @@ def _cluster_arrays(cl: Any, configs: Any) -> tuple[Any, ...]:
     :meth:`AllocationSpace._single_mask` reads: each configuration's type count, the unconsolidated
     configurations ``c_u`` with the first consolidated configuration of their type ``c_p``, the
     GPUs per server of those types, and whether the ``c_p`` are distinct."""
-    key = (cl, tuple(configs))
+    global _LAST_CLUSTER
+    cfgs = tuple(configs)
+    last = _LAST_CLUSTER
+    if last is not None and last[0] is cl and last[1] == cfgs:  # (no hashing of the cluster's records)
+        return last[2]
+    key = (cl, cfgs)
     hit = _CLUSTER_ARRAYS.get(key)
     if hit is not None:
+        _LAST_CLUSTER = (cl, cfgs, hit)
         return hit
     wts = cl.worker_types
     type_labels = np.asarray([w.name for w in wts])
@@ -442,6 +451,7 @@ def _cluster_arrays(cl: Any, configs: Any) -> tuple[Any, ...]:
     if len(_CLUSTER_ARRAYS) >= _CLUSTER_ARRAYS_MAX:
         _CLUSTER_ARRAYS.clear()  # (atomic: other threads may read and fill it meanwhile)
     _CLUSTER_ARRAYS[key] = hit
+    _LAST_CLUSTER = (cl, cfgs, hit)
     return hit
 
 

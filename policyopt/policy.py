@@ -191,8 +191,11 @@ class Policy(ABC):
     def make_space(self, problem: Problem) -> AllocationSpace:
         """The allocation space for ``problem``: the first registered space factory whose predicate
         accepts the problem (e.g. execution-plan configurations), else :class:`AllocationSpace`."""
-        kwargs: dict[str, Any] = dict(space_sharing=bool(self.config["space_sharing"]),
-                                      pruning=PairPruning(self.config["pair_threshold"], self.config["pair_top_k"]))
+        cfg = self.config
+        pruning = self.__dict__.get("_pruning")
+        if pruning is None or pruning.threshold != cfg["pair_threshold"] or pruning.top_k != cfg["pair_top_k"]:
+            pruning = self.__dict__["_pruning"] = PairPruning(cfg["pair_threshold"], cfg["pair_top_k"])
+        kwargs: dict[str, Any] = dict(space_sharing=bool(cfg["space_sharing"]), pruning=pruning)
         for accepts, factory in _SPACE_FACTORIES:
             if accepts(problem):
                 return factory(problem, **kwargs)

@@ -342,3 +342,18 @@ def test_is_mip_follows_the_integrality_array() -> None:
     sf.integrality[1] = 0
     assert not sf.is_mip
     assert m.add_variables("y", (), integer=True) is not None and m.compile().is_mip
+
+
+def test_cluster_arrays_follow_the_configurations_of_one_cluster_object() -> None:
+    from policyopt.allocation import AllocationSpace
+
+    cluster = Cluster.from_counts({"v100": 8, "k80": 8}, gpus_per_server=4)
+    plain = Problem(cluster, (Job("a", {"v100": 2.0, "k80": 1.0}, scale_factor=8),))
+    spread = Problem(cluster, (Job("a", {"v100": 2.0, "v100_unconsolidated": 1.5, "k80": 1.0}, scale_factor=8),))
+    for _ in range(2):  # asked in turn: each space gets its own configurations' arrays
+        s1, s2 = AllocationSpace(plain), AllocationSpace(spread)
+        assert s1.configs.labels.tolist() == ["v100", "k80"] and not s1.config_unconsolidated.any()
+        assert s2.configs.labels.tolist() == ["v100", "k80", "v100_unconsolidated"]
+        assert s2.config_unconsolidated.tolist() == [False, False, True]
+        assert s1.single_mask.tolist() == [[True, True]]
+        assert s2.single_mask.tolist() == [[False, True, True]]  # spread over servers: the variant only
