@@ -158,3 +158,22 @@ def test_max_min_fill_by_steps_equals_the_highs_run(seed: int, monkeypatch: pyte
         space = steps.make_space(p)
         X = np.array([[g.allocation[j.id].get(c, 0.0) for c in space.configs.labels] for j in p.jobs])
         assert space.check(X, tol=1e-9) == []
+
+
+def test_after_an_interior_point_cold_solve_the_fill_goes_to_highs(monkeypatch: pytest.MonkeyPatch) -> None:
+    """1,400 jobs: the cold max-min LP is solved by interior point, which leaves HiGHS no
+    factorization, so its fill stage is HiGHS's run (the steps are not tried there); the kept
+    model's re-solves (dual simplex) take the steps, and reach HiGHS's total normalized throughput."""
+    seq = _problems(1400, 2)[:4]
+    pol = get_policy("max_min_fairness")
+    got = [pol.solve(p) for p in seq]
+    assert got[0].extra["fill"]["steps"] is None
+    assert all(g.extra["fill"]["steps"] is not None for g in got[1:])
+    with monkeypatch.context() as mp:
+        mp.setattr(highs_steps, "MIN_ROWS", 10**9)
+        ref_pol = get_policy("max_min_fairness")
+        ref = [ref_pol.solve(p) for p in seq]
+    for g, r in zip(got, ref):
+        assert g.objective == pytest.approx(r.objective, rel=1e-9)
+        assert g.extra["fill"]["normalized_throughput_after"] == pytest.approx(
+            r.extra["fill"]["normalized_throughput_after"], rel=1e-9)
