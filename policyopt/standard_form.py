@@ -51,7 +51,7 @@ class StandardForm:
         compiled form's is: a solve asks ~8 times)."""
         ia = self.integrality
         hit = self.__dict__.get("_is_mip")
-        if hit is not None and hit[0] is ia:
+        if hit is not None and hit[0] is ia and not ia.flags.writeable:  # (a copy or unpickled: writable)
             return hit[1]
         mip = bool(np.count_nonzero(ia))  # (a C call: ndarray.any's wrappers cost ~10×)
         if not ia.flags.writeable:

@@ -342,6 +342,10 @@ def test_is_mip_follows_the_integrality_array() -> None:
     sf.integrality[1] = 0
     assert not sf.is_mip
     assert m.add_variables("y", (), integer=True) is not None and m.compile().is_mip
+    sf2 = m.compile()
+    clone = pickle.loads(pickle.dumps(sf2))  # its integrality arrives writable: asked again
+    clone.integrality[:] = 0
+    assert sf2.is_mip and not clone.is_mip
 
 
 def test_cluster_arrays_follow_the_configurations_of_one_cluster_object() -> None:
