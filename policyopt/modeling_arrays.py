@@ -146,14 +146,53 @@ class ConstraintBlock:
 #: sort) is faster
 _SMALL_NNZ = 4096
 
+try:  # scipy's own kernels, the ones its COO → CSC conversion calls
+    from scipy.sparse._sparsetools import coo_tocsr as _coo_tocsr
+    from scipy.sparse._sparsetools import csr_has_canonical_format as _has_canonical
+    from scipy.sparse._sparsetools import csr_has_sorted_indices as _has_sorted
+    from scipy.sparse._sparsetools import csr_sort_indices as _sort_indices
+except ImportError:  # another scipy layout: its public constructor
+    _coo_tocsr = _has_canonical = _has_sorted = _sort_indices = None
+
+_I32 = np.iinfo(np.int32).max
+
+
+def _csc_large(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
+    """:func:`_csc` above :data:`_SMALL_NNZ` triplets: scipy's own kernels called directly, in the
+    order its constructor calls them: the counting sort by column (``coo_tocsr`` on the transposed
+    triplets), then, if the row indices are not sorted in each column, ``csr_sort_indices``. Where
+    the result has no duplicates (row indices strictly increasing in each column) it is exactly what
+    ``sp.csc_matrix((vals, (rows, cols)))`` builds, since that constructor then finds nothing to sum
+    or prune; its Python-level COO checks and wrappers (~0.3–0.5 ms at 2,048 jobs) are replaced by
+    four bound reductions. Anything else (duplicates, unsorted, other dtypes, 64-bit
+    sizes) goes to the constructor."""
+    R, N = shape
+    nnz = vals.size
+    if (_coo_tocsr is None or vals.dtype != np.float64 or rows.dtype.kind not in "iu"
+            or cols.dtype.kind not in "iu" or max(R, N, nnz) >= _I32 or rows.size != nnz or cols.size != nnz):
+        return sp.csc_matrix((vals, (rows, cols)), shape=shape)
+    if int(rows.min()) < 0 or int(cols.min()) < 0 or int(rows.max()) >= R or int(cols.max()) >= N:
+        raise ModelingError(f"compile: a triplet index lies outside the matrix shape {shape}")
+    indptr = np.empty(N + 1, np.int32)
+    indices = np.empty(nnz, np.int32)
+    data = np.empty(nnz, np.float64)
+    _coo_tocsr(N, R, nnz, cols.astype(np.int32), rows.astype(np.int32), vals, indptr, indices, data)
+    if not _has_sorted(N, indptr, indices):
+        _sort_indices(N, indptr, indices, data)
+    if not _has_canonical(N, indptr, indices):
+        return sp.csc_matrix((vals, (rows, cols)), shape=shape)
+    return csc_of_arrays(data, indices, indptr, shape)
+
 
 def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
     """The CSC matrix of triplets (duplicates summed, explicit zeros kept, row indices sorted): what
     ``sp.csc_matrix((vals, (rows, cols)))`` gives. Up to :data:`_SMALL_NNZ` triplets by one sort of
     the keys ``col·R + row`` (scipy's COO path spends ~50 µs in Python checks on a 64-job LP)."""
     R, N = shape
-    if vals.size > _SMALL_NNZ or R == 0 or N == 0:
+    if R == 0 or N == 0:
         return sp.csc_matrix((vals, (rows, cols)), shape=shape)
+    if vals.size > _SMALL_NNZ:
+        return _csc_large(rows, cols, vals, shape)
     key = cols * R + rows
     order = key.argsort(kind="stable")  # (the method: no Python-level wrapper)
     key, vals = key[order], vals[order]

@@ -259,3 +259,83 @@ def test_epigraph_rows_equal_the_operator_rows(seed: int, upper: bool) -> None:
         np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
         assert np.array_equal(np.signbit(getattr(a, field)), np.signbit(getattr(b, field)))
     assert a.sense == b.sense and a.row_blocks == b.row_blocks
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_large_compile_matrix_is_scipys_bit_for_bit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Above ``_SMALL_NNZ`` triplets ``_csc`` runs scipy's counting-sort kernel itself: canonical
+    triplets (distinct, any order) give scipy's COO conversion bit for bit without its constructor;
+    duplicates, explicit zeros and out-of-range indices behave as before."""
+    import types
+
+    import scipy.sparse as sp
+
+    import policyopt.modeling_arrays as ma
+    from policyopt.errors import ModelingError
+
+    rng = np.random.default_rng(seed)
+    R, N = 3000, 5000
+    k = ma._SMALL_NNZ + 3000
+    key = rng.choice(R * N, k, replace=False)  # distinct (row, col) pairs in random order
+    rows, cols = key % R, key // R
+    vals = rng.standard_normal(k)
+    vals[::97] = 0.0  # explicit zeros are kept
+    want = sp.csc_matrix((vals, (rows, cols)), shape=(R, N))
+
+    def refuse(*a: object, **kw: object) -> sp.csc_matrix:
+        raise AssertionError("took scipy's COO constructor")
+
+    monkeypatch.setattr(ma, "sp", types.SimpleNamespace(csc_matrix=refuse))
+    got = ma._csc(rows, cols, vals, (R, N))
+    monkeypatch.setattr(ma, "sp", sp)
+    assert got.shape == want.shape and got.has_canonical_format and got.nnz == k
+    for a in ("indptr", "indices", "data"):
+        assert getattr(got, a).dtype == getattr(want, a).dtype
+        assert getattr(got, a).tobytes() == getattr(want, a).tobytes()
+    # duplicates: summed as scipy sums them
+    d_rows, d_cols = np.concatenate([rows, rows[:50]]), np.concatenate([cols, cols[:50]])
+    d_vals = np.concatenate([vals, vals[:50] * 0.5])
+    dup, want_d = ma._csc(d_rows, d_cols, d_vals, (R, N)), sp.csc_matrix((d_vals, (d_rows, d_cols)), shape=(R, N))
+    assert dup.nnz == k and dup.data.tobytes() == want_d.data.tobytes()
+    assert dup.indices.tobytes() == want_d.indices.tobytes()
+    with pytest.raises(ModelingError, match="outside the matrix shape"):
+        ma._csc(np.where(np.arange(k) == 7, R, rows), cols, vals, (R, N))
+
+
+def test_max_sum_compile_matrix_is_scipys_bit_for_bit(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The compiled matrix of a max-sum LP at 2,048 jobs (above ``_SMALL_NNZ`` triplets) is the one
+    scipy's COO conversion builds from the same triplets, bit for bit."""
+    import scipy.sparse as sp
+
+    import policyopt.modeling as modeling
+    from policyopt import Cluster, Job, Problem, get_policy
+
+    seen: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int], sp.csc_matrix]] = []
+    real = modeling._csc
+
+    def spy(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
+        A = real(rows, cols, vals, shape)
+        seen.append((rows.copy(), cols.copy(), vals.copy(), shape, A))
+        return A
+
+    monkeypatch.setattr(modeling, "_csc", spy)
+    rng = np.random.default_rng(5)
+    n = 2048
+    cluster = Cluster.from_counts({"v100": n // 4, "p100": n // 4, "k80": n // 4})
+    jobs = tuple(Job(f"j{i}", {"v100": float(rng.uniform(2, 10)), "p100": float(rng.uniform(1, 6)),
+                               "k80": float(rng.uniform(0.5, 3))}, scale_factor=int(rng.choice([1, 1, 2])))
+                 for i in range(n))
+    get_policy("max_sum_throughput").solve(Problem(cluster, jobs))
+    big = [s for s in seen if s[2].size > modeling_arrays_small()]
+    assert big
+    for rows, cols, vals, shape, A in big:
+        want = sp.csc_matrix((vals, (rows, cols)), shape=shape)
+        for a in ("indptr", "indices", "data"):
+            assert getattr(A, a).dtype == getattr(want, a).dtype
+            assert getattr(A, a).tobytes() == getattr(want, a).tobytes()
+
+
+def modeling_arrays_small() -> int:
+    from policyopt.modeling_arrays import _SMALL_NNZ
+
+    return _SMALL_NNZ
