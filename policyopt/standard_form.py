@@ -148,6 +148,20 @@ except ImportError:  # another scipy layout: the public constructor
     _TRUSTED_CSC = False
 
 
+def transpose_csc(A: sp.csc_matrix) -> sp.csr_matrix:
+    """``A.T`` of a CSC matrix: the CSR matrix (of shape ``(n, m)``) on the same three arrays. Where
+    they hold exactly its entries (int32 indices and pointers, float64 data, no room after the last
+    entry) scipy's constructor would take them as they are after its checks (~0.1–0.3 ms at 2,048
+    jobs); here they are taken directly. Otherwise ``A.T``."""
+    if not (_TRUSTED_CSC and A.indices.dtype == np.int32 and A.indptr.dtype == np.int32
+            and A.data.dtype == np.float64 and A.data.size == A.indices.size == int(A.indptr[-1])):
+        return A.T
+    T = sp.csr_matrix.__new__(sp.csr_matrix)
+    _data_matrix.__init__(T, None)
+    T.data, T.indices, T.indptr, T._shape = A.data, A.indices, A.indptr, (A.shape[1], A.shape[0])
+    return T
+
+
 def csc_of_arrays(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
     """``sp.csc_matrix((data, indices, indptr), shape=shape)`` for arrays already in canonical form
     (int32 ``indices`` sorted within each column, no duplicates, ``indptr`` of ``shape[1] + 1``

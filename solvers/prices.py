@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from policyopt.standard_form import StandardForm
+from policyopt.standard_form import StandardForm, transpose_csc
 
 __all__ = ["GubStructure", "PriceAnswer", "detect", "plausible", "solve"]
 
@@ -170,7 +170,7 @@ def detect(sf: StandardForm) -> GubStructure | None:
     lnum = np.full(R, -1, np.int64)
     lnum[link] = np.arange(K)
     return GubStructure(A=A, link=link, own=own, g=g, order=order, start=np.append(first, N),
-                        rows=so[first], block=block, lnum=lnum, AT=A.T)
+                        rows=so[first], block=block, lnum=lnum, AT=transpose_csc(A))
 
 
 def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -339,3 +339,31 @@ def modeling_arrays_small() -> int:
     from policyopt.modeling_arrays import _SMALL_NNZ
 
     return _SMALL_NNZ
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_transpose_csc_is_scipys_transpose(seed: int) -> None:
+    """``transpose_csc`` gives the CSR matrix scipy's ``A.T`` gives (same arrays, shape and products),
+    without its constructor; matrices with spare room or other index types go to ``A.T``."""
+    import scipy.sparse as sp
+
+    from policyopt.standard_form import transpose_csc
+
+    rng = np.random.default_rng(seed)
+    A = sp.random(300, 500, density=0.02, format="csc", random_state=seed)
+    A.indices, A.indptr = A.indices.astype(np.int32), A.indptr.astype(np.int32)
+    got, want = transpose_csc(A), A.T
+    assert type(got) is type(want) and got.format == "csr" and got.shape == want.shape == (500, 300)
+    for a in ("indptr", "indices", "data"):
+        assert getattr(got, a).dtype == getattr(want, a).dtype
+        assert getattr(got, a).tobytes() == getattr(want, a).tobytes()
+    y = rng.standard_normal(300)
+    assert (got @ y).tobytes() == (want @ y).tobytes()
+    assert got.has_sorted_indices == want.has_sorted_indices
+    assert np.array_equal(got.toarray(), want.toarray()) and np.array_equal(got.tocsc().toarray(), want.toarray())
+    assert (got.T != A).nnz == 0 and (got + want).nnz == want.nnz
+    # spare room after the last entry: left to scipy (its constructor prunes it)
+    B = sp.csc_matrix((np.append(A.data, 9.0), np.append(A.indices, 0).astype(np.int32), A.indptr), shape=A.shape)
+    assert np.array_equal(transpose_csc(B).toarray(), A.T.toarray())
+    C = sp.csc_matrix((A.data, A.indices.astype(np.int64), A.indptr.astype(np.int64)), shape=A.shape)
+    assert np.array_equal(transpose_csc(C).toarray(), A.T.toarray())
