@@ -3,28 +3,18 @@ and — where a Gavel checkout is given (``POLICYOPT_GAVEL_REPO``, its interpret
 ``POLICYOPT_GAVEL_PYTHON``) — the agreement of the two simulators on a small trace."""
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "gavel_sim_compare.py"
+from bench_scripts import load_benchmark
 
 
 @pytest.fixture(scope="module")
 def bench() -> Any:
-    spec = importlib.util.spec_from_file_location("gavel_sim_compare", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
-    return module
+    return load_benchmark("gavel_sim_compare.py", "gavel_sim_compare")
 
 
 def _parse_like_gavel(path: Path) -> list[tuple[Any, ...]]:

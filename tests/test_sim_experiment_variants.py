@@ -3,28 +3,17 @@ aware arm's LP as Gavel's simulator solves it (Clarabel, the centre of the face 
 as the published setup already solves the agnostic arm's."""
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pandas as pd
 import pytest
-
-BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "gavel_sim_compare.py"
-
+from bench_scripts import load_benchmark
 
 def _interior_options() -> dict:
     """The benchmark's ``interior`` variant: the solve measured against Gavel's own simulator."""
-    spec = importlib.util.spec_from_file_location("gavel_sim_compare_variants", BENCH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        sys.modules.pop(spec.name, None)
+    module = load_benchmark("gavel_sim_compare.py", "gavel_sim_compare_variants")
     return dict(module.VARIANTS["interior"]["policy_options"])
 
 
