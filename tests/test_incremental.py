@@ -271,6 +271,54 @@ def test_update_starts_from_the_previous_basis(name: str, no_price_path: None) -
     assert st_ is not None and st_.updates == 2
 
 
+@pytest.mark.parametrize("name,opts", [("max_min_fairness", {"fill": False}), ("max_sum_throughput", {})])
+@pytest.mark.parametrize("stall", [False, True])
+def test_updated_model_resolves_without_cost_perturbation(monkeypatch: pytest.MonkeyPatch, name: str, opts: dict,
+                                                          stall: bool, no_price_path: None) -> None:
+    """A kept model's re-solve after an arrival and after a completion runs HiGHS's dual simplex
+    without its cost perturbation, under an iteration cap; a cold build's run keeps HiGHS's default.
+    ``stall``: the cap at 0, so the arrival's unperturbed run stops at once and is repeated with the
+    perturbation. Either way the answers equal a cold simplex solve's."""
+    from policyopt.solvers import highs
+
+    if stall:
+        monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
+        monkeypatch.setattr(highs, "_UNPERTURBED_DUAL_ITERATIONS_PER_ROW", 0)
+    calls: list[tuple[str, int, float, int]] = []
+    run = highs.HighsModel._run_highs
+
+    def value(h: object, key: str) -> object:
+        v = h.getOptionValue(key)  # type: ignore[attr-defined]
+        return v[1] if isinstance(v, tuple) else v
+
+    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
+        calls.append((value(self.h, "solver"), value(self.h, "simplex_strategy"),
+                      value(self.h, "dual_simplex_cost_perturbation_multiplier"),
+                      value(self.h, "simplex_iteration_limit")))
+        return run(self)
+
+    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    rng = np.random.default_rng(21)
+    jobs = [make_job(i, rng, None) for i in range(41)]
+    cl = cluster(40)
+    pol = get_policy(name, **opts)
+    pol.solve(Problem(cl, tuple(jobs[:40])))
+    assert calls and all(c[2] == 1.0 for c in calls), calls  # the cold build: HiGHS's defaults
+    for k, js in enumerate((jobs, jobs[1:])):  # an arrival, then a completion
+        calls.clear()
+        check_against_cold(pol, name, opts, Problem(cl, tuple(js)))
+        warm = calls[:len(calls) - 1]  # (the last run is the cold reference's)
+        assert warm and warm[0][:3] == ("simplex", 1, 0.0), warm
+        assert warm[0][3] < 2**31 - 1
+        assert calls[-1][2] == 1.0 and calls[-1][3] == 2**31 - 1, calls  # the reference: defaults back
+        if stall and k == 0:
+            assert len(warm) == 2 and warm[1][2] == 1.0 and warm[1][3] == 2**31 - 1, warm
+        else:
+            assert len(warm) == 1 or (stall and len(warm) == 2), warm
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 2
+
+
 def test_a_subclass_is_not_updated_unless_it_declares_it() -> None:
     """A subclass may build differently (here: throughputs divided by the number of jobs, which
     changes every block at each arrival), so it does not inherit ``incremental_lp``."""
