@@ -8,6 +8,15 @@ finish times, ...). :meth:`SimulationRun.run` is the loop; each step is a method
 packing, placement, migration minimization) → ``execute`` (realized throughputs, progress,
 overheads) → ``account`` (cost, utilization, per-round rows) → ``complete`` → ``advance``;
 ``results`` builds the DataFrames and metrics at the end.
+
+**Repeated rounds.** A round that changed nothing — the same selection as the round before, every job
+kept its GPUs (so no restart overhead), no job finished — is kept as a :class:`_Repeat` (its per-job
+increments and its round row). While the next rounds admit no arrival, recompute nothing and see no
+failure, and the mechanism selects exactly that assignment again, such a round's stages (placement,
+migration, throughputs, overheads) would give the same results: :meth:`SimulationRun.repeat_round`
+applies the kept increments with the same floating-point operations in the same order instead, so the
+run is bit-identical to one that runs every stage (``SimulationRun.repeat_rounds = False``). The
+mechanism still selects (and records) every round; a round in which a job would finish runs in full.
 """
 from __future__ import annotations
 
@@ -36,6 +45,13 @@ PHASES = ("problem", "solve", "install", "select", "pack", "place", "migrate", "
 _BLOCKER = "__failed__"
 
 
+def _same_placement(a: Placement, b: Placement) -> bool:
+    """Whether ``a`` and ``b`` place the same jobs on the same GPUs in the same order, with the same pairs
+    and the same spread jobs (:class:`Placement` does not define equality)."""
+    return a.layout is b.layout and a.pairs == b.pairs and a.spread == b.spread and \
+        list(a.gpus.items()) == list(b.gpus.items())
+
+
 def _id_key(jid: str) -> tuple[int, Any]:
     return (0, int(jid)) if jid.isdigit() else (1, jid)
 
@@ -62,8 +78,37 @@ class _Round:
     placement: Placement
 
 
+@dataclass
+class _Repeat:
+    """A round that changed nothing (module docstring): what it selected and what it added.
+
+    ``J`` are the running jobs' indices, ``thr`` their throughputs and ``comp`` their compute seconds;
+    the ``d_*`` arrays are the per-job increments of that round (``d_planned`` over ``A``, the active
+    jobs), ``row`` / ``ent_row`` its round row without the start time."""
+
+    selection: RoundAssignment
+    J: np.ndarray
+    thr: np.ndarray
+    comp: np.ndarray
+    progress: np.ndarray
+    d_attained: np.ndarray
+    work: np.ndarray
+    ovh: np.ndarray
+    occupied: np.ndarray
+    A: np.ndarray
+    d_planned: np.ndarray
+    d_cost: np.ndarray
+    d_available: float
+    row: tuple
+    ent_row: np.ndarray | None
+    durations: dict[str, float]
+
+
 class SimulationRun:
     """State and steps of one simulation of ``trace`` by ``sim`` (module docstring)."""
+
+    #: apply a repeated round's kept increments instead of running its stages (bit-identical; module docstring)
+    repeat_rounds = True
 
     def __init__(self, sim: "Simulator", trace: list[TraceJob] | tuple[TraceJob, ...]) -> None:
         cfg, tab = sim.config, sim.table
@@ -216,6 +261,16 @@ class SimulationRun:
         self.available_gpu_seconds = 0.0
         self.stalled = False
         self.failures_total = 0
+        self.repeat: _Repeat | None = None  # the last round, when it changed nothing (module docstring)
+        self.repeated = 0  # rounds applied by repeat_round
+        from ..placement.placers import ConsolidatingPlacer, FirstFitPlacer
+        from .scheduling import AllocationScheduler as _Alloc
+
+        # the stages are pure functions of (selection, previous placement) and the round's inputs
+        self.can_repeat = (self.repeat_rounds and type(self.scheduler) is _Alloc and not self.sticky
+                           and isinstance(self.packer, NoPacking)
+                           and type(self.placer) in (ConsolidatingPlacer, FirstFitPlacer)
+                           and self.sim.round_rates is None and not cfg.record_runs and self.fail_rate == 0)
 
     # ------------------------------------------------------------------ the loop
     def run(self) -> "SimResult":
@@ -233,8 +288,19 @@ class SimulationRun:
                         break
                     continue
                 avail = {tp: int(self.count_arr[k] - self.failed[k]) for k, tp in enumerate(self.types)}
+                selection = None
+                if self.repeat is not None:
+                    if not self.recompute_due():
+                        s0 = time.perf_counter()
+                        selection = self.scheduler.select([], avail)
+                        self.timings["select"] += time.perf_counter() - s0
+                        if self.repeat_round(selection):
+                            if not self.advance(self.repeat.J.size):
+                                break
+                            continue
+                    self.repeat = None
                 self.recompute(avail)
-                rnd = self.round_stages(avail)
+                rnd = self.round_stages(avail, selection)
                 s4 = time.perf_counter()
                 J, fin = self.execute(rnd)
                 self.complete(J, fin)
@@ -251,6 +317,7 @@ class SimulationRun:
         """1. Jobs with ``arrival ≤ t`` join the active set (a reset event for the recompute clock)."""
         while self.nxt < self.N and self.arrival[self.nxt] <= self.t:
             self.active.append(self.nxt)
+            self.repeat = None
             if self.alloc_mode:
                 self.clock.note("arrival", float(self.arrival[self.nxt]), self.ids[self.nxt])
             self.nxt += 1
@@ -295,6 +362,15 @@ class SimulationRun:
         self.t = t_next
         return True
 
+    def recompute_due(self) -> bool:
+        """Whether :meth:`recompute` would solve this round (after a reset event once the interval has
+        passed, or at once when the capacity changed or nothing is installed)."""
+        if not self.alloc_mode:
+            return False
+        sched, clock = self.scheduler, self.clock
+        return self.capacity_changed or not sched.installed or \
+            (bool(clock.pending) and clock.due(self.t + 1e-6 * self.L))
+
     def recompute(self, avail: dict[str, int]) -> None:
         """3. Optimization policies: re-solve after reset events (at most once per interval), at once
         when the capacity changed or nothing is installed yet."""
@@ -306,8 +382,10 @@ class SimulationRun:
                 clock.mark_recomputed(t)
         self.capacity_changed = False
 
-    def round_stages(self, avail: dict[str, int]) -> _Round:
-        """4. Selection → packing → placement → migration minimization (failed GPUs held by blockers)."""
+    def round_stages(self, avail: dict[str, int], selection: RoundAssignment | None = None) -> _Round:
+        """4. Selection → packing → placement → migration minimization (failed GPUs held by blockers);
+        ``selection``: the scheduler's selection when it was already made this round (nothing was solved
+        since)."""
         cfg, sim, timings, types = self.cfg, self.sim, self.timings, self.types
         # job descriptions for priority policies and the packer (the mechanism does not read them)
         infos = []
@@ -316,7 +394,8 @@ class SimulationRun:
                                    self.prio_flag, self.slo, self.prefs, self.T_cons, self.count_arr,
                                    self.remaining, self.steps, self.need_rho)
         s0 = time.perf_counter()
-        selection = self.scheduler.select(infos, avail)
+        if selection is None:
+            selection = self.scheduler.select(infos, avail)
         if self.sticky and self.last_type:
             T_cons, index, type_pos = self.T_cons, self.index, self.type_pos
             selection = keep_types(selection, self.last_type, avail, self.scheduler.allows,
@@ -391,14 +470,15 @@ class SimulationRun:
                 self.n_migr[[index[j] for j in moved]] += 1
             self.finish[J[fin]] = t + occupied[fin]
             self.held_s[J] += occupied
+        A = np.asarray(self.active, np.int64)
+        d_planned = np.zeros(0)
         if self.alloc_mode:
             plan_frac = self.scheduler.planned_fractions()
-            A = np.asarray(self.active, np.int64)
             span = np.full(self.N, L)
             span[J] = np.where(fin, occupied, L)
-            self.planned_s[A] += span[A] * np.fromiter((plan_frac.get(ids[a], 0.0) for a in A.tolist()),
-                                                       float, A.size)
-        self.account(rnd, J, sizes, combo_type, combo_gpus, occupied, work, progress, len(moved))
+            d_planned = span[A] * np.fromiter((plan_frac.get(ids[a], 0.0) for a in A.tolist()), float, A.size)
+            self.planned_s[A] += d_planned
+        d_cost = self.account(rnd, J, sizes, combo_type, combo_gpus, occupied, work, progress, len(moved))
         running_ids = {ids[j] for j in J.tolist()}
         for jid in self.prev_running - running_ids:
             i = index[jid]
@@ -410,27 +490,38 @@ class SimulationRun:
                 self.run_rows.append((t, ids[J[q]], self.types[TY[q]], int(G[q]), bool(spread[q]),
                                       ids[partner[q]] if partner[q] >= 0 else None, float(thr[q]),
                                       float(ovh[q]), float(work[q]), float(progress[q]), gpus_now[ids[J[q]]]))
-        self.scheduler.record(rnd.selection, {ids[j]: float(o) for j, o in zip(J.tolist(), occupied.tolist())})
+        durations = {ids[j]: float(o) for j, o in zip(J.tolist(), occupied.tolist())}
+        self.scheduler.record(rnd.selection, durations)
+        # a round that changed nothing is kept: the next ones may repeat it (module docstring)
+        if self.can_repeat and last is not None and J.size and not fin.any() and not moved and bool(same.all()) \
+                and placement is rnd.plan and _same_placement(last, placement):
+            self.repeat = _Repeat(rnd.selection, J, thr, comp, progress, G * occupied, work, ovh, occupied, A,
+                                  d_planned, d_cost, self.round_rows[-1][4] * L, self.round_rows[-1][1:],
+                                  self.ent_rows[-1] if self.ent_names else None, durations)
+        else:
+            self.repeat = None
         self.last_placement = placement
         self.last_type = {j: c.worker_type for c in combos for j in c.jobs}
         return J, fin
 
     def account(self, rnd: _Round, J: np.ndarray, sizes: np.ndarray, combo_type: np.ndarray,
                 combo_gpus: np.ndarray, occupied: np.ndarray, work: np.ndarray, progress: np.ndarray,
-                moved: int) -> None:
+                moved: int) -> np.ndarray:
         """GPU-seconds held per combination (a pair holds its GPUs until both are done), cost, and the
-        round's row (utilization, normalized throughput, per entity)."""
+        round's row (utilization, normalized throughput, per entity); returns the cost added per job."""
         L = self.L
         if rnd.assignment.combinations:
             starts = np.concatenate(([0], np.cumsum(sizes)[:-1]))
             held = np.maximum.reduceat(occupied, starts)
             dollars = combo_gpus * held / 3600.0 * self.price_arr[combo_type]
-            self.cost[J] += np.repeat(dollars / sizes, sizes)
+            d_cost = np.repeat(dollars / sizes, sizes)
+            self.cost[J] += d_cost
             busy = float((combo_gpus * held).sum())
             compute = float((combo_gpus * np.maximum.reduceat(work, starts)).sum())
             round_cost = float(dollars.sum())
         else:
             busy = compute = round_cost = 0.0
+            d_cost = np.zeros(0)
         avail_total = int(self.count_arr.sum() - self.failed.sum())
         self.available_gpu_seconds += avail_total * L
         norm = progress / (L * self.T_fast[J]) if J.size else np.zeros(0)
@@ -439,6 +530,38 @@ class SimulationRun:
         if self.ent_names:
             e = self.ent_idx[J]
             self.ent_rows.append(np.bincount(e[e >= 0], weights=norm[e >= 0], minlength=len(self.ent_names)))
+        return d_cost
+
+    def repeat_round(self, selection: RoundAssignment) -> bool:
+        """Apply the kept round (:attr:`repeat`) once more when ``selection`` is its selection and no running
+        job would finish: the increments of :meth:`execute` and :meth:`account`, the same operations in the
+        same order, and the mechanism's record; ``False`` (nothing applied) otherwise."""
+        rep = self.repeat
+        if rep is None or selection != rep.selection:
+            return False
+        s0 = time.perf_counter()
+        J, thr, comp, remaining = rep.J, rep.thr, rep.comp, self.remaining
+        with np.errstate(divide="ignore"):
+            need = np.where(thr > 0, remaining[J] / np.where(thr > 0, thr, 1.0), np.inf)
+        if (need <= comp * (1 + 1e-12)).any():  # a job finishes: the round runs in full
+            return False
+        self.done_steps[J] += rep.progress
+        remaining[J] = remaining[J] - rep.progress
+        self.attained[J] += rep.d_attained
+        self.compute_s[J] += rep.work
+        self.overhead_s[J] += rep.ovh
+        self.n_runs[J] += 1
+        self.held_s[J] += rep.occupied
+        self.planned_s[rep.A] += rep.d_planned
+        self.cost[J] += rep.d_cost
+        self.available_gpu_seconds += rep.d_available
+        self.round_rows.append((self.t, *rep.row))
+        if rep.ent_row is not None:
+            self.ent_rows.append(rep.ent_row.copy())
+        self.scheduler.record(selection, rep.durations)
+        self.repeated += 1
+        self.timings["execute"] += time.perf_counter() - s0
+        return True
 
     def complete(self, J: np.ndarray, fin: np.ndarray) -> None:
         """Jobs that finished this round leave (a reset event); their GPUs were held to the round's end."""
