@@ -114,3 +114,48 @@ def test_lp_infeasible_at_zero_keeps_dual_simplex_with_presolve() -> None:
     res = get_solver("highs").load(sf, SolverOptions()).solve()
     assert res.ok and res.objective == pytest.approx(2.5, rel=1e-12)  # x = (0.5, 1): x₁ + x₂ ≤ 1.5 binds
     assert np.allclose(res.x, [0.5, 1.0], atol=1e-12)
+
+
+@pytest.mark.parametrize("stall", [False, True])
+@pytest.mark.parametrize("policy,n,seed", [("max_sum_throughput", 64, 0), ("makespan", 48, 3), ("min_cost", 64, 6)])
+def test_small_cold_primal_runs_without_bound_perturbation(gavel, monkeypatch: pytest.MonkeyPatch, stall: bool,  # type: ignore[no-untyped-def]
+                                                           policy: str, n: int, seed: int) -> None:
+    """A small cold LP feasible at zero (not hinted degenerate) runs primal simplex from the slack
+    basis without HiGHS's bound perturbation, under the iteration cap of warm primal re-solves;
+    ``stall``: the cap at 0 iterations, so the run stops at once and is repeated with the
+    perturbation. Either way the answer is HiGHS dual simplex's with presolve (objective 1e-7
+    relative, every row and bound to 1e-9)."""
+    from policyopt.solvers import highs
+
+    if stall:
+        monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
+        monkeypatch.setattr(highs, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
+    sf = compiled(policy, gavel_problem(gavel, n, seed))
+    assert sf.num_cols < PRIMAL_MAX_COLS and zero_feasible(sf)
+    calls: list[tuple[int, float, int]] = []
+    run = highs.HighsModel._run_highs
+
+    def value(h: object, name: str) -> object:
+        v = h.getOptionValue(name)  # type: ignore[attr-defined]
+        return v[1] if isinstance(v, tuple) else v
+
+    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
+        calls.append((value(self.h, "simplex_strategy"), value(self.h, "primal_simplex_bound_perturbation_multiplier"),
+                      value(self.h, "simplex_iteration_limit")))
+        return run(self)
+
+    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    res = get_solver("highs").load(sf.copy(), SolverOptions()).solve()
+    assert calls[0][:2] == (4, 0.0) and calls[0][2] < 2**31 - 1, calls
+    if stall:
+        assert calls[1:] == [(4, 1.0, 2**31 - 1)], calls
+    else:
+        assert len(calls) == 1, calls
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    assert res.ok and ref.ok
+    assert res.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-9)
+    assert sf.violation(res.x) <= 1e-9
+    # a degenerate-hinted LP (max-min's epigraph) keeps the perturbation on its cold run
+    calls.clear()
+    get_solver("highs").load(sf.copy(), SolverOptions(degenerate=True)).solve()
+    assert calls[0][1] == 1.0, calls
