@@ -34,6 +34,8 @@ from typing import Any
 
 import numpy as np
 
+from policyopt.standard_form import matvec, rmatvec
+
 #: most steps before HiGHS is asked instead (the fill stage takes 0–3 at 2,048 jobs)
 MAX_STEPS = 6
 #: fewest rows for which the steps are taken: on smaller LPs a HiGHS run is cheaper than the steps'
@@ -97,13 +99,12 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
     if bv.size != m or np.count_nonzero(basic) != m:
         return None
     A = sf.A
-    At = A.T
     sign = 1.0 if sf.sense == "max" else -1.0  # steps maximize sign·c
     cost = np.zeros(n + m)
     cost[:n] = sign * np.asarray(c, np.float64)
     lo = np.concatenate([col_lower, -sf.row_upper])
     hi = np.concatenate([col_upper, -sf.row_lower])
-    v = np.concatenate([x, -(A @ x)])
+    v = np.concatenate([x, -matvec(A, x)])
     lo_out, hi_out = lo - TOL, hi + TOL  # (infinite bounds stay infinite)
     if (v < lo_out).any() or (v > hi_out).any():
         return None  # the basis is not primal feasible under the new bounds
@@ -134,7 +135,7 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
     rhs = np.zeros(m)
     for step in range(max_steps + 1):
         y = btran(cost[var])
-        np.subtract(cost[:n], At @ y, out=d[:n])
+        np.subtract(cost[:n], rmatvec(A, y), out=d[:n])
         np.negative(y, out=d[n:])
         # improving and free to move that way: d > 0 below the upper bound, d < 0 above the lower
         movable = (d > TOL) & up_ok
@@ -192,7 +193,7 @@ def _certified(sf: Any, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_out: n
     of its basis are optimal there (module docstring: ``0`` on basic variables, ``d > TOL`` only
     within :data:`TOL` of an upper bound, ``d < −TOL`` only within it of a lower one); else
     ``None``."""
-    v = np.concatenate([x, -(sf.A @ x)])
+    v = np.concatenate([x, -matvec(sf.A, x)])
     if (v < lo_out).any() or (v > hi_out).any():
         return None
     if (np.abs(d[basic]) > TOL).any():

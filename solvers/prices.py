@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from policyopt.standard_form import StandardForm, transpose_csc
+from policyopt.standard_form import StandardForm, matvec, rmatvec, transpose_csc
 
 __all__ = ["GubStructure", "PriceAnswer", "detect", "plausible", "solve"]
 
@@ -178,7 +178,7 @@ def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray,
     ratio ``ρ_k = r_k / g_k``, and each block's best ratio ``max_k ρ_k``."""
     yl = np.zeros(st.A.shape[0])
     yl[st.link] = p
-    red = c - st.AT @ yl  # own rows carry no price here
+    red = c - rmatvec(st.A, yl)  # own rows carry no price here
     ratio = red / st.g
     srt = ratio if st.order is None else ratio[st.order]
     return red, ratio, np.maximum.reduceat(srt, st.start[:-1])
@@ -426,7 +426,7 @@ def _pivot(st: GubStructure, p: np.ndarray, ratio: np.ndarray, best: np.ndarray,
         return None
     dl = np.zeros(st.A.shape[0])
     dl[st.link[T]] = delta
-    rk = -(st.AT @ dl) / st.g  # every column's rate
+    rk = -rmatvec(st.A, dl) / st.g  # every column's rate
     # each block's reference (the answer whose ratio the others are compared with) and its rate
     pos_b = best > 0
     b_ref = np.where(pos_b, best, 0.0)
@@ -490,7 +490,7 @@ def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
         xb = np.zeros(sf.num_cols)
         bc = best_col[on]
         xb[bc] = u[on] / st.g[bc]
-        act_b = (st.A @ xb)[st.link]
+        act_b = matvec(st.A, xb)[st.link]
         # 0. these prices, the tied blocks sharing their rows (the basis they came from held: no LP);
         # where the shares go negative, a dual simplex step to the next prices (at most PIVOTS)
         S = tied.nonzero()[0]
@@ -527,7 +527,7 @@ def solve(sf: StandardForm, st: GubStructure, p: np.ndarray, small: SmallSolver,
             x0 = np.zeros(sf.num_cols)
             bc = best_col[on]
             x0[bc] = u[on] / st.g[bc]
-            act0 = (st.A @ x0)[st.link]
+            act0 = matvec(st.A, x0)[st.link]
         x, act = x0, act0
         idx = np.flatnonzero(free)
         lp, cols = _small_lp(sf, st, c, idx, act)
