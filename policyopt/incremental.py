@@ -397,8 +397,10 @@ class JobSetModel:
         rcode, rslot, rinner = _codes(model, self.block_layout, False)
         own_c, link_c = (cslot >= 0).nonzero()[0], (cslot < 0).nonzero()[0]
         own_r, link_r = (rslot >= 0).nonzero()[0], (rslot < 0).nonzero()[0]
-        A = d.A.tocoo()
-        r, c, v = A.row.astype(np.int64), A.col.astype(np.int64), A.data
+        A = d.A if d.A.format == "csc" else d.A.tocsc()
+        # its triplets in column order (as ``tocoo`` gives them, without the COO constructor's checks)
+        r, v = A.indices.astype(np.int64), A.data
+        c = np.repeat(np.arange(A.shape[1], dtype=np.int64), A.indptr[1:] - A.indptr[:-1])
         if ((rslot[r] < 0) & (cslot[c] < 0)).any():
             return None  # an entry between linking rows and columns would be counted twice
         c_local = np.empty(d.num_cols, np.int64)
