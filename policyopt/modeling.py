@@ -28,8 +28,8 @@ import numpy as np
 import scipy.sparse as sp
 
 from .errors import ModelingError
-from .modeling_arrays import (ConstraintBlock, IndexSet, Terms, Triplets, _check_dims, _concat_terms,
-                              _csc, _full, _shape)
+from .modeling_arrays import ConstraintBlock, IndexSet, TermBlocks, Terms, Triplets, _check_dims, _full, _shape
+from .modeling_compile import compile_model
 from .standard_form import StandardForm, all_nonzero, any_nonzero
 
 __all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "ConstraintBlock", "Triplets"]
@@ -37,14 +37,15 @@ __all__ = ["IndexSet", "Variable", "LinExpr", "Constraint", "Model", "Constraint
 ArrayLike = Union[float, int, np.ndarray, Sequence[float]]
 
 
-class LinExpr:
+class LinExpr(TermBlocks):
     """A linear expression over dims (array of affine functions), stored as triplet blocks.
 
     A sum of expressions keeps its operands' blocks (``terms``) and joins them only when the
-    triplets are read (``rows``/``cols``/``coefs``) — a constraint block passes them on to
+    triplets are read (``rows``/``cols``/``coefs``: element index in C order over ``dims``, model
+    column, coefficient; duplicates add up) — a constraint block passes them on to
     :meth:`Model.compile`, which stacks every block in one pass, so a sum is never copied twice."""
 
-    __slots__ = ("dims", "_terms", "const")
+    __slots__ = ("dims", "const")  # (and ``terms``, TermBlocks's)
 
     #: numpy defers to our reflected operators (``ndarray * expr`` → ``expr.__rmul__``, ``ndarray <=
     #: expr`` → ``expr.__ge__``) instead of broadcasting over the expression as an opaque object
@@ -53,7 +54,7 @@ class LinExpr:
     def __init__(self, dims: tuple[IndexSet, ...], rows: ArrayLike, cols: ArrayLike, coefs: ArrayLike,
                  const: ArrayLike = 0.0) -> None:
         self.dims = tuple(dims)
-        self._terms: Terms = ((np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
+        self.terms: Terms = ((np.asarray(rows, dtype=np.int64), np.asarray(cols, dtype=np.int64),
                                np.asarray(coefs, dtype=np.float64)),)
         c = np.asarray(const, dtype=np.float64)
         shape = _shape(self.dims)
@@ -63,33 +64,8 @@ class LinExpr:
     def _of_terms(cls, dims: tuple[IndexSet, ...], terms: Terms, const: np.ndarray) -> "LinExpr":
         """An expression from triplet blocks already typed (``const`` already of the dims' shape)."""
         e = object.__new__(cls)
-        e.dims, e._terms, e.const = dims, terms, const
+        e.dims, e.terms, e.const = dims, terms, const
         return e
-
-    @property
-    def terms(self) -> Terms:
-        """The triplet blocks ``(rows, cols, coefs)`` whose concatenation is this expression."""
-        return self._terms
-
-    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if len(self._terms) > 1:
-            self._terms = (_concat_terms(self._terms),)
-        return self._terms[0]
-
-    @property
-    def rows(self) -> np.ndarray:
-        """Element index (C order over ``dims``) of each triplet."""
-        return self._flat()[0]
-
-    @property
-    def cols(self) -> np.ndarray:
-        """Model column of each triplet."""
-        return self._flat()[1]
-
-    @property
-    def coefs(self) -> np.ndarray:
-        """Coefficient of each triplet (duplicates add up)."""
-        return self._flat()[2]
 
     # ------------------------------------------------------------------ construction
     @classmethod
@@ -145,7 +121,7 @@ class LinExpr:
         raise ModelingError("division by an expression is not linear")
 
     def __neg__(self) -> "LinExpr":
-        return LinExpr._of_terms(self.dims, tuple((r, c, -v) for r, c, v in self._terms), -self.const)
+        return LinExpr._of_terms(self.dims, tuple((r, c, -v) for r, c, v in self.terms), -self.const)
 
     def __add__(self, other: Any) -> "LinExpr":
         if isinstance(other, Variable):
@@ -156,10 +132,10 @@ class LinExpr:
             elif self.dims == () and other.dims != ():
                 return self.broadcast(other.dims) + other
             _check_dims(self.dims, other.dims)
-            return LinExpr._of_terms(self.dims, self._terms + other._terms, self.const + other.const)
+            return LinExpr._of_terms(self.dims, self.terms + other.terms, self.const + other.const)
         if type(other) is float or type(other) is int:  # a plain number: no array to broadcast
-            return LinExpr._of_terms(self.dims, self._terms, self.const + _finite(other))
-        return LinExpr._of_terms(self.dims, self._terms, self.const + self._factor(other))
+            return LinExpr._of_terms(self.dims, self.terms, self.const + _finite(other))
+        return LinExpr._of_terms(self.dims, self.terms, self.const + self._factor(other))
 
     __radd__ = __add__
 
@@ -167,7 +143,7 @@ class LinExpr:
         if isinstance(other, (LinExpr, Variable)):
             return self + (-other)
         if type(other) is float or type(other) is int:
-            return LinExpr._of_terms(self.dims, self._terms, self.const - _finite(other))
+            return LinExpr._of_terms(self.dims, self.terms, self.const - _finite(other))
         return self + (-np.asarray(other, dtype=np.float64))
 
     def __rsub__(self, other: Any) -> "LinExpr":
@@ -559,7 +535,8 @@ class Model:
 
     # ------------------------------------------------------------------ compilation
     def compile(self, scale_rows: bool = True) -> StandardForm:
-        """One vectorized pass: bounds concatenated, all triplets stacked into one CSC matrix.
+        """One vectorized pass: bounds concatenated, all triplets stacked into one CSC matrix
+        (:func:`policyopt.modeling_compile.compile_model`); kept until the model changes.
 
         With ``scale_rows`` each row is multiplied by a power of two close to ``1/max|a_ij|`` so rows
         of very different magnitude (steps of 10^6 against fractions) reach the solver balanced;
@@ -567,53 +544,8 @@ class Model:
         """
         if self._compiled is not None and self._compiled.row_scale_applied == scale_rows:
             return self._compiled
-        n = self.num_cols
-        lower = np.empty(n)
-        upper = np.empty(n)
-        integrality = np.zeros(n, np.int8)
-        col_blocks: dict[str, tuple[int, int]] = {}
-        for var in self.variables.values():
-            m = var.mask
-            c = var.cols[m]
-            lower[c] = var.lower[m]
-            upper[c] = var.upper[m]
-            if var.integer:
-                integrality[c] = 1
-            if c.size:
-                col_blocks[var.name] = (int(c.min()), int(c.max()) + 1)
-        blocks = list(self.blocks.values())
-        if blocks:
-            terms = [(b.start, t) for b in blocks for t in b.terms]  # every block's triplets, stacked once
-            rows = np.concatenate([t[0] + start for start, t in terms])
-            cols = np.concatenate([t[1] for _, t in terms])
-            vals = np.concatenate([t[2] for _, t in terms])
-            rlo = np.concatenate([b.lower for b in blocks])
-            rhi = np.concatenate([b.upper for b in blocks])
-        else:
-            rows = cols = np.zeros(0, np.int64)
-            vals = rlo = rhi = np.zeros(0)
-        scale = np.ones(self.num_rows)
-        if scale_rows and self.num_rows and vals.size:
-            # scale the triplets before the one COO → CSC conversion (any positive factor is valid;
-            # with duplicate entries the factor is merely less tight)
-            absmax = np.zeros(self.num_rows)
-            np.maximum.at(absmax, rows, np.abs(vals))
-            nz = absmax > 0
-            scale[nz] = np.exp2(-np.rint(np.log2(absmax[nz])))  # (rint: round's C core, no wrapper)
-            vals = vals * scale[rows]
-            rlo = rlo * scale
-            rhi = rhi * scale
-        A = _csc(rows, cols, vals, (self.num_rows, n))  # sums duplicates
-        c = np.bincount(self.objective.cols, weights=self.objective.coefs, minlength=n).astype(np.float64, copy=False)
-        integrality.flags.writeable = False  # (no code changes it in place; StandardForm.is_mip is kept)
-        sf = StandardForm(
-            sense=self.sense, c=c, offset=float(self.objective.const), col_lower=lower, col_upper=upper,
-            integrality=integrality, A=A, row_lower=rlo, row_upper=rhi, row_scale=scale,
-            col_blocks=col_blocks,
-            row_blocks={b.name: (b.start, b.stop) for b in blocks}, row_scale_applied=scale_rows,
-        )
-        self._compiled = sf
-        return sf
+        self._compiled = compile_model(self, scale_rows)
+        return self._compiled
 
     @property
     def is_mip(self) -> bool:

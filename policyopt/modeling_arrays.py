@@ -14,7 +14,7 @@ import scipy.sparse as sp
 from .errors import AlignmentError, ModelingError, UnknownNameError
 from .standard_form import all_nonzero, csc_of_arrays
 
-__all__ = ["IndexSet", "Triplets", "Terms", "ConstraintBlock"]
+__all__ = ["IndexSet", "Triplets", "Terms", "TermBlocks", "ConstraintBlock"]
 
 
 class IndexSet:
@@ -104,8 +104,38 @@ def _concat_terms(terms: Terms) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             np.concatenate([t[2] for t in terms]))
 
 
+class TermBlocks:
+    """Triplet blocks ``terms`` (``(rows, cols, coefs)`` each) read as one block: joined at the
+    first read of ``rows``/``cols``/``coefs`` and kept joined. The base of an expression
+    (:class:`policyopt.modeling.LinExpr`) and of a block of constraint rows, which hold their
+    operands' blocks until then."""
+
+    __slots__ = ("terms",)
+    terms: Terms
+
+    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        if len(self.terms) > 1:
+            self.terms = (_concat_terms(self.terms),)
+        return self.terms[0]
+
+    @property
+    def rows(self) -> np.ndarray:
+        """Element (row) index of each triplet."""
+        return self._flat()[0]
+
+    @property
+    def cols(self) -> np.ndarray:
+        """Model column of each triplet."""
+        return self._flat()[1]
+
+    @property
+    def coefs(self) -> np.ndarray:
+        """Coefficient of each triplet (duplicates add up)."""
+        return self._flat()[2]
+
+
 @dataclass
-class ConstraintBlock:
+class ConstraintBlock(TermBlocks):
     """A family of rows added by one :meth:`Model.add_constraints` call."""
 
     name: str
@@ -116,23 +146,6 @@ class ConstraintBlock:
     terms: Terms = field(repr=False)
     lower: np.ndarray = field(repr=False)
     upper: np.ndarray = field(repr=False)
-
-    def _flat(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        if len(self.terms) > 1:
-            self.terms = (_concat_terms(self.terms),)
-        return self.terms[0]
-
-    @property
-    def rows(self) -> np.ndarray:
-        return self._flat()[0]
-
-    @property
-    def cols(self) -> np.ndarray:
-        return self._flat()[1]
-
-    @property
-    def coefs(self) -> np.ndarray:
-        return self._flat()[2]
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -307,18 +307,18 @@ def test_max_sum_compile_matrix_is_scipys_bit_for_bit(monkeypatch: pytest.Monkey
     scipy's COO conversion builds from the same triplets, bit for bit."""
     import scipy.sparse as sp
 
-    import policyopt.modeling as modeling
+    import policyopt.modeling_compile as modeling_compile
     from policyopt import Cluster, Job, Problem, get_policy
 
     seen: list[tuple[np.ndarray, np.ndarray, np.ndarray, tuple[int, int], sp.csc_matrix]] = []
-    real = modeling._csc
+    real = modeling_compile._csc
 
     def spy(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
         A = real(rows, cols, vals, shape)
         seen.append((rows.copy(), cols.copy(), vals.copy(), shape, A))
         return A
 
-    monkeypatch.setattr(modeling, "_csc", spy)
+    monkeypatch.setattr(modeling_compile, "_csc", spy)
     rng = np.random.default_rng(5)
     n = 2048
     cluster = Cluster.from_counts({"v100": n // 4, "p100": n // 4, "k80": n // 4})
