@@ -155,8 +155,8 @@ class ConstraintBlock(TermBlocks):
         return row_values[self.start:self.stop].reshape(self.shape)
 
 
-#: up to this many triplets :func:`_csc` sorts them itself; above, scipy's COO conversion (a counting
-#: sort) is faster
+#: with duplicate triplets, up to this many :func:`_csc` sorts and sums them itself; above, scipy's
+#: COO conversion (a counting sort) is faster
 _SMALL_NNZ = 4096
 
 try:  # scipy's own kernels, the ones its COO → CSC conversion calls
@@ -170,20 +170,21 @@ except ImportError:  # another scipy layout: its public constructor
 _I32 = np.iinfo(np.int32).max
 
 
-def _csc_large(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
-    """:func:`_csc` above :data:`_SMALL_NNZ` triplets: scipy's own kernels called directly, in the
-    order its constructor calls them: the counting sort by column (``coo_tocsr`` on the transposed
-    triplets), then, if the row indices are not sorted in each column, ``csr_sort_indices``. Where
-    the result has no duplicates (row indices strictly increasing in each column) it is exactly what
-    ``sp.csc_matrix((vals, (rows, cols)))`` builds, since that constructor then finds nothing to sum
-    or prune; its Python-level COO checks and wrappers (~0.3–0.5 ms at 2,048 jobs) are replaced by
-    four bound reductions. Anything else (duplicates, unsorted, other dtypes, 64-bit
-    sizes) goes to the constructor."""
+def _csc_kernels(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]
+                 ) -> sp.csc_matrix | None:
+    """The CSC matrix of distinct triplets by scipy's own kernels called directly, in the order its
+    constructor calls them: the counting sort by column (``coo_tocsr`` on the transposed triplets),
+    then, if the row indices are not sorted in each column, ``csr_sort_indices``. Where the result
+    has no duplicates (row indices strictly increasing in each column) it is exactly what
+    ``sp.csc_matrix((vals, (rows, cols)))`` builds, since that constructor then finds nothing to
+    sum or prune; its Python-level COO checks and wrappers (~0.3–0.5 ms at 2,048 jobs, ~50 µs at
+    64) are replaced by four bound reductions. ``None`` where the kernels do not apply (other
+    dtypes, 64-bit sizes, no triplets) or the triplets hold duplicates."""
     R, N = shape
     nnz = vals.size
-    if (_coo_tocsr is None or vals.dtype != np.float64 or rows.dtype.kind not in "iu"
+    if (_coo_tocsr is None or nnz == 0 or vals.dtype != np.float64 or rows.dtype.kind not in "iu"
             or cols.dtype.kind not in "iu" or max(R, N, nnz) >= _I32 or rows.size != nnz or cols.size != nnz):
-        return sp.csc_matrix((vals, (rows, cols)), shape=shape)
+        return None
     if int(rows.min()) < 0 or int(cols.min()) < 0 or int(rows.max()) >= R or int(cols.max()) >= N:
         raise ModelingError(f"compile: a triplet index lies outside the matrix shape {shape}")
     indptr = np.empty(N + 1, np.int32)
@@ -193,19 +194,24 @@ def _csc_large(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tupl
     if not _has_sorted(N, indptr, indices):
         _sort_indices(N, indptr, indices, data)
     if not _has_canonical(N, indptr, indices):
-        return sp.csc_matrix((vals, (rows, cols)), shape=shape)
+        return None
     return csc_of_arrays(data, indices, indptr, shape)
 
 
 def _csc(rows: np.ndarray, cols: np.ndarray, vals: np.ndarray, shape: tuple[int, int]) -> sp.csc_matrix:
     """The CSC matrix of triplets (duplicates summed, explicit zeros kept, row indices sorted): what
-    ``sp.csc_matrix((vals, (rows, cols)))`` gives. Up to :data:`_SMALL_NNZ` triplets by one sort of
-    the keys ``col·R + row`` (scipy's COO path spends ~50 µs in Python checks on a 64-job LP)."""
+    ``sp.csc_matrix((vals, (rows, cols)))`` gives. Distinct triplets by scipy's kernels called
+    directly (:func:`_csc_kernels`); with duplicates, up to :data:`_SMALL_NNZ` triplets by one sort
+    of the keys ``col·R + row`` and sums of equal keys (scipy's COO path spends ~50 µs in Python
+    checks on a 64-job LP), above by scipy's constructor."""
     R, N = shape
     if R == 0 or N == 0:
         return sp.csc_matrix((vals, (rows, cols)), shape=shape)
+    A = _csc_kernels(rows, cols, vals, shape)
+    if A is not None:
+        return A
     if vals.size > _SMALL_NNZ:
-        return _csc_large(rows, cols, vals, shape)
+        return sp.csc_matrix((vals, (rows, cols)), shape=shape)
     key = cols * R + rows
     order = key.argsort(kind="stable")  # (the method: no Python-level wrapper)
     key, vals = key[order], vals[order]

@@ -262,10 +262,41 @@ def test_epigraph_rows_equal_the_operator_rows(seed: int, upper: bool) -> None:
 
 
 @pytest.mark.parametrize("seed", range(3))
+def test_small_distinct_triplets_by_kernels_bit_for_bit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Distinct triplets below ``_SMALL_NNZ`` (a small LP's) go through scipy's kernels, without its
+    constructor: the same arrays bit for bit as scipy's COO conversion; with a duplicate added,
+    the sort path sums it."""
+    import types
+
+    import scipy.sparse as sp
+
+    import policyopt.modeling_arrays as ma
+
+    rng = np.random.default_rng(seed)
+    for _ in range(50):
+        R, N = (int(v) for v in rng.integers(1, 60, 2))
+        k = int(rng.integers(1, min(R * N, 800) + 1))
+        key = rng.choice(R * N, k, replace=False)
+        rows, cols = key % R, key // R
+        vals = rng.choice([0.0, -0.0, 1.0, -1.0, 2.5, 1e-3], k) * rng.uniform(0.5, 2.0, k)
+        want = sp.csc_matrix((vals, (rows, cols)), shape=(R, N))
+        monkeypatch.setattr(ma, "sp", types.SimpleNamespace(csc_matrix=None))  # (a constructor call fails)
+        got = ma._csc(rows, cols, vals, (R, N))
+        monkeypatch.setattr(ma, "sp", sp)
+        for a in ("indptr", "indices", "data"):
+            assert getattr(got, a).dtype == getattr(want, a).dtype
+            assert getattr(got, a).tobytes() == getattr(want, a).tobytes()
+        d_rows, d_cols, d_vals = np.append(rows, rows[0]), np.append(cols, cols[0]), np.append(vals, 1.0)
+        dup = ma._csc(d_rows, d_cols, d_vals, (R, N))
+        assert dup.nnz == k and np.allclose(dup.toarray(), want.toarray() + (np.arange(R)[:, None] == rows[0])
+                                            * (np.arange(N)[None, :] == cols[0]))
+
+
+@pytest.mark.parametrize("seed", range(3))
 def test_large_compile_matrix_is_scipys_bit_for_bit(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """Above ``_SMALL_NNZ`` triplets ``_csc`` runs scipy's counting-sort kernel itself: canonical
     triplets (distinct, any order) give scipy's COO conversion bit for bit without its constructor;
-    duplicates, explicit zeros and out-of-range indices behave as before."""
+    duplicates go to the constructor; explicit zeros are kept; out-of-range indices are refused."""
     import types
 
     import scipy.sparse as sp
