@@ -388,3 +388,49 @@ def test_aggregation_after_cost_updates_reuses_maps_only_for_the_same_groups() -
     assert (same.reduced.A != fresh.reduced.A).nnz == 0
     for f in ("keep_cols", "keep_rows", "col_src", "row_src", "row_div", "group"):
         assert np.array_equal(getattr(same, f), getattr(fresh, f)), f
+
+
+def test_warm_degenerate_lps_go_to_highs_below_the_warm_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A warm degenerate LP (the backend holds its basis) tries the fast path only from
+    STRUCTURED_MIN_COLS_WARM_DEGENERATE columns; cold, from STRUCTURED_MIN_COLS_DEGENERATE. A kept
+    max-min model that grew past 400 columns by arrivals is re-solved by HiGHS warm (no aggregation)
+    and its answers equal a cold solve's (objective to 1e-9 relative)."""
+    from policyopt import solver_api
+
+    monkeypatch.setattr(solver_api, "STRUCTURED_MIN_COLS", 500)  # (the defaults, not this file's fixture)
+
+    def form(n: int) -> StandardForm:
+        return StandardForm("max", np.zeros(n), 0.0, np.zeros(n), np.ones(n), np.zeros(n, np.int8),
+                            Triplets(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), (0, n)).tocsr().tocsc(),
+                            np.zeros(0), np.zeros(0), np.ones(0))
+
+    w = solver_api.STRUCTURED_MIN_COLS_WARM_DEGENERATE
+    small, large = form(w - 1), form(w)
+    assert solver_api.auto_algorithm(small, degenerate=True) == "structured"
+    assert solver_api.auto_algorithm(small, warm=True, degenerate=True) != "structured"
+    assert solver_api.auto_algorithm(large, warm=True, degenerate=True) == "structured"
+    assert solver_api.auto_algorithm(large, warm=True) == "structured"  # (not degenerate: as before)
+    from policyopt.solvers.highs import HighsModel
+
+    kinds = [({"v100": 3.0, "p100": 2.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "p100": 1.5, "k80": 0.7}, 2, 1.0),
+             ({"v100": 1.2, "p100": 1.0, "k80": 0.5}, 4, 2.0), ({"v100": 4.0, "p100": 3.0, "k80": 2.0}, 1, 1.0)]
+    full = kinds_problem(kinds, [40, 35, 35, 30], {"v100": 32, "p100": 32, "k80": 32})
+    jobs = list(full.jobs)
+    tried: list[int] = []
+    real = HighsModel._solve_structured
+
+    def spy(self: HighsModel) -> tuple[object, str]:
+        tried.append(self.sf.num_cols)
+        return real(self)
+
+    monkeypatch.setattr(HighsModel, "_solve_structured", spy)
+    pol = get_policy("max_min_fairness")
+    pol.solve(full.with_jobs(jobs[:120]))  # 361 columns: the whole LP by HiGHS, kept
+    assert tried == []
+    for k in (134, 137, 140):  # arrivals: the kept model grows past 400 columns, re-solved warm
+        r = pol.solve(full.with_jobs(jobs[:k]))
+        assert tried == [], tried
+        cold = get_policy("max_min_fairness").solve(full.with_jobs(jobs[:k]))
+        assert tried and min(tried) >= 400  # (a cold build of it tries the fast path)
+        tried.clear()
+        assert r.objective == pytest.approx(cold.objective, rel=1e-9)
