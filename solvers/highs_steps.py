@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from policyopt.standard_form import matvec, rmatvec
+from policyopt.standard_form import any_nonzero, matvec, rmatvec
 
 #: most steps before HiGHS is asked instead (the fill stage takes 0–3 at 2,048 jobs)
 MAX_STEPS = 6
@@ -106,9 +106,10 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
     hi = np.concatenate([col_upper, -sf.row_lower])
     v = np.concatenate([x, -matvec(A, x)])
     lo_out, hi_out = lo - TOL, hi + TOL  # (infinite bounds stay infinite)
-    if (v < lo_out).any() or (v > hi_out).any():
+    if any_nonzero(v < lo_out) or any_nonzero(v > hi_out):
         return None  # the basis is not primal feasible under the new bounds
-    np.clip(v, lo, hi, out=v)
+    np.maximum(v, lo, out=v)  # (clip: numpy's Python-level wrapper avoided, as any/all below)
+    np.minimum(v, hi, out=v)
     # nonbasic variables free to move up / down (changed only where a variable leaves or enters)
     up_ok = (v < hi - TOL) & ~basic
     down_ok = (v > lo + TOL) & ~basic
@@ -162,7 +163,7 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
         np.maximum(room, 0.0, out=room)
         mag = np.abs(delta)
         lim = np.divide(room, mag, out=np.full(m, np.inf), where=mag > PIVOT_TOL)
-        theta = float(lim.min())
+        theta = float(np.minimum.reduce(lim))
         own = float(hi[q] - lo[q])
         if own <= theta:  # the entering variable reaches its other bound first: a bound flip
             if not np.isfinite(own):
@@ -194,13 +195,13 @@ def _certified(sf: Any, x: np.ndarray, lo: np.ndarray, hi: np.ndarray, lo_out: n
     within :data:`TOL` of an upper bound, ``d < −TOL`` only within it of a lower one); else
     ``None``."""
     v = np.concatenate([x, -matvec(sf.A, x)])
-    if (v < lo_out).any() or (v > hi_out).any():
+    if any_nonzero(v < lo_out) or any_nonzero(v > hi_out):
         return None
-    if (np.abs(d[basic]) > TOL).any():
+    if any_nonzero(np.abs(d[basic]) > TOL):
         return None
     wrong = (d > TOL) & (v < hi - TOL)
     wrong |= (d < -TOL) & (v > lo + TOL)
     wrong &= ~basic
-    if wrong.any():
+    if any_nonzero(wrong):
         return None
     return Steps(x, steps, float(np.add.reduce(np.asarray(c, np.float64) * x)))
