@@ -34,7 +34,7 @@ from typing import Callable
 import numpy as np
 import scipy.sparse as sp
 
-from policyopt.standard_form import StandardForm, matvec, rmatvec, transpose_csc
+from policyopt.standard_form import StandardForm, all_nonzero, any_nonzero, matvec, rmatvec
 
 __all__ = ["GubStructure", "PriceAnswer", "detect", "plausible", "solve"]
 
@@ -64,7 +64,6 @@ class GubStructure:
     rows: np.ndarray        # each block's own row (B)
     block: np.ndarray       # per column: its block
     lnum: np.ndarray        # per row: its number among the linking rows (−1: not one)
-    AT: sp.csr_matrix       # Aᵀ (a view of the same arrays)
 
     @property
     def K(self) -> int:
@@ -128,7 +127,11 @@ def plausible(sf: StandardForm) -> bool:
 
 
 def detect(sf: StandardForm) -> GubStructure | None:
-    """The :class:`GubStructure` of ``sf`` (see the module docstring), or ``None``."""
+    """The :class:`GubStructure` of ``sf`` (see the module docstring), or ``None``.
+
+    The blocks come from the row counts: a non-linking row holds only own entries, so its count is
+    its block's size, and the blocks in row order start at the running sums of those counts (no
+    per-column pass beyond the own entries' gather and one map from row to block)."""
     if sf.is_mip or sf.num_cols < 8 or sf.num_rows < 4:
         return None
     A = sf.A if sf.A.format == "csc" else sf.A.tocsc()
@@ -139,38 +142,33 @@ def detect(sf: StandardForm) -> GubStructure | None:
     K = int(np.count_nonzero(is_link))
     if K == 0 or K > MAX_LINKING_ROWS:
         return None
-    pos = np.flatnonzero(~is_link[rows])
+    not_link = ~is_link
+    pos = np.flatnonzero(not_link[rows])
     # exactly one entry outside the linking rows per column: N of them, the k-th in column k
-    if pos.size != N or not ((pos >= indptr[:-1]) & (pos < indptr[1:])).all():
+    if pos.size != N or not all_nonzero((pos >= indptr[:-1]) & (pos < indptr[1:])):
         return None
     own = rows[pos]
     g = A.data[pos]
     # own rows (those with entries outside the linking rows): upper bound finite and positive,
     # lower bound ≤ 0 (checked on every non-linking row: one without entries must then hold 0)
-    ru, rl = sf.row_upper, sf.row_lower
-    if not ((g > 0).all() and not sf.col_lower.any() and (rl <= 0)[~is_link].all()
-            and ((ru > 0) & (ru < np.inf))[~is_link].all() and (sf.col_upper * g >= ru[own]).all()):
+    ru, rl = sf.row_upper[not_link], sf.row_lower[not_link]
+    if not (all_nonzero(g > 0) and not any_nonzero(sf.col_lower) and all_nonzero(rl <= 0)
+            and all_nonzero((ru > 0) & (ru < np.inf)) and all_nonzero(sf.col_upper * g >= sf.row_upper[own])):
         return None
     order: np.ndarray | None = None
-    so = own
-    if not (own[1:] >= own[:-1]).all():
+    if not all_nonzero(own[1:] >= own[:-1]):
         order = np.argsort(own, kind="stable")
-        so = own[order]
-    new = np.empty(N, bool)
-    new[0] = True
-    np.not_equal(so[1:], so[:-1], out=new[1:])
-    first = np.flatnonzero(new)
-    block_sorted = np.cumsum(new) - 1
-    if order is None:
-        block = block_sorted
-    else:
-        block = np.empty(N, np.int64)
-        block[order] = block_sorted
+    # the own rows in row order (each block's row), their blocks' sizes and starts in that order
+    brows = np.flatnonzero(not_link & (row_nnz > 0))
+    start = np.zeros(brows.size + 1, np.int64)
+    np.cumsum(row_nnz[brows], out=start[1:])
+    bmap = np.empty(R, np.int64)
+    bmap[brows] = np.arange(brows.size)
     link = np.flatnonzero(is_link)
     lnum = np.full(R, -1, np.int64)
     lnum[link] = np.arange(K)
-    return GubStructure(A=A, link=link, own=own, g=g, order=order, start=np.append(first, N),
-                        rows=so[first], block=block, lnum=lnum, AT=transpose_csc(A))
+    return GubStructure(A=A, link=link, own=own, g=g, order=order, start=start, rows=brows,
+                        block=bmap[own], lnum=lnum)
 
 
 def _ratios(st: GubStructure, c: np.ndarray, p: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

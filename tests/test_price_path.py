@@ -133,6 +133,48 @@ def test_detect_reads_the_shape_from_the_standard_form() -> None:
     assert prices.detect(model.compile()) is None
 
 
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+def test_detect_on_shuffled_rows_and_columns(seed: int) -> None:
+    """Rows and columns in any order (linking rows between own rows, columns not sorted by their
+    own row, a non-linking row without entries): each field of the shape equals its definition
+    taken column by column, and the path from the old prices answers equal to dual simplex."""
+    rng = np.random.default_rng(seed)
+    sf = gub_lp(rng, 30, 3)
+    R, N = sf.num_rows + 1, sf.num_cols  # one empty row (bounds [-inf, 1]) added last
+    rp, cp = rng.permutation(R), rng.permutation(N)
+    A = sp.vstack([sf.A, sp.csr_matrix((1, N))]).tocsc()
+    sh = StandardForm(sense="max", c=sf.c[cp], offset=0.0, col_lower=np.zeros(N), col_upper=sf.col_upper[cp],
+                      integrality=np.zeros(N, np.int8), A=sp.csc_matrix(A[rp][:, cp]),
+                      row_lower=np.append(sf.row_lower, -np.inf)[rp], row_upper=np.append(sf.row_upper, 1.0)[rp],
+                      row_scale=np.ones(R))
+    shape = prices.detect(sh)
+    assert shape is not None and shape.K == 3 and shape.B == 30
+    link = np.flatnonzero(rp >= 30)[np.isin(rp[rp >= 30], [30, 31, 32])]
+    np.testing.assert_array_equal(shape.link, link)
+    D = sh.A.toarray()
+    Dn = D.copy()
+    Dn[link] = 0.0
+    own = np.array([int(np.flatnonzero(Dn[:, k])[0]) for k in range(N)])
+    np.testing.assert_array_equal(shape.own, own)
+    np.testing.assert_array_equal(shape.g, D[own, np.arange(N)])
+    rows = np.unique(own)
+    np.testing.assert_array_equal(shape.rows, rows)
+    np.testing.assert_array_equal(shape.block, np.searchsorted(rows, own))
+    np.testing.assert_array_equal(shape.start, np.append(0, np.cumsum([np.count_nonzero(own == r) for r in rows])))
+    assert shape.order is not None
+    np.testing.assert_array_equal(shape.order, np.argsort(own, kind="stable"))
+    lnum = np.full(R, -1)
+    lnum[link] = np.arange(3)
+    np.testing.assert_array_equal(shape.lnum, lnum)
+    _, _, y = simplex(sh)
+    new = sh.copy()
+    new.c = sh.c * rng.uniform(0.9, 1.1, N)
+    ref, _, _ = simplex(new)
+    res = priced(new, y)
+    assert res.options.get("fast_path", "").startswith("linking prices")
+    check(new, res, ref)
+
+
 def test_a_wrong_sized_dual_start_is_refused() -> None:
     sf = gub_lp(np.random.default_rng(4), 10, 2)
     m = HighsModel(sf, SolverOptions())
