@@ -439,3 +439,24 @@ def test_a_held_models_basis_labels_read_from_the_adopted_model() -> None:
     got = pol.solve(other)
     ref = get_policy("max_sum_throughput", algorithm="simplex").solve(other)
     assert got.objective == pytest.approx(ref.objective, rel=1e-9)
+
+
+@pytest.mark.parametrize("n", [1, 2, 3, 6, 8, 9, 12])
+def test_small_square_solves_equal_lapack(n: int) -> None:
+    """``_solve_square`` (Python floats up to ``SMALL_SOLVE`` unknowns, LAPACK above) equals
+    ``np.linalg.solve``: on random sparse systems, on one whose diagonal starts at 0 (a row exchange
+    needed), and gives ``None`` for a singular one."""
+    rng = np.random.default_rng(n)
+    for _ in range(20):
+        M = rng.uniform(-4.0, 4.0, (n, n)) * (rng.random((n, n)) < 0.5) + np.diag(rng.uniform(0.5, 2.0, n))
+        rhs = rng.uniform(-3.0, 3.0, n)
+        z = prices._solve_square(M, rhs)
+        assert z is not None
+        np.testing.assert_allclose(z, np.linalg.solve(M, rhs), rtol=1e-9, atol=1e-9)
+    P = np.eye(n)[np.roll(np.arange(n), 1)] * rng.uniform(1.0, 2.0, n)  # a scaled cyclic permutation
+    z = prices._solve_square(P, np.arange(1.0, n + 1))
+    assert z is not None
+    np.testing.assert_allclose(P @ z, np.arange(1.0, n + 1), rtol=1e-12)
+    S = rng.uniform(1.0, 2.0, (n, n))
+    S[:, n // 2] = 0.0
+    assert prices._solve_square(S, np.ones(n)) is None
