@@ -451,9 +451,8 @@ def _pivot(st: GubStructure, p: np.ndarray, ratio: np.ndarray, best: np.ndarray,
                 rhs.append(0.0)
     if len(rows) != len(T) or not T:
         return None
-    try:
-        delta = np.linalg.solve(np.array(rows), np.array(rhs))
-    except np.linalg.LinAlgError:
+    delta = _solve_square(np.array(rows), np.array(rhs))
+    if delta is None:
         return None
     dl = np.zeros(st.A.shape[0])
     dl[st.link[T]] = delta
