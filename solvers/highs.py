@@ -119,6 +119,7 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         # the simplex variant ("primal", "simplex": dual) run without perturbation under an iteration
         # cap, or None (see _cap)
         self._capped: str | None = None
+        self._cap_limit = 2**31 - 1  # the iteration limit set with it (sized by the model's rows and columns)
         self.runs = 0  # HiGHS runs so far (a kept basis is current while no run followed it)
         self._spliced = False  # updated in place (splice): re-solve options set
         self._max_infeasibility = 0.0  # of the last run's point (see _run_highs)
@@ -357,18 +358,20 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
           :data:`_UNPERTURBED_DUAL_ITERATIONS_PER_ROW` iterations per row."""
         if variant is not None and {_PERTURBATION[variant], "simplex_iteration_limit"} & set(self.options.extra):
             variant = None
-        if variant == self._capped:
-            return
-        if self._capped is not None:
-            self._set(_PERTURBATION[self._capped], 1.0)
         limit = 2**31 - 1
-        if variant is not None:
+        if variant is not None:  # (sized at each run: splice changes the rows and columns)
             m, n = self.sf.num_rows, self.sf.num_cols
             limit = _UNPERTURBED_MIN_ITERATIONS + (_UNPERTURBED_ITERATIONS_PER_DIM * (m + n) if variant == "primal"
                                                    else _UNPERTURBED_DUAL_ITERATIONS_PER_ROW * m)
-            self._set(_PERTURBATION[variant], 0.0)
+        if variant == self._capped and limit == self._cap_limit:
+            return
+        if variant != self._capped:
+            if self._capped is not None:
+                self._set(_PERTURBATION[self._capped], 1.0)
+            if variant is not None:
+                self._set(_PERTURBATION[variant], 0.0)
         self._set("simplex_iteration_limit", limit)
-        self._capped = variant
+        self._capped, self._cap_limit = variant, limit
 
     def _solve_structured(self) -> tuple[SolveResult | None, str]:
         """The block-aggregation fast path (module ``blocks``): the certified result, or ``None``

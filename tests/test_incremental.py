@@ -319,6 +319,42 @@ def test_updated_model_resolves_without_cost_perturbation(monkeypatch: pytest.Mo
     assert st_ is not None and st_.updates == 2
 
 
+def test_iteration_cap_follows_the_models_size(monkeypatch: pytest.MonkeyPatch, no_price_path: None) -> None:
+    """The cap of an unperturbed re-solve is sized by the rows of the model as it is at that run:
+    a kept model grown by two arrivals in a row is capped at 1,000 + 1 per row of its new size
+    each time (not at the size it had when the cap was first set)."""
+    from policyopt.solvers import highs
+
+    seen: list[tuple[int, int, float]] = []
+    run = highs.HighsModel._run_highs
+
+    def value(h: object, key: str) -> object:
+        v = h.getOptionValue(key)  # type: ignore[attr-defined]
+        return v[1] if isinstance(v, tuple) else v
+
+    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
+        seen.append((self.sf.num_rows, value(self.h, "simplex_iteration_limit"),  # type: ignore[arg-type]
+                     value(self.h, "dual_simplex_cost_perturbation_multiplier")))
+        return run(self)
+
+    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    rng = np.random.default_rng(5)
+    jobs = [make_job(i, rng, None) for i in range(46)]
+    cl = cluster(40)
+    pol = get_policy("max_min_fairness", fill=False)
+    pol.solve(Problem(cl, tuple(jobs[:40])))
+    rows = []
+    for n in (43, 46):  # two arrivals of three jobs each
+        seen.clear()
+        pol.solve(Problem(cl, tuple(jobs[:n])))
+        assert seen and seen[0][2] == 0.0, seen  # the kept model's unperturbed re-solve
+        rows.append(seen[0][0])
+        assert seen[0][1] == highs._UNPERTURBED_MIN_ITERATIONS + highs._UNPERTURBED_DUAL_ITERATIONS_PER_ROW * seen[0][0]
+    assert rows[1] > rows[0]
+    st_ = incremental.state(pol)
+    assert st_ is not None and st_.updates == 2
+
+
 def test_a_subclass_is_not_updated_unless_it_declares_it() -> None:
     """A subclass may build differently (here: throughputs divided by the number of jobs, which
     changes every block at each arrival), so it does not inherit ``incremental_lp``."""
