@@ -263,6 +263,10 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
     def set_algorithm(self, algorithm: str) -> None:
         super().set_algorithm(algorithm)
         self._set("solver", _ALGORITHMS[self.options.algorithm])
+        if self.options.algorithm != "auto":
+            # an algorithm the caller names runs with HiGHS's perturbation and no cap (or ``extra``'s),
+            # not with those an earlier ``auto`` run left set (see _cap)
+            self._cap(None)
 
     def clear_warm_start(self) -> None:
         self._last = None

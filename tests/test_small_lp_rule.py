@@ -159,3 +159,27 @@ def test_small_cold_primal_runs_without_bound_perturbation(gavel, monkeypatch: p
     calls.clear()
     get_solver("highs").load(sf.copy(), SolverOptions(degenerate=True)).solve()
     assert calls[0][1] == 1.0, calls
+
+
+def test_a_named_algorithm_after_an_auto_run_gets_highs_defaults(gavel) -> None:  # type: ignore[no-untyped-def]
+    """After an ``auto`` run without bound perturbation under a cap (a small cold LP feasible at
+    zero), switching the model to a named algorithm restores HiGHS's perturbation and lifts the cap
+    (a caller that turns them off itself, as ``use_warm_primal`` does, then owns them); its
+    re-solve still answers as dual simplex does."""
+    sf = compiled("max_sum_throughput", gavel_problem(gavel, 64, 0))
+    model = get_solver("highs").load(sf.copy(), SolverOptions())
+    assert model.solve().ok
+
+    def value(name: str) -> object:
+        v = model.h.getOptionValue(name)  # type: ignore[attr-defined]
+        return v[1] if isinstance(v, tuple) else v
+
+    assert value("primal_simplex_bound_perturbation_multiplier") == 0.0  # the auto run's
+    assert value("simplex_iteration_limit") < 2**31 - 1
+    model.set_algorithm("simplex")
+    assert value("primal_simplex_bound_perturbation_multiplier") == 1.0
+    assert value("dual_simplex_cost_perturbation_multiplier") == 1.0
+    assert value("simplex_iteration_limit") == 2**31 - 1
+    res = model.resolve()
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    assert res.ok and ref.ok and res.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-9)
