@@ -315,8 +315,11 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
                         self._set(k, v)
             self._use_auto(alg)
         res = self._run_highs()
-        if self._capped and self.h.getModelStatus() == self._hs.HighsModelStatus.kIterationLimit:
-            self._cap(None)  # stalled without perturbation (a degenerate vertex): once more with it
+        if self._capped and (res.status is Status.ERROR
+                             or self.h.getModelStatus() == self._hs.HighsModelStatus.kIterationLimit):
+            # stalled without perturbation (a degenerate vertex), or ended without an answer
+            # (HiGHS's 'Unknown'): once more with it
+            self._cap(None)
             res = self._run_highs()
         if small_primal and res.status is Status.OPTIMAL and self._max_infeasibility > _FEAS_TOL:
             # a row or bound met only to the simplex's tolerance: solved again from scratch by dual

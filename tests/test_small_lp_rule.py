@@ -183,3 +183,30 @@ def test_a_named_algorithm_after_an_auto_run_gets_highs_defaults(gavel) -> None:
     res = model.resolve()
     ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
     assert res.ok and ref.ok and res.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-9)
+
+
+def test_an_unperturbed_run_without_an_answer_is_repeated_perturbed(gavel, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    """A capped run without perturbation that ends without an answer (HiGHS's 'Unknown', mapped to
+    ``error``; injected here on the first run) is repeated with HiGHS's perturbation and no cap, as
+    a stall at the cap is; the answer is dual simplex's."""
+    from dataclasses import replace
+
+    from policyopt.result import Status
+    from policyopt.solvers import highs
+
+    sf = compiled("max_sum_throughput", gavel_problem(gavel, 64, 0))
+    runs: list[float] = []
+    run = highs.HighsModel._run_highs
+
+    def failing_first(self: highs.HighsModel):  # type: ignore[no-untyped-def]
+        v = self.h.getOptionValue("primal_simplex_bound_perturbation_multiplier")
+        runs.append(v[1] if isinstance(v, tuple) else v)
+        res = run(self)
+        return replace(res, status=Status.ERROR, x=None) if len(runs) == 1 else res
+
+    monkeypatch.setattr(highs.HighsModel, "_run_highs", failing_first)
+    res = get_solver("highs").load(sf.copy(), SolverOptions()).solve()
+    assert runs == [0.0, 1.0], runs
+    ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+    assert res.ok and ref.ok and res.objective == pytest.approx(ref.objective, rel=1e-7, abs=1e-9)
+    assert sf.violation(res.x) <= 1e-9
