@@ -374,12 +374,11 @@ class SimulationRun:
     def recompute(self, avail: dict[str, int]) -> None:
         """3. Optimization policies: re-solve after reset events (at most once per interval), at once
         when the capacity changed or nothing is installed yet."""
-        sched, clock, t = self.scheduler, self.clock, self.t
-        if self.alloc_mode and (clock.due(t + 1e-6 * self.L) or self.capacity_changed or not sched.installed):
-            if clock.pending or self.capacity_changed or not sched.installed:
-                self.sim._recompute(self.poser, t, self.active, sched, avail, self.remaining, self.sf, self.ids,
-                                    self.timings, self.recompute_rows)
-                clock.mark_recomputed(t)
+        if self.recompute_due():  # (the one condition, shared with the repeated rounds' check)
+            t = self.t
+            self.sim._recompute(self.poser, t, self.active, self.scheduler, avail, self.remaining, self.sf,
+                                self.ids, self.timings, self.recompute_rows)
+            self.clock.mark_recomputed(t)
         self.capacity_changed = False
 
     def round_stages(self, avail: dict[str, int], selection: RoundAssignment | None = None) -> _Round:
