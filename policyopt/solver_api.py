@@ -92,7 +92,8 @@ class SolverOptions:
 #: degenerate LP by primal simplex without presolve (finish-time fairness at 1,024 jobs: 44 ms
 #: against 157 ms for dual simplex with presolve; max-min fairness at 64 jobs: 1.1 ms against
 #: 2.0–2.7 ms), other cold LPs by dual simplex (makespan at 1,024 jobs: 19 ms against 35 ms for
-#: primal); warm re-solves by dual simplex.
+#: primal); warm re-solves by dual simplex, except a degenerate one whose last solution the updates
+#: kept feasible (primal simplex; see :func:`auto_algorithm`).
 STRUCTURED_MIN_COLS = 500
 #: a max-min epigraph LP (``degenerate``) tries the fast path from fewer columns: its whole LP is
 #: the slow one (primal simplex through a degenerate optimum); max-min fairness at 128 jobs (493
