@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 import pytest
+from highs_runs import record_highs_runs
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -284,20 +285,8 @@ def test_updated_model_resolves_without_cost_perturbation(monkeypatch: pytest.Mo
     if stall:
         monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
         monkeypatch.setattr(highs, "_UNPERTURBED_DUAL_ITERATIONS_PER_ROW", 0)
-    calls: list[tuple[str, int, float, int]] = []
-    run = highs.HighsModel._run_highs
-
-    def value(h: object, key: str) -> object:
-        v = h.getOptionValue(key)  # type: ignore[attr-defined]
-        return v[1] if isinstance(v, tuple) else v
-
-    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
-        calls.append((value(self.h, "solver"), value(self.h, "simplex_strategy"),
-                      value(self.h, "dual_simplex_cost_perturbation_multiplier"),
-                      value(self.h, "simplex_iteration_limit")))
-        return run(self)
-
-    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    calls = record_highs_runs(monkeypatch, "solver", "simplex_strategy",
+                              "dual_simplex_cost_perturbation_multiplier", "simplex_iteration_limit")
     rng = np.random.default_rng(21)
     jobs = [make_job(i, rng, None) for i in range(41)]
     cl = cluster(40)
@@ -325,19 +314,8 @@ def test_iteration_cap_follows_the_models_size(monkeypatch: pytest.MonkeyPatch, 
     each time (not at the size it had when the cap was first set)."""
     from policyopt.solvers import highs
 
-    seen: list[tuple[int, int, float]] = []
-    run = highs.HighsModel._run_highs
-
-    def value(h: object, key: str) -> object:
-        v = h.getOptionValue(key)  # type: ignore[attr-defined]
-        return v[1] if isinstance(v, tuple) else v
-
-    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
-        seen.append((self.sf.num_rows, value(self.h, "simplex_iteration_limit"),  # type: ignore[arg-type]
-                     value(self.h, "dual_simplex_cost_perturbation_multiplier")))
-        return run(self)
-
-    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    seen = record_highs_runs(monkeypatch, "simplex_iteration_limit", "dual_simplex_cost_perturbation_multiplier",
+                             model=lambda m: m.sf.num_rows)
     rng = np.random.default_rng(5)
     jobs = [make_job(i, rng, None) for i in range(46)]
     cl = cluster(40)

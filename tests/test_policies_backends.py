@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from highs_runs import record_highs_runs
 
 import policyopt
 from policyopt import available_solvers
@@ -131,22 +132,10 @@ def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyP
     ``PRIMAL_MAX_COLS`` columns and feasible at zero, by primal simplex without presolve. Same optima
     as ``algorithm=simplex``."""
     from policyopt import solver_api
-    from policyopt.solvers.highs import HighsModel
-
-    calls: list[tuple[str, int, str]] = []
-    run = HighsModel._run_highs
-
-    def value(h: object, name: str) -> object:
-        v = h.getOptionValue(name)  # type: ignore[attr-defined]
-        return v[1] if isinstance(v, tuple) else v  # (status, value) in newer highspy
-
-    def recording_run(self: HighsModel):  # type: ignore[no-untyped-def]
-        calls.append((value(self.h, "solver"), value(self.h, "simplex_strategy"), value(self.h, "presolve")))
-        return run(self)
 
     p = random_problem(0, n_max=5)  # two Newton LPs
     ref = {name: policyopt.solve(p, name, algorithm="simplex") for name in ("finish_time_fairness", "makespan")}
-    monkeypatch.setattr(HighsModel, "_run_highs", recording_run)
+    calls = record_highs_runs(monkeypatch, "solver", "simplex_strategy", "presolve")
     res = policyopt.solve(p, "finish_time_fairness")
     assert calls[0] == ("simplex", 4, "off") and len(calls) >= 2, calls
     assert {c[0] for c in calls[1:]} == {"simplex"}, calls  # warm: primal or dual (next test)
@@ -173,21 +162,9 @@ def test_auto_warm_primal_when_the_last_solution_stays_feasible(monkeypatch: pyt
     if stall:
         monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
         monkeypatch.setattr(highs, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
-    calls: list[tuple[str, int, float]] = []
-    run = highs.HighsModel._run_highs
-
-    def value(h: object, name: str) -> object:
-        v = h.getOptionValue(name)  # type: ignore[attr-defined]
-        return v[1] if isinstance(v, tuple) else v
-
-    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
-        calls.append((value(self.h, "solver"), value(self.h, "simplex_strategy"),
-                      value(self.h, "primal_simplex_bound_perturbation_multiplier")))
-        return run(self)
-
     p = random_problem(3, n_max=6)
     ref = policyopt.solve(p, "max_min_fairness", algorithm="simplex")
-    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    calls = record_highs_runs(monkeypatch, "solver", "simplex_strategy", "primal_simplex_bound_perturbation_multiplier")
     res = policyopt.solve(p, "max_min_fairness")
     assert res.objective == pytest.approx(ref.objective, rel=1e-9)
     assert res.extra["fill"]["normalized_throughput_after"] == pytest.approx(

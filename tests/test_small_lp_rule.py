@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from highs_runs import record_highs_runs
 import scipy.sparse as sp
 
 from policyopt import Cluster, Problem, SolverOptions, get_policy, get_solver
@@ -132,19 +133,8 @@ def test_small_cold_primal_runs_without_bound_perturbation(gavel, monkeypatch: p
         monkeypatch.setattr(highs, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
     sf = compiled(policy, gavel_problem(gavel, n, seed))
     assert sf.num_cols < PRIMAL_MAX_COLS and zero_feasible(sf)
-    calls: list[tuple[int, float, int]] = []
-    run = highs.HighsModel._run_highs
-
-    def value(h: object, name: str) -> object:
-        v = h.getOptionValue(name)  # type: ignore[attr-defined]
-        return v[1] if isinstance(v, tuple) else v
-
-    def recording_run(self: highs.HighsModel):  # type: ignore[no-untyped-def]
-        calls.append((value(self.h, "simplex_strategy"), value(self.h, "primal_simplex_bound_perturbation_multiplier"),
-                      value(self.h, "simplex_iteration_limit")))
-        return run(self)
-
-    monkeypatch.setattr(highs.HighsModel, "_run_highs", recording_run)
+    calls = record_highs_runs(monkeypatch, "simplex_strategy", "primal_simplex_bound_perturbation_multiplier",
+                              "simplex_iteration_limit")
     res = get_solver("highs").load(sf.copy(), SolverOptions()).solve()
     assert calls[0][:2] == (4, 0.0) and calls[0][2] < 2**31 - 1, calls
     if stall:
