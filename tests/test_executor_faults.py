@@ -53,7 +53,10 @@ def _max_round_steps(report: dict[str, Any], job: str) -> int:
 
 
 def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp_path: Path) -> None:
-    jobs = parse_jobs([{"id": "a", "job_type": "lstm-bs10", "steps": 200, "seed": 1},
+    # job a runs about 190 steps a round on one core of the development machine: 600 steps keep it
+    # running for several rounds, so the killer below finds it mid-run even on a fast or idle machine
+    a_steps = 600
+    jobs = parse_jobs([{"id": "a", "job_type": "lstm-bs10", "steps": a_steps, "seed": 1},
                        {"id": "b", "job_type": "resnet-bs32", "steps": 160},
                        {"id": "bad", "job_type": "recommendation-bs128", "steps": 300}])
     round_s = 2.0
@@ -105,7 +108,7 @@ def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp
     jobs_out = report["jobs"]
     a, b, bad = jobs_out["a"], jobs_out["b"], jobs_out["bad"]
     # the killed job: restarted from its checkpoint, completed at exactly its step count
-    assert a["status"] == "completed" and a["steps_done"] == 200 and a["checkpoint_step"] == 200
+    assert a["status"] == "completed" and a["steps_done"] == a_steps and a["checkpoint_step"] == a_steps
     assert a["restarts"] >= 1 and a["crashes"] >= 1
     assert a["final_loss"] < a["initial_loss"]
     corrupt = [c["path"] for c in a["corrupt_checkpoints"]]
