@@ -10,6 +10,7 @@ The stable public surface::
 ``solve(problem, "max_min_fairness")`` returns a :class:`PolicyResult` whose
 ``allocation[job_id][worker_type]`` is the fraction of time the job spends there.
 """
+from ._layout import check_installed_layout
 from ._lazy import lazy_exports
 from .allocation import AllocationSpace, PairPruning
 from .errors import (AlignmentError, InfeasibleError, InputError, ModelingError, PolicyOptError, SolverError,
@@ -24,6 +25,8 @@ from .solver_api import Feature, SolverOptions, available_solvers, get_solver, r
 from .standard_form import StandardForm
 
 __version__ = "0.1.0"
+
+check_installed_layout(__name__, __path__)
 
 # Heavier parts load on first use, so ``import policyopt`` stays light.
 _LAZY = {  # name: the module that defines it
