@@ -35,7 +35,10 @@ both simulators run the trace a published-scale experiment measured:
 Arms: ``aware`` = Gavel ``max_min_fairness_perf`` / ours ``max_min_fairness`` (heterogeneity-aware
 LAS), ``agnostic`` = Gavel ``max_min_fairness`` / ours ``max_min_fairness_agnostic``; ``ftf_aware`` =
 Gavel ``finish_time_fairness_perf`` / ours ``finish_time_fairness``, ``ftf_agnostic`` = Gavel
-``finish_time_fairness`` / ours ``finish_time_fairness_agnostic`` (finish-time fairness). Our side runs
+``finish_time_fairness`` / ours ``finish_time_fairness_agnostic`` (finish-time fairness); ``fifo_aware`` =
+Gavel ``fifo_perf`` (greedy: each job in arrival order on the fastest type with room) / ours ``fifo`` (the
+FIFO LP), ``fifo_agnostic`` = Gavel ``fifo`` / ours ``fifo_agnostic``, ``fifo_ss`` = Gavel ``fifo_packed`` /
+ours ``fifo`` with space sharing (the ``fifo`` experiment's arms). Our side runs
 in each of ``--variants``: ``default`` (our LP solve) and ``interior`` (the LP solved as Gavel's
 simulator solves it, by an interior-point method — cvxpy + Clarabel here, ECOS in Gavel — without
 our fill stage: the max-min LP has many optima, and which one is installed changes the schedule).
@@ -69,9 +72,14 @@ from policyopt.sim.traces import TraceJob, _more_seed, continue_arrivals, gavel_
 ARMS: dict[str, tuple[str, str]] = {"aware": ("max_min_fairness_perf", "max_min_fairness"),
                                     "agnostic": ("max_min_fairness", "max_min_fairness_agnostic"),
                                     "ftf_aware": ("finish_time_fairness_perf", "finish_time_fairness"),
-                                    "ftf_agnostic": ("finish_time_fairness", "finish_time_fairness_agnostic")}
+                                    "ftf_agnostic": ("finish_time_fairness", "finish_time_fairness_agnostic"),
+                                    "fifo_aware": ("fifo_perf", "fifo"), "fifo_agnostic": ("fifo", "fifo_agnostic"),
+                                    "fifo_ss": ("fifo_packed", "fifo")}
+#: our side's configuration per arm, beyond the policy (``fifo_ss``: the ``fifo`` experiment's space sharing)
+ARM_CONFIG: dict[str, dict[str, Any]] = {"fifo_ss": {"space_sharing": True, "policy_options": {"pair_top_k": 4}}}
 #: (aware arm, agnostic arm) pairs whose ratio is printed
-PAIRS: tuple[tuple[str, str], ...] = (("aware", "agnostic"), ("ftf_aware", "ftf_agnostic"))
+PAIRS: tuple[tuple[str, str], ...] = (("aware", "agnostic"), ("ftf_aware", "ftf_agnostic"),
+                                      ("fifo_aware", "fifo_agnostic"), ("fifo_ss", "fifo_agnostic"))
 #: our side's variants: ``default`` (our LP solve: HiGHS, a vertex, then the fill stage), ``interior``
 #: (Gavel's choice of optimum: an interior-point solver, cvxpy + Clarabel, no fill — the max-min LP's
 #: optimum is not unique, and an interior-point method returns the centre of the optimal face)
@@ -282,8 +290,11 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{_fmt(None if gavel.get('avg_jct_s') is None else gavel['avg_jct_s'] / 3600)} h, "
                       f"wall {gavel['wall_s']:.1f} s, CPU {_fmt(gavel.get('cpu_s'), '.1f')} s", flush=True)
             for variant in variants:
-                cfg = ours_config(opol, counts, args.seed, len(trace), window, args.round_seconds,
-                                  {**VARIANTS[variant], **overrides})
+                arm_cfg, var_cfg = ARM_CONFIG.get(arm, {}), VARIANTS[variant]
+                over = {**arm_cfg, **var_cfg, **overrides}
+                if "policy_options" in arm_cfg and "policy_options" in var_cfg:  # merged key by key
+                    over["policy_options"] = {**arm_cfg["policy_options"], **var_cfg["policy_options"]}
+                cfg = ours_config(opol, counts, args.seed, len(trace), window, args.round_seconds, over)
                 ours = run_ours(trace, args.cluster, cfg, table)
                 print(f"[{arm}] ours ({variant}): avg JCT {_fmt(ours['avg_jct_s'] / 3600)} h, "
                       f"wall {ours['wall_s']:.1f} s, CPU {ours['cpu_s']:.1f} s", flush=True)

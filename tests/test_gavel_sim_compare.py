@@ -84,6 +84,26 @@ def test_ftf_arms_run_and_print_their_ratio(bench, gavel_dir, tmp_path: Path, ca
     assert f"ours (default): ftf_agnostic / ftf_aware average JCT = {b / a:.3f}" in out
 
 
+def test_fifo_arms_are_the_fifo_experiments(bench, gavel_dir, tmp_path: Path, capsys) -> None:
+    """The FIFO arms pair Gavel's ``fifo`` / ``fifo_perf`` / ``fifo_packed`` with the ``fifo`` experiment's
+    arms (``fifo_ss``: the aware LP with its space sharing), and both ratios to the agnostic arm are printed."""
+    import json
+
+    from policyopt.sim.experiments import EXPERIMENTS
+
+    exp = {a.label: a.config for a in EXPERIMENTS["fifo"].arms}
+    assert bench.ARMS["fifo_aware"] == ("fifo_perf", exp["aware"]["policy"])
+    assert bench.ARMS["fifo_agnostic"] == ("fifo", exp["agnostic"]["policy"])
+    assert bench.ARMS["fifo_ss"] == ("fifo_packed", exp["aware+ss"]["policy"])
+    assert bench.ARM_CONFIG["fifo_ss"] == {k: v for k, v in exp["aware+ss"].items() if k != "policy"}
+    out_json = tmp_path / "cmp.json"
+    assert bench.main(["--gavel", str(tmp_path), "--jobs", "20", "--rate", "6", "--cluster", "v100=1,p100=1,k80=1",
+                       "--arms", "fifo_aware,fifo_ss,fifo_agnostic", "--json", str(out_json)]) == 0
+    rows = {r["arm"]: r for r in json.loads(out_json.read_text())["rows"]}
+    agn, ss = (rows[k]["ours"]["avg_jct_s"] for k in ("fifo_agnostic", "fifo_ss"))
+    assert f"ours (default): fifo_agnostic / fifo_ss average JCT = {agn / ss:.3f}" in capsys.readouterr().out
+
+
 @pytest.mark.slow
 @pytest.mark.skipif(not os.environ.get("POLICYOPT_GAVEL_REPO"),
                     reason="set POLICYOPT_GAVEL_REPO to a Gavel checkout (POLICYOPT_GAVEL_PYTHON: its interpreter)")
