@@ -37,6 +37,7 @@ import time
 import numpy as np
 
 from policyopt import incremental
+from policyopt.aggregate_resolve import AggregateModel, Declined
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
@@ -106,6 +107,8 @@ class MaxMinFairness(LPPolicy):
                 timings.build = time.perf_counter() - t0
                 lp = LoadedLP.of(self, st.loaded, timings, warm=True)
                 return self._solve_loaded(space, lp, variables["X"], variables["t"], timings, st, None, variables)
+            except Declined:  # the aggregated re-solve gave no certified answer: the whole LP, cold
+                incremental.forget(self)
             finally:
                 st.lock.release()
         model = Model(self.name)
@@ -127,7 +130,7 @@ class MaxMinFairness(LPPolicy):
                 adopted.lock.release()
 
     def _solve_loaded(self, space: AllocationSpace, lp: LoadedLP, X: Variable, t: Variable, timings: Timings,
-                      st: incremental.JobSetModel | None, model: Model | None = None,
+                      st: incremental.JobSetModel | AggregateModel | None, model: Model | None = None,
                       variables: dict[str, Variable] | None = None) -> PolicyResult:
         """The max-min LP loaded in ``lp``, then its ``fill`` stage in place. The max-min LP's basis
         is kept for the next problem: in ``st`` (the kept model, updated in place) and as a label

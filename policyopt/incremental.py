@@ -43,6 +43,8 @@ from typing import Any
 
 import numpy as np
 
+from . import aggregate_resolve
+from .aggregate_resolve import AggregateModel
 from .allocation import AllocationSpace
 from .errors import SolverError
 from .modeling import Model, Variable
@@ -477,7 +479,7 @@ def _signature_of(cls: type, config: dict[str, Any], cluster: Any, configs: np.n
 
 
 #: per policy object, its kept model (beside it, like warm_start's bases: policies stay picklable)
-_STATE: "weakref.WeakKeyDictionary[Any, JobSetModel]" = weakref.WeakKeyDictionary()
+_STATE: "weakref.WeakKeyDictionary[Any, JobSetModel | AggregateModel]" = weakref.WeakKeyDictionary()
 
 
 def eligible(policy: Any, space: AllocationSpace) -> bool:
@@ -492,7 +494,7 @@ def eligible(policy: Any, space: AllocationSpace) -> bool:
             and space.num_pairs == 0 and not space.space_sharing)
 
 
-def state(policy: Any) -> JobSetModel | None:
+def state(policy: Any) -> JobSetModel | AggregateModel | None:
     """The model kept for ``policy`` (``None`` if none)."""
     return _STATE.get(policy)
 
@@ -502,7 +504,8 @@ def forget(policy: Any) -> None:
     _STATE.pop(policy, None)
 
 
-def update(policy: Any, space: AllocationSpace) -> tuple[JobSetModel, dict[str, Variable]] | None:
+def update(policy: Any, space: AllocationSpace
+           ) -> tuple[JobSetModel | AggregateModel, dict[str, Variable]] | None:
     """The kept model of ``policy`` brought to ``space``'s job set, and its variables over ``space``;
     ``None`` (the caller builds cold, then :func:`adopt`) when there is none, it is in use by
     another thread, or the change is not a pure change of the job set. The caller releases
@@ -513,6 +516,14 @@ def update(policy: Any, space: AllocationSpace) -> tuple[JobSetModel, dict[str, 
     if not st.lock.acquire(blocking=False):
         return None
     try:
+        if isinstance(st, JobSetModel):
+            # answered by the block-aggregation fast path: re-solved on its reduced LP from now on
+            agg = aggregate_resolve.from_kept(st)
+            if agg is not None:
+                agg.lock.acquire()
+                _STATE[policy] = agg
+                st.lock.release()
+                st = agg
         got = st.update(policy, space)
     except SolverError:  # the backend refused an update: the state is unknown, build cold
         got = None

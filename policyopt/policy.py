@@ -34,6 +34,7 @@ from .problem import Problem
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
 from . import incremental
+from .aggregate_resolve import Declined
 from .warm_start import BasisSnapshot, carry_basis, recall, remember
 
 __all__ = ["Option", "Policy", "LPPolicy", "register_policy", "get_policy", "list_policies",
@@ -272,6 +273,8 @@ class LPPolicy(Policy):
                 timings.solve = time.perf_counter() - t1 - raw.timings.extract
                 timings.extract = raw.timings.extract
                 return self._lp_result(space, raw, variables["X"], variables.get(st.obj_name or ""), timings)
+            except Declined:  # the aggregated re-solve gave no certified answer: the whole LP, cold
+                incremental.forget(self)
             finally:
                 st.lock.release()
         model = Model(self.name)

@@ -33,6 +33,7 @@ class BasisMixin:
     _structure: Any
     _agg: Any
     _small: Any
+    _gub_of: Any
 
     if TYPE_CHECKING:
         @property
@@ -115,6 +116,34 @@ class BasisMixin:
         them into Python."""
         self._set_own_basis(self.h.getBasis())
         self._warm = True
+
+    def aggregation(self) -> tuple[Any, Any] | None:
+        """The block aggregation of the current matrix and its loaded reduced LP, kept by the
+        structured fast path (``(BlockAggregation, HighsModel)``), or ``None``."""
+        agg, small = self._agg, self._small
+        if agg is None or small is None or agg.structure is None or agg.structure.A is not self.sf.A:
+            return None
+        return agg, small
+
+    def set_entries(self, pos: np.ndarray, vals: np.ndarray) -> None:
+        """Set existing entries of the (scaled) matrix, at positions ``pos`` of ``sf.A.data`` (CSC),
+        to ``vals``, in the standard form and in HiGHS (``changeCoeff``; a 0 drops HiGHS's entry and
+        keeps an explicit 0 here). The sparsity pattern is unchanged; the kept point is dropped."""
+        pos = np.asarray(pos, np.int64)
+        vals = np.asarray(vals, np.float64)
+        A = self.sf.A
+        A.data[pos] = vals
+        self._last = None
+        self._y, self._y_highs = None, False
+        self._structure = self._agg = self._small = None
+        self._gub_of = None  # (the price path's shape is read again)
+        if not self._passed:
+            return
+        rows = A.indices[pos].tolist()
+        cols = (np.searchsorted(A.indptr, pos, side="right") - 1).tolist()
+        change = self._h.changeCoeff
+        for r, c, v in zip(rows, cols, vals.tolist()):
+            _check(change(r, c, v), "changeCoeff")
 
     @staticmethod
     def statuses_of(basis: Any) -> tuple[np.ndarray, np.ndarray]:

@@ -1,0 +1,379 @@
+"""Re-solves of a job-set change on the aggregated LP: jobs in classes, multiplicities updated.
+
+When a job-separable policy's LP (:attr:`~policyopt.policy.Policy.incremental_lp`) has many jobs of
+the same kind, the backend answers it by the block-aggregation fast path
+(:mod:`policyopt.solvers.blocks`): identical per-job blocks form groups, and the *reduced* LP holds
+one representative block per group ``g``, its costs and its entries in the linking rows multiplied
+by the group's multiplicity ``m_g``:
+
+.. math::  \\max\\ c_L z + \\sum_g m_g c_g x_g \\quad\\text{s.t.}\\quad
+           R_g x_g + D_g z \\in [l_g, u_g],\\quad \\sum_g m_g B_g x_g + E z \\in [L, U]
+
+A job's block depends only on its data (throughputs ``T``, scale factor, weight) and the cluster, so
+a group whose jobs have equal data is a *class*: a job with that data has that block. After an
+arrival or a completion the new LP's reduced LP is the kept one with other multiplicities, so
+instead of building, compiling, detecting and aggregating the whole LP again
+(:class:`AggregateModel`):
+
+* each job of the new problem is matched to the previous one by id (kept jobs with equal data keep
+  their class) or, when new, to the class of equal data (compared with each class's data);
+* ``m_g`` is recounted; the columns' costs, the linking-row entries ``m_g B_g`` (HiGHS
+  ``changeCoeff``) and bounds of classes whose count changed are updated in the loaded reduced LP;
+  a class left without jobs keeps its columns at 0 and its own rows free (an inert block: the
+  same optimum), and takes jobs again later by the same updates;
+* the reduced LP is re-solved from the basis its last solve ended with, and certified on itself:
+  its expanded point is feasible for the whole LP exactly when it is for the reduced one (block
+  rows are the representative's; a linking row's activity is ``Σ_g m_g B_g x_g``), and the
+  Lagrangian bound of its duals equals that of the expanded duals ``y_b = ŷ_g / m_g`` (each block
+  row contributes ``max(ŷ l, ŷ u)`` once over its ``m_g`` copies; each column's reduced cost is
+  ``m_g`` times its copies'), so the reduced certificate is the whole LP's;
+* the allocation is the class's row for each job (one gather).
+
+The policy's own code runs unchanged on the reduced LP through variables over the new problem whose
+columns are their class's columns (:meth:`AggregateModel.update`): ``X.value(x)`` expands the
+answer, and costs set on such columns (max-min fairness's ``fill`` stage) are summed over the jobs
+of a column, which is ``m_g c_g``. A job of data no class has, a kept job whose data changed into a
+new class, or a failed certificate end the aggregated model: the policy builds the whole LP cold
+(:exc:`Declined` for the last).
+"""
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from .allocation import AllocationSpace
+from .modeling import Model, Variable
+from .solver_api import LoadedModel, SolveResult, Status
+from .standard_form import StandardForm, rmatvec
+
+__all__ = ["AggregateModel", "Declined", "from_kept", "job_data"]
+
+#: reduced costs and multipliers below this on an infinite side count as zero (as in ``blocks``)
+_ZERO_TOL = 1e-12
+
+
+class Declined(RuntimeError):
+    """The aggregated re-solve gave no certified answer: the caller builds the whole LP cold."""
+
+
+def job_data(space: AllocationSpace) -> np.ndarray:
+    """Per job, the data its block is built from (``T`` row, scale factor, weight), one row each."""
+    return np.column_stack((space.T, space.scale, space.weights))
+
+
+def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
+                ) -> tuple[np.ndarray, int, int, dict[Any, int] | None]:
+    """Each job's position in ``old`` (``-1``: new), the lengths ``p`` and ``q`` of the common prefix
+    and suffix (``slot[:p]`` is ``0 … p−1``, the last ``q`` are ``old``'s last ``q``), and the id →
+    position table if it was built.
+    The common prefix and suffix are matched by one vectorized comparison each (an arrival at the
+    end, a completion); only a middle part where both sides have jobs is looked up by id."""
+    n, S = len(ids), len(old)
+    m = min(n, S)
+    diff = (ids[:m] != old[:m]).nonzero()[0]
+    p = int(diff[0]) if diff.size else m
+    q_max = m - p
+    tail = (ids[n - q_max:][::-1] != old[S - q_max:][::-1]).nonzero()[0] if q_max else np.zeros(0, np.int64)
+    q = int(tail[0]) if tail.size else q_max
+    slot = np.full(n, -1, np.int64)
+    slot[:p] = np.arange(p)
+    slot[n - q:] = np.arange(S - q, S)
+    if n - q > p and S - q > p:
+        if slot_of is None:
+            slot_of = {j: i for i, j in enumerate(old.tolist())}
+        get = slot_of.get
+        mid = ids[p:n - q].tolist()
+        slot[p:n - q] = np.fromiter((get(j, -1) for j in mid), np.int64, len(mid))
+    return slot, p, q, slot_of
+
+
+def certify(sf: StandardForm, x: np.ndarray, y: np.ndarray, tol: float = 1e-9) -> tuple[bool, float, float, float]:
+    """``(ok, primal objective, dual bound, violation)`` of ``(x, y)`` on ``sf`` (``y``: the scaled
+    rows' multipliers): ``x`` within every row and bound to ``tol`` and the Lagrangian bound
+    ``Σ_i pick(y_i l_i, y_i u_i) + Σ_j pick(d_j lo_j, d_j hi_j)``, ``d = c − Aᵀy`` (``pick`` = max
+    for a maximization), valid for any ``y``, equal to ``c·x`` to ``tol`` relative — the
+    certificate of :func:`policyopt.solvers.blocks.certify`, by the matrix-vector kernels."""
+    primal = float(sf.c @ x) + float(sf.offset)
+    d = sf.c - rmatvec(sf.A, y)
+    pick = np.maximum if sf.sense == "max" else np.minimum
+    bound = float(sf.offset)
+    for mult, lo, hi in ((y, sf.row_lower, sf.row_upper), (d, sf.col_lower, sf.col_upper)):
+        with np.errstate(invalid="ignore"):
+            v = pick(mult * lo, mult * hi)
+        bad = ~np.isfinite(v)
+        if np.count_nonzero(bad):  # 0·∞ and round-off on a free side count as zero
+            v = np.where(bad & (np.abs(mult) <= _ZERO_TOL), 0.0, v)
+        bound += float(v.sum())
+    viol = sf.violation(x)
+    ok = bool(np.isfinite(bound) and viol <= tol and abs(bound - primal) <= tol * max(1.0, abs(primal)))
+    return ok, primal, bound, viol
+
+
+class _Loaded(LoadedModel):
+    """The reduced LP as the policy's loaded model (what :class:`LoadedLP` and the policies call):
+    costs given per job column are summed per class column; every answer is certified."""
+
+    def __init__(self, small: Any) -> None:
+        super().__init__(small.sf, small.options)
+        self.small = small
+        self.return_duals = False  # (read by callers; the reduced LP keeps its duals for the certificate)
+
+    def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
+        n = self.small.sf.num_cols
+        cols = np.asarray(cols, np.int64)
+        tot = np.bincount(cols, np.asarray(costs, np.float64), minlength=n)
+        hit = np.bincount(cols, minlength=n).nonzero()[0]
+        self.small.set_costs(hit, tot[hit])
+
+    def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.small.set_col_bounds(cols, lower, upper)
+
+    def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.small.set_row_bounds(rows, lower, upper)
+
+    def set_sense(self, sense: str) -> None:
+        self.small.set_sense(sense)
+
+    def set_algorithm(self, algorithm: str) -> None:
+        self.small.set_algorithm(algorithm)
+
+    def has_basis(self) -> bool:
+        return False  # (no label snapshot of the reduced LP is taken for a later cold build)
+
+    def solve(self) -> SolveResult:
+        return self.resolve()
+
+    def resolve(self) -> SolveResult:
+        """The reduced LP re-solved (warm), certified; once more cold if the certificate fails."""
+        for attempt in range(2):
+            if attempt:
+                self.small.clear_warm_start()
+            raw = self.small.resolve()
+            if raw.status is Status.OPTIMAL and raw.x is not None and raw.row_duals is not None:
+                y = raw.row_duals * self.small.sf.row_scale  # (scaled rows' multipliers)
+                ok, primal, bound, viol = certify(self.small.sf, raw.x, y)
+                if ok:
+                    raw.objective = primal
+                    raw.options["fast_path"] = (f"aggregated re-solve: dual bound {bound:.15g}, "
+                                                f"violation {viol:.3g}")
+                    return raw
+        raise Declined(f"aggregated re-solve ended {raw.status.value} without a certificate")
+
+
+class AggregateModel:
+    """A policy's kept reduced LP and the class of each job of its last problem (see the module
+    docstring); in :mod:`policyopt.incremental`'s place of a :class:`~policyopt.incremental.JobSetModel`
+    (same calls: ``lock``, ``update``, ``keep_start``, ``prefers_rebuild``, ``loaded``)."""
+
+    def __init__(self, signature: tuple[Any, ...], small: Any, obj_name: str | None, ids: np.ndarray,
+                 data: tuple[np.ndarray, np.ndarray, np.ndarray], group: np.ndarray, rep: np.ndarray,
+                 col_group: np.ndarray, row_group: np.ndarray, base: tuple[np.ndarray, ...],
+                 lin: tuple[np.ndarray, np.ndarray, np.ndarray],
+                 variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]]) -> None:
+        self.lock = threading.Lock()
+        self.signature = signature
+        self.loaded = _Loaded(small)
+        self.small = small
+        small.return_duals = True  # (the certificate reads them)
+        self.obj_name = obj_name
+        self.ids, self.group = ids, group
+        self.T, self.scale, self.weights = data
+        self.mult = np.bincount(group, minlength=rep.size)
+        # each class's data (from its first job; a class keeps it while it has no job)
+        self.rep_T, self.rep_scale, self.rep_weights = self.T[rep], self.scale[rep], self.weights[rep]
+        self.col_group, self.row_group = col_group, row_group  # per reduced column / row: its class, -1 linking
+        self.base = base  # unit costs, column bounds, row bounds (scaled) of the reduced columns/rows
+        self.lin_pos, self.lin_group, self.lin_unit = lin  # linking-row entries of class columns
+        self.variables = variables  # per variable: (per job, dims, class columns (G × width) or columns)
+        self.start: Any = None
+        self.start_runs = 0
+        self.updates = 0  # problems answered by the aggregated re-solve (tests and benchmarks read it)
+        self.classes_emptied = 0  # times a class lost its last job (tests read it)
+        self._slot_of: dict[Any, int] | None = None
+
+    # ---------------------------------------------------------------- JobSetModel's other calls
+    def prefers_rebuild(self) -> bool:
+        return False
+
+    def linking_duals(self) -> None:
+        return None
+
+    def snapshot(self, space: AllocationSpace, variables: dict[str, Variable]) -> None:
+        """No label snapshot: the reduced LP's basis is not one of a whole LP (a later cold build
+        starts without one)."""
+        return None
+
+    def keep_start(self, x: np.ndarray | None) -> None:
+        """Keep the reduced LP's current basis as the next re-solve's start (see JobSetModel)."""
+        self.start = self.small.basis_object() if x is not None else None
+        self.start_runs = self.small.runs
+
+    # ---------------------------------------------------------------- the update
+    def update(self, policy: Any, space: AllocationSpace) -> dict[str, Variable] | None:
+        """Bring the reduced LP to ``space``'s job set (the caller holds :attr:`lock`): the policy's
+        variables over ``space`` on the reduced LP's columns, or ``None`` (nothing changed) when the
+        change is not one of the job set or a job has data no class has."""
+        from .incremental import _signature
+
+        n = len(space.jobs)
+        if _signature(policy, space) != self.signature or space.num_pairs or n == 0:
+            return None
+        ids = space.jobs.labels
+        slot, p, q, self._slot_of = match_slots(self.ids, ids, self._slot_of)
+        T, scale, weights = space.T, space.scale, space.weights
+        g = np.full(n, -1, np.int64)
+        S = len(self.ids)
+        # kept jobs of unchanged data keep their class: the common prefix and suffix by slices
+        # (one comparison each when nothing changed), jobs found in the middle by their slots
+        for a, b, sl in ((0, p, slice(0, p)), (n - q, n, slice(S - q, S))):
+            if b > a:
+                same = self._same(T[a:b], scale[a:b], weights[a:b], sl)
+                g[a:b] = np.where(same, self.group[sl], -1)
+        mid = ((slot >= 0) & (g < 0)).nonzero()[0]
+        if mid.size:
+            sm = slot[mid]
+            same = self._same(T[mid], scale[mid], weights[mid], sm)
+            g[mid[same]] = self.group[sm[same]]
+        new = (g < 0).nonzero()[0]
+        if new.size:  # arrivals (and kept jobs whose data changed): the class of equal data
+            eq = ((T[new][:, None, :] == self.rep_T[None, :, :]).all(axis=2)
+                  & (scale[new][:, None] == self.rep_scale[None, :])
+                  & (weights[new][:, None] == self.rep_weights[None, :]))
+            if not eq.any(axis=1).all():
+                return None  # a job of a new kind: the whole LP is built cold
+            g[new] = eq.argmax(axis=1)
+        mult = np.bincount(g, minlength=self.mult.size)
+        self.classes_emptied += int(np.count_nonzero((mult == 0) & (self.mult > 0)))
+        self._restore(mult)
+        self.ids, self.group, self.mult = ids, g, mult
+        self.T, self.scale, self.weights = T, scale, weights
+        self._slot_of = None  # (the table was of the old ids)
+        self.updates += 1
+        return self._variables(space)
+
+    def _same(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray, at: Any) -> np.ndarray:
+        """Per job, whether its data equals the kept job's at ``at`` (a slice or positions)."""
+        dT = T != self.T[at]
+        if not (np.count_nonzero(dT) or np.count_nonzero(scale != self.scale[at])
+                or np.count_nonzero(weights != self.weights[at])):
+            return np.ones(scale.size, bool)
+        return ~dT.any(axis=1) & (scale == self.scale[at]) & (weights == self.weights[at])
+
+    def _restore(self, mult: np.ndarray) -> None:
+        """The reduced LP of multiplicities ``mult`` with the compiled costs and bounds (undoing a
+        later stage's changes), pushing only what differs; then the kept basis set back."""
+        small, sf = self.small, self.small.sf
+        c, lo, hi, rlo, rhi = self.base
+        live = mult > 0
+        cg, rg = self.col_group, self.row_group
+        m_col = np.where(cg >= 0, mult[cg], 1).astype(np.float64)
+        dead_c = (cg >= 0) & ~live[cg]
+        want_c = c * m_col
+        want_lo = np.where(dead_c, 0.0, lo)
+        want_hi = np.where(dead_c, 0.0, hi)
+        dead_r = (rg >= 0) & ~live[rg]
+        want_rlo = np.where(dead_r, -np.inf, rlo)
+        want_rhi = np.where(dead_r, np.inf, rhi)
+        vals = self.lin_unit * mult[self.lin_group]
+        d = (sf.A.data[self.lin_pos] != vals).nonzero()[0]
+        if d.size:
+            small.set_entries(self.lin_pos[d], vals[d])
+        d = (sf.c != want_c).nonzero()[0]
+        if d.size:
+            small.set_costs(d, want_c[d])
+        d = ((sf.col_lower != want_lo) | (sf.col_upper != want_hi)).nonzero()[0]
+        if d.size:
+            small.set_col_bounds(d, want_lo[d], want_hi[d])
+        d = ((sf.row_lower != want_rlo) | (sf.row_upper != want_rhi)).nonzero()[0]
+        if d.size:  # set_row_bounds takes unscaled bounds (the reduced rows' scale is 1)
+            s = sf.row_scale[d]
+            small.set_row_bounds(d, want_rlo[d] / s, want_rhi[d] / s)
+        if self.start is not None and small.runs != self.start_runs:
+            small.restore_basis(self.start)
+
+    def _variables(self, space: AllocationSpace) -> dict[str, Variable]:
+        """The policy's variables over ``space``: a job's columns are its class's columns."""
+        out: dict[str, Variable] = {}
+        sf = self.small.sf
+        lo_ext, hi_ext = np.append(sf.col_lower, 0.0), np.append(sf.col_upper, 0.0)
+        for name, (per_job, dims, cols) in self.variables.items():
+            lo, hi = lo_ext[cols], hi_ext[cols]  # (column -1, a masked slot, reads the last entry)
+            if per_job:
+                dims = (space.rows if dims[0].name == "rows" else space.jobs,) + dims[1:]
+                shape = tuple(len(d) for d in dims)
+                cols, lo, hi = (a[self.group].reshape(shape) for a in (cols, lo, hi))
+            out[name] = Variable(Model(name), name, dims, cols, lo, hi, False)
+        return out
+
+
+def from_kept(st: Any) -> AggregateModel | None:
+    """An :class:`AggregateModel` from a kept :class:`~policyopt.incremental.JobSetModel` whose
+    loaded model was answered by the block-aggregation fast path and never passed whole to the
+    backend, or ``None`` when it was not, or its groups are not classes: each job one block, the
+    jobs of a group of equal data, each job's columns its group's (class) columns."""
+    loaded, model = st.loaded, st._model
+    got = getattr(loaded, "aggregation", lambda: None)()
+    if got is None or model is None or loaded.holds_model() or st.dead.any():
+        return None
+    agg, small = got
+    if not hasattr(small, "set_entries") or agg.structure is None or agg.group is None or agg.keep_mult is None:
+        return None
+    cb, rb = agg.structure.cb, agg.structure.rb
+    n, G = len(st.ids), int(agg.groups)
+    # each job's block: that of its rows, the same in every per-job constraint block
+    block = None
+    for name, (per_job, _) in st.block_layout.items():
+        if per_job:
+            b = model.blocks[name]
+            if n == 0 or (b.stop - b.start) % n:
+                return None
+            rows_b = rb[b.start:b.stop].reshape(n, -1)
+            if block is None:
+                block = rows_b[:, 0].copy()
+            if np.count_nonzero(rows_b != block[:, None]):
+                return None
+    if block is None or np.count_nonzero(block < 0) or np.count_nonzero(np.bincount(block, minlength=agg.blocks) != 1):
+        return None  # a job without a block or in two, or a block of several jobs (or of none)
+    group = agg.group[block]
+    rep = np.full(G, -1, np.int64)
+    rep[group[::-1]] = np.arange(n)[::-1]  # each group's first job
+    if np.count_nonzero(rep < 0):
+        return None
+    T, scale, weights = st.T, st.scale, st.weights
+    of_rep = rep[group]
+    if (np.count_nonzero(T != T[of_rep]) or np.count_nonzero(scale != scale[of_rep])
+            or np.count_nonzero(weights != weights[of_rep])):
+        return None  # a group of jobs of unequal data (equal blocks, but not a class)
+    kc, kr = agg.keep_cols, agg.keep_rows
+    col_group = np.where(cb[kc] >= 0, agg.group[np.maximum(cb[kc], 0)], -1)
+    row_group = np.where(rb[kr] >= 0, agg.group[np.maximum(rb[kr], 0)], -1)
+    src = np.append(agg.col_src, -1)  # (a masked slot, column -1, reads the last entry)
+    variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]] = {}
+    for name, (per_job, _) in st.var_layout.items():
+        v = model.variables[name]
+        red = src[v.cols]
+        if per_job:
+            red = red.reshape(n, -1)
+            cls_cols = red[rep]
+            if np.count_nonzero(red != cls_cols[group]):
+                return None
+            exist = cls_cols >= 0
+            owner = np.broadcast_to(np.arange(G)[:, None], cls_cols.shape)
+            if np.count_nonzero(col_group[cls_cols[exist]] != owner[exist]):
+                return None  # a job's column is not one of its class's (a linking column, say)
+            variables[name] = (True, tuple(v.dims), cls_cols)
+        else:
+            variables[name] = (False, tuple(v.dims), red)
+    c, lo, hi, rlo, rhi = st.base
+    A = small.sf.A
+    ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))
+    pos = ((row_group[A.indices] < 0) & (col_group[ent_col] >= 0)).nonzero()[0]
+    lin_group = col_group[ent_col[pos]]
+    m_old = agg.keep_mult[ent_col[pos]]
+    if np.count_nonzero(m_old != np.bincount(group, minlength=G)[lin_group]):
+        return None
+    return AggregateModel(st.signature, small, st.obj_name, st.ids, (T, scale, weights), group, rep,
+                          col_group, row_group, (c[kc], lo[kc], hi[kc], rlo[kr], rhi[kr]),
+                          (pos, lin_group, A.data[pos] / m_old), variables)

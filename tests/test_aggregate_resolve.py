@@ -1,0 +1,197 @@
+"""Re-solves on the aggregated LP (``policyopt.aggregate_resolve``): jobs of a few kinds, answered
+cold by the block-aggregation fast path, are re-solved after arrivals and completions by updating
+the classes' multiplicities in the kept reduced LP. Every answer equals a cold HiGHS simplex solve
+of the whole LP (objective to 1e-9 relative, allocation within every row to 1e-9), including a
+class losing all its jobs and taking jobs again; a job of a new kind, or a failed certificate,
+builds the whole LP cold."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from policyopt import Cluster, Job, Problem, aggregate_resolve, get_policy, incremental
+from policyopt.aggregate_resolve import AggregateModel, match_slots
+from policyopt.incremental import JobSetModel
+from policyopt.solver_api import SolverOptions, Status
+from policyopt.solvers.highs import HighsModel
+from policyopt.standard_form import StandardForm
+
+TYPES = ("v100", "p100", "k80")
+# (max_min_fairness_agnostic is not here: its blocks see only where a job can run, so one group
+# holds jobs of unequal data — not a class — and its re-solves are built afresh)
+POLICIES = [("max_min_fairness", {}), ("max_min_fairness", {"fill": False}), ("max_sum_throughput", {}),
+            ("max_sum_throughput", {"normalize": True})]
+N = 200  # ≥ 500 columns: the cold solve takes the structured fast path
+CLUSTER = Cluster.from_counts({t: N // 4 for t in TYPES})
+
+
+def kind_job(i: int, k: int) -> Job:
+    """Job ``j<i>`` of kind ``k``: its throughputs, scale factor and weight depend on ``k`` only."""
+    r = np.random.default_rng(1000 + k)
+    thr = {t: float(r.uniform(0.5, 10)) for t in TYPES if r.random() < 0.8 or t == "k80"}
+    return Job(f"j{i}", thr, scale_factor=int(r.choice([1, 2, 4])), weight=float(r.choice([1.0, 2.0])))
+
+
+def first_jobs() -> list[Job]:
+    """``N`` jobs of kinds 0–6, two of kind 7 (the class that empties)."""
+    kinds = [i % 7 for i in range(N - 2)] + [7, 7]
+    return [kind_job(i, k) for i, k in enumerate(kinds)]
+
+
+def check(pol, name: str, opts: dict, jobs: list[Job]):  # type: ignore[no-untyped-def]
+    """Solve with ``pol``; the answer must equal a cold simplex solve of the whole LP."""
+    p = Problem(CLUSTER, tuple(jobs))
+    got = pol.solve(p)
+    ref = get_policy(name, algorithm="simplex", **opts).solve(p)
+    assert got.status.value == "optimal" and ref.status.value == "optimal"
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
+    assert not got.space.check(got.X, tol=1e-9)
+    assert list(got.space.jobs.labels) == [j.id for j in jobs]
+    if name.startswith("max_min") and "fill" not in opts:
+        assert got.extra["fill"]["normalized_throughput_after"] == pytest.approx(
+            ref.extra["fill"]["normalized_throughput_after"], rel=1e-7)
+    return got
+
+
+def updates(pol) -> int:  # type: ignore[no-untyped-def]
+    s = incremental.state(pol)
+    return s.updates if isinstance(s, AggregateModel) else -1
+
+
+@pytest.mark.parametrize("name,opts", POLICIES)
+def test_arrivals_and_completions_update_the_classes(name: str, opts: dict) -> None:
+    """Arrivals and completions of known kinds are answered by the aggregated re-solve (counted),
+    a class that loses its last job and takes one again included; a new kind goes cold, and the
+    next change is aggregated again."""
+    pol = get_policy(name, **opts)
+    jobs = first_jobs()
+    check(pol, name, opts, jobs)
+    nxt = N
+    steps = 0
+
+    def arrive(k: int, at: int | None = None) -> None:
+        nonlocal nxt
+        jobs.insert(len(jobs) if at is None else at, kind_job(nxt, k))
+        nxt += 1
+
+    arrive(3)  # an arrival at the end
+    check(pol, name, opts, jobs)
+    steps += 1
+    assert updates(pol) == steps
+    del jobs[N // 2]  # a completion in the middle
+    check(pol, name, opts, jobs)
+    steps += 1
+    assert updates(pol) == steps
+    for _ in range(2):  # kind 7 completes: its class is left without jobs
+        jobs.pop(next(i for i, j in enumerate(jobs) if j.throughputs == kind_job(0, 7).throughputs))
+        check(pol, name, opts, jobs)
+        steps += 1
+    assert updates(pol) == steps
+    st_ = incremental.state(pol)
+    assert isinstance(st_, AggregateModel) and st_.classes_emptied == 1
+    arrive(7, 5)  # the class takes a job again
+    check(pol, name, opts, jobs)
+    steps += 1
+    assert updates(pol) == steps
+    del jobs[3], jobs[40]  # several at once
+    arrive(1, 0), arrive(6, 17), arrive(7)
+    check(pol, name, opts, jobs)
+    steps += 1
+    assert updates(pol) == steps
+    arrive(11)  # a new kind: the whole LP, cold (and kept again)
+    check(pol, name, opts, jobs)
+    assert isinstance(incremental.state(pol), JobSetModel)
+    arrive(11, 2)  # known now
+    check(pol, name, opts, jobs)
+    assert updates(pol) == 1
+
+
+def test_a_changed_job_joins_the_class_of_its_new_data() -> None:
+    """A kept job whose data changed to another known kind moves class; reordering is matched by id."""
+    name = "max_min_fairness"
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    k2 = kind_job(0, 2)
+    jobs[10] = Job(jobs[10].id, k2.throughputs, scale_factor=k2.scale_factor, weight=k2.weight)
+    check(pol, name, {}, jobs)
+    jobs = jobs[50:] + jobs[:50]
+    check(pol, name, {}, jobs)
+    assert updates(pol) == 2
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
+def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
+    """Where the reduced LP's answer does not certify (twice: warm, then cold), the policy solves the
+    whole LP cold and keeps that model instead."""
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    calls = []
+
+    def refuse(sf, x, y, tol=1e-9):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        return False, 0.0, 1.0, 0.0
+
+    monkeypatch.setattr(aggregate_resolve, "certify", refuse)
+    jobs.append(kind_job(N, 4))
+    check(pol, name, {}, jobs)
+    assert len(calls) == 2
+    assert isinstance(incremental.state(pol), JobSetModel)
+
+
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(["max_min_fairness", "max_sum_throughput"]),
+       st.lists(st.tuples(st.integers(0, 2), st.integers(0, 10_000)), min_size=1, max_size=6))
+def test_random_changes_match_cold(name: str, steps: list[tuple[int, int]]) -> None:
+    """Random arrivals (of kinds 0–7), completions and whole classes leaving, each equal to cold."""
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    nxt = N
+    for op, draw in steps:
+        if op == 0:
+            jobs.insert(draw % (len(jobs) + 1), kind_job(nxt, draw % 8))
+            nxt += 1
+        elif op == 1:
+            jobs.pop(draw % len(jobs))
+        else:  # every job of one kind leaves (kinds 0–6 hold ~28 jobs each)
+            kind = kind_job(0, draw % 8).throughputs
+            jobs = [j for j in jobs if j.throughputs != kind]
+        check(pol, name, {}, jobs)
+    assert updates(pol) == len(steps)
+
+
+def _lp() -> StandardForm:
+    A = sp.csc_matrix(np.array([[1.0, 2.0, 0.0], [3.0, 0.0, 1.0], [0.0, 1.0, 1.0]]))
+    return StandardForm(sense="max", c=np.array([1.0, 1.0, 2.0]), offset=0.0, col_lower=np.zeros(3),
+                        col_upper=np.full(3, np.inf), integrality=np.zeros(3, np.int32), A=A,
+                        row_lower=np.full(3, -np.inf), row_upper=np.array([4.0, 6.0, 3.0]),
+                        row_scale=np.ones(3), row_scale_applied=True)
+
+
+def test_set_entries_equals_a_fresh_model() -> None:
+    """Entries changed in place (one to 0 and back) give the answer of a model loaded afresh."""
+    m = HighsModel(_lp(), SolverOptions(algorithm="simplex"))
+    assert m.solve().status is Status.OPTIMAL
+    for pos, vals in (([1, 4], [2.5, 0.5]), ([4], [0.0]), ([4, 0], [1.5, 0.25])):
+        m.set_entries(np.array(pos), np.array(vals))
+        got = m.resolve()
+        sf = _lp()
+        sf.A.data[:] = m.sf.A.data
+        ref = HighsModel(sf, SolverOptions(algorithm="simplex")).solve()
+        assert got.status is Status.OPTIMAL and got.objective == pytest.approx(ref.objective, rel=1e-12)
+        assert np.allclose(got.x, ref.x, atol=1e-9)
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.integers(0, 30), max_size=25, unique=True), st.lists(st.integers(0, 30), max_size=25, unique=True))
+def test_match_slots_is_a_lookup_by_id(old: list[int], new: list[int]) -> None:
+    o, n = np.array([f"j{i}" for i in old], object), np.array([f"j{i}" for i in new], object)
+    slot, p, q, _ = match_slots(o, n, None)
+    where = {j: i for i, j in enumerate(o.tolist())}
+    assert slot.tolist() == [where.get(j, -1) for j in n.tolist()]
+    assert slot[:p].tolist() == list(range(p)) and slot[len(n) - q:].tolist() == list(range(len(o) - q, len(o)))
