@@ -204,12 +204,18 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
     return row
 
 
-def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
+WORKLOADS = ("gavel", "distinct")
+
+
+def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = WORKLOADS) -> list[dict[str, Any]]:
     """Re-solve after one arrival at ``n`` jobs (and after one completion, ``n − 1`` left) against a
     cold solve, in one process: a fresh policy object solving the problem (cold) and one that solved
     the problem before the change (warm: its loaded model updated in place, see docs/solvers.md).
     Two workloads: Gavel's (jobs repeat: the structured fast path), and the same with every job's
-    throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS)."""
+    throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
+    picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``aggregated``
+    (the kept reduced LP, :mod:`policyopt.aggregate_resolve`), ``in place`` (the kept whole LP,
+    :mod:`policyopt.incremental`) or ``rebuilt``."""
     import dataclasses
 
     from policies_bench import workload
@@ -226,6 +232,8 @@ def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
                 for j in p.jobs]
     rows = []
     for label, jobs in (("gavel", list(p.jobs)), ("distinct jobs", distinct)):
+        if label.split()[0] not in workloads:
+            continue
         # an arrival (the last job) and a completion (a job in the middle of the list)
         for change, prev, new in (("arrival", p.with_jobs(jobs[:-1]), p.with_jobs(jobs)),
                                   ("completion", p.with_jobs(jobs), p.with_jobs(jobs[:n // 2] + jobs[n // 2 + 1:]))):
@@ -237,14 +245,34 @@ def measure_warm(n: int, seed: int, repeats: int) -> list[dict[str, Any]]:
                     cold_t.append(time.process_time() - c0)
                     pol = get_policy(name)
                     pol.solve(prev)
+                    before = _answered(pol)
                     c0 = time.process_time()
                     w = pol.solve(new)
                     warm_t.append(time.process_time() - c0)
                     objs.append(_rel(r.objective, w.objective))
-                rows.append({"workload": label, "change": change, "policy": name, "jobs": len(new.jobs),
+                    path = _path(pol, before)
+                rows.append({"workload": label, "change": change, "policy": name, "jobs": len(new.jobs), "path": path,
                              "cold_cpu_s": min(cold_t), "warm_cpu_s": min(warm_t),
                              "warm_over_cold": min(warm_t) / min(cold_t), "obj_rel_diff": max(objs)})
     return rows
+
+
+def _answered(pol: Any) -> tuple[Any, int]:
+    """The policy's kept model and how many problems it answered in place."""
+    from policyopt import incremental
+
+    st = incremental.state(pol)
+    return st, (st.updates if st is not None else 0)
+
+
+def _path(pol: Any, before: tuple[Any, int]) -> str:
+    """How the last solve was answered, from the kept model before and after it."""
+    from policyopt.aggregate_resolve import AggregateModel
+
+    st, n = _answered(pol)
+    if st is None or (st is before[0] and n == before[1]) or (st is not before[0] and n == 0):
+        return "rebuilt"
+    return "aggregated" if isinstance(st, AggregateModel) else "in place"
 
 
 def run_all(labels: list[str], sizes: list[int], seed: int, old_max: int, ss_max: int,
@@ -304,13 +332,15 @@ def main() -> None:
     ap.add_argument("--warm", type=int, nargs="*", default=None, metavar="JOBS",
                     help="only measure the re-solve after one arrival (and one completion) against a cold solve "
                          "(default 2048 jobs)")
+    ap.add_argument("--workload", nargs="+", default=list(WORKLOADS), choices=WORKLOADS,
+                    help="with --warm: Gavel's generated jobs (kinds repeat) and/or the same jobs made distinct")
     args = ap.parse_args()
     if args.warm is not None:
         ctx = mp.get_context("spawn")
         rows = []
         for n in args.warm or [2048]:
             with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
-                rows += ex.submit(measure_warm, n, args.seed, max(1, args.repeats)).result()
+                rows += ex.submit(measure_warm, n, args.seed, max(1, args.repeats), tuple(args.workload)).result()
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             print(pd.DataFrame(rows).to_string(index=False))
         return

@@ -111,6 +111,16 @@ def certify(sf: StandardForm, x: np.ndarray, y: np.ndarray, tol: float = 1e-9) -
     return ok, primal, bound, viol
 
 
+def _uniform(cols: np.ndarray, vals: np.ndarray, n: int, what: str) -> None:
+    """Raise :exc:`Declined` unless every column in ``cols`` is given one value in ``vals``."""
+    if cols.size < 2:
+        return
+    first = np.empty(n)
+    first[cols[::-1]] = vals[::-1]  # (each column's first value: later writes win)
+    if np.count_nonzero(first[cols] != vals):
+        raise Declined(f"{what} differ between jobs of one class column")
+
+
 class _Loaded(LoadedModel):
     """The reduced LP as the policy's loaded model (what :class:`LoadedLP` and the policies call):
     costs given per job column are summed per class column; every answer is certified."""
@@ -121,13 +131,24 @@ class _Loaded(LoadedModel):
         self.return_duals = False  # (read by callers; the reduced LP keeps its duals for the certificate)
 
     def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
+        """Costs per job column: a class column's cost is the sum over its jobs, ``m_g c_g`` — the
+        jobs of a column must be given equal costs (else the reduced LP is not the whole LP's:
+        :exc:`Declined`)."""
+        cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
         n = self.small.sf.num_cols
-        cols = np.asarray(cols, np.int64)
-        tot = np.bincount(cols, np.asarray(costs, np.float64), minlength=n)
+        _uniform(cols, costs, n, "costs")
+        tot = np.bincount(cols, costs, minlength=n)
         hit = np.bincount(cols, minlength=n).nonzero()[0]
         self.small.set_costs(hit, tot[hit])
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        """Bounds per job column: the jobs of a class column must be given equal bounds."""
+        cols = np.asarray(cols, np.int64)
+        lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+        if cols.size > 1:
+            n = self.small.sf.num_cols
+            _uniform(cols, lower, n, "lower bounds")
+            _uniform(cols, upper, n, "upper bounds")
         self.small.set_col_bounds(cols, lower, upper)
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
@@ -341,11 +362,10 @@ def from_kept(st: Any) -> AggregateModel | None:
     rep[group[::-1]] = np.arange(n)[::-1]  # each group's first job
     if np.count_nonzero(rep < 0):
         return None
+    # (a group may hold jobs of unequal data whose blocks are equal: its class is its first job's
+    # data, and an arriving job of another member's data is of a new kind; costs set later per job
+    # must be equal within a class column, which _Loaded.set_costs checks)
     T, scale, weights = st.T, st.scale, st.weights
-    of_rep = rep[group]
-    if (np.count_nonzero(T != T[of_rep]) or np.count_nonzero(scale != scale[of_rep])
-            or np.count_nonzero(weights != weights[of_rep])):
-        return None  # a group of jobs of unequal data (equal blocks, but not a class)
     kc, kr = agg.keep_cols, agg.keep_rows
     col_group = np.where(cb[kc] >= 0, agg.group[np.maximum(cb[kc], 0)], -1)
     row_group = np.where(rb[kr] >= 0, agg.group[np.maximum(rb[kr], 0)], -1)

@@ -195,3 +195,24 @@ def test_match_slots_is_a_lookup_by_id(old: list[int], new: list[int]) -> None:
     where = {j: i for i, j in enumerate(o.tolist())}
     assert slot.tolist() == [where.get(j, -1) for j in n.tolist()]
     assert slot[:p].tolist() == list(range(p)) and slot[len(n) - q:].tolist() == list(range(len(o) - q, len(o)))
+
+
+def test_unequal_costs_within_a_class_column_are_refused() -> None:
+    """Costs (or bounds) set per job must agree within a class column: the reduced LP sums them."""
+    pol = get_policy("max_sum_throughput")
+    jobs = first_jobs()
+    check(pol, "max_sum_throughput", {}, jobs)
+    jobs.append(kind_job(N, 2))
+    got = check(pol, "max_sum_throughput", {}, jobs)
+    st_ = incremental.state(pol)
+    assert isinstance(st_, AggregateModel)
+    X = st_._variables(got.space)["X"]
+    cols = X.cols[X.cols >= 0]
+    st_.loaded.set_costs(cols, np.ones(cols.size))  # equal: accepted, summed per column
+    assert st_.small.sf.c[cols[0]] == float(np.count_nonzero(cols == cols[0]))
+    costs = np.ones(cols.size)
+    costs[np.flatnonzero(cols == cols[0])[-1]] = 2.0
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_costs(cols, costs)
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_col_bounds(cols, np.zeros(cols.size), costs)
