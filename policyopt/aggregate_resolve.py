@@ -323,10 +323,75 @@ class AggregateModel:
             lo, hi = lo_ext[cols], hi_ext[cols]  # (column -1, a masked slot, reads the last entry)
             if per_job:
                 dims = (space.rows if dims[0].name == "rows" else space.jobs,) + dims[1:]
-                shape = tuple(len(d) for d in dims)
-                cols, lo, hi = (a[self.group].reshape(shape) for a in (cols, lo, hi))
-            out[name] = Variable(Model(name), name, dims, cols, lo, hi, False)
+                out[name] = ClassVariable(name, dims, cols, lo, hi, self.group)
+            else:
+                out[name] = Variable(Model(name), name, dims, cols, lo, hi, False)
         return out
+
+
+class ClassVariable(Variable):
+    """A per-job variable whose job ``j`` has the columns (and bounds) of its class ``group[j]``:
+    ``cols``, ``lower`` and ``upper`` are gathered from the class arrays when first read, and
+    :meth:`value` reads the answer per class, then gathers (the same numbers as
+    :meth:`Variable.value`)."""
+
+    def __init__(self, name: str, dims: tuple[Any, ...], cls_cols: np.ndarray, cls_lower: np.ndarray,
+                 cls_upper: np.ndarray, group: np.ndarray) -> None:
+        self.name = name
+        self.dims = dims
+        self.integer = False
+        self._at = {}
+        self._cls = (cls_cols, cls_lower, cls_upper)
+        self._group = group
+        self._full: list[np.ndarray | None] = [None, None, None]
+        self._model: Model | None = None
+
+    def _gather(self, k: int) -> np.ndarray:
+        a = self._full[k]
+        if a is None:
+            a = self._full[k] = self._cls[k][self._group].reshape(self.shape)
+        return a
+
+    @property
+    def cols(self) -> np.ndarray:
+        return self._gather(0)
+
+    @cols.setter
+    def cols(self, value: np.ndarray) -> None:
+        self._full[0] = value
+
+    @property
+    def lower(self) -> np.ndarray:
+        return self._gather(1)
+
+    @lower.setter
+    def lower(self, value: np.ndarray) -> None:
+        self._full[1] = value
+
+    @property
+    def upper(self) -> np.ndarray:
+        return self._gather(2)
+
+    @upper.setter
+    def upper(self, value: np.ndarray) -> None:
+        self._full[2] = value
+
+    @property
+    def model(self) -> Model:
+        if self._model is None:
+            self._model = Model(self.name)
+        return self._model
+
+    @model.setter
+    def model(self, value: Model) -> None:
+        self._model = value
+
+    def value(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        if self._full[0] is not None:
+            return super().value(x, fill)
+        cc = self._cls[0]
+        per_class = np.where(cc >= 0, x[cc], fill)  # (column -1 reads x's last entry, replaced)
+        return per_class[self._group].reshape(self.shape)
 
 
 def from_kept(st: Any) -> AggregateModel | None:

@@ -13,8 +13,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyopt import Cluster, Job, Problem, aggregate_resolve, get_policy, incremental
-from policyopt.aggregate_resolve import AggregateModel, match_slots
+from policyopt.aggregate_resolve import AggregateModel, ClassVariable, match_slots
 from policyopt.incremental import JobSetModel
+from policyopt.modeling import IndexSet, Model, Variable
 from policyopt.solver_api import SolverOptions, Status
 from policyopt.solvers.highs import HighsModel
 from policyopt.standard_form import StandardForm
@@ -216,3 +217,21 @@ def test_unequal_costs_within_a_class_column_are_refused() -> None:
         st_.loaded.set_costs(cols, costs)
     with pytest.raises(aggregate_resolve.Declined):
         st_.loaded.set_col_bounds(cols, np.zeros(cols.size), costs)
+
+
+def test_class_variable_reads_like_a_variable() -> None:
+    """A class variable's gathered columns and bounds, and its values, equal those of a plain
+    variable with the same (gathered) arrays."""
+    rng = np.random.default_rng(5)
+    G, n, w = 4, 9, 3
+    cls_cols = rng.integers(-1, 12, (G, w))
+    lo, hi = rng.uniform(0, 1, (G, w)), rng.uniform(1, 2, (G, w))
+    group = rng.integers(0, G, n)
+    dims = (IndexSet("jobs", [f"j{i}" for i in range(n)]), IndexSet("configs", ["a", "b", "c"]))
+    v = ClassVariable("X", dims, cls_cols, lo, hi, group)
+    x = rng.uniform(0, 1, 12)
+    ref = Variable(Model("X"), "X", dims, cls_cols[group], lo[group], hi[group], False)
+    assert np.array_equal(v.value(x, fill=-3.0), ref.value(x, fill=-3.0))
+    assert np.array_equal(v.cols, ref.cols) and np.array_equal(v.lower, ref.lower)
+    assert np.array_equal(v.upper, ref.upper)
+    assert np.array_equal(v.value(x), ref.value(x)) and v.shape == (n, w) and np.array_equal(v.mask, ref.mask)
