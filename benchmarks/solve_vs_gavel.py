@@ -215,7 +215,8 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
     picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``aggregated``
     (the kept reduced LP, :mod:`policyopt.aggregate_resolve`), ``in place`` (the kept whole LP,
-    :mod:`policyopt.incremental`) or ``rebuilt``."""
+    :mod:`policyopt.incremental`) or ``rebuilt``. ``steady_*``: the same change after a re-solve
+    (the object's previous problem was answered warm too)."""
     import dataclasses
 
     from policies_bench import workload
@@ -234,26 +235,39 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     for label, jobs in (("gavel", list(p.jobs)), ("distinct jobs", distinct)):
         if label.split()[0] not in workloads:
             continue
-        # an arrival (the last job) and a completion (a job in the middle of the list)
-        for change, prev, new in (("arrival", p.with_jobs(jobs[:-1]), p.with_jobs(jobs)),
-                                  ("completion", p.with_jobs(jobs), p.with_jobs(jobs[:n // 2] + jobs[n // 2 + 1:]))):
+        # an arrival (the last job) and a completion (a job in the middle of the list); ``steady``:
+        # the same change on a policy object whose previous problem was itself a re-solve (the one
+        # before it had also lost job n/4): what a scheduler's or simulator's later re-solves cost
+        other = jobs[:n // 4] + jobs[n // 4 + 1:]
+        for change, first, prev, new in (
+                ("arrival", other[:-1], jobs[:-1], jobs),
+                ("completion", other, jobs, jobs[:n // 2] + jobs[n // 2 + 1:])):
+            first_p, prev_p, new_p = p.with_jobs(first), p.with_jobs(prev), p.with_jobs(new)
             for name in ("max_min_fairness", "max_sum_throughput"):
-                cold_t, warm_t, objs = [], [], []
+                cold_t, warm_t, steady_t, objs = [], [], [], []
                 for _ in range(repeats):  # CPU seconds of policy.solve (wall clocks measure waiting here)
                     c0 = time.process_time()
-                    r = get_policy(name).solve(new)
+                    r = get_policy(name).solve(new_p)
                     cold_t.append(time.process_time() - c0)
                     pol = get_policy(name)
-                    pol.solve(prev)
+                    pol.solve(prev_p)
                     before = _answered(pol)
                     c0 = time.process_time()
-                    w = pol.solve(new)
+                    w = pol.solve(new_p)
                     warm_t.append(time.process_time() - c0)
                     objs.append(_rel(r.objective, w.objective))
                     path = _path(pol, before)
-                rows.append({"workload": label, "change": change, "policy": name, "jobs": len(new.jobs), "path": path,
+                    pol = get_policy(name)
+                    pol.solve(first_p)
+                    pol.solve(prev_p)
+                    c0 = time.process_time()
+                    w = pol.solve(new_p)
+                    steady_t.append(time.process_time() - c0)
+                    objs.append(_rel(r.objective, w.objective))
+                rows.append({"workload": label, "change": change, "policy": name, "jobs": len(new), "path": path,
                              "cold_cpu_s": min(cold_t), "warm_cpu_s": min(warm_t),
-                             "warm_over_cold": min(warm_t) / min(cold_t), "obj_rel_diff": max(objs)})
+                             "warm_over_cold": min(warm_t) / min(cold_t), "steady_cpu_s": min(steady_t),
+                             "steady_over_cold": min(steady_t) / min(cold_t), "obj_rel_diff": max(objs)})
     return rows
 
 
