@@ -41,7 +41,10 @@ FIFO LP), ``fifo_agnostic`` = Gavel ``fifo`` / ours ``fifo_agnostic``, ``fifo_ss
 ours ``fifo`` with space sharing (the ``fifo`` experiment's arms). Our side runs
 in each of ``--variants``: ``default`` (our LP solve) and ``interior`` (the LP solved as Gavel's
 simulator solves it, by an interior-point method — cvxpy + Clarabel here, ECOS in Gavel — without
-our fill stage: the max-min LP has many optima, and which one is installed changes the schedule).
+our fill stage: the max-min LP has many optima, and which one is installed changes the schedule), and
+for the ``agnostic`` arm ``proportional`` (``-o optimum=proportional``: the agnostic LP's optimum
+defined in closed form — water-filled time shares split over the types in proportion to their counts —
+the same on every solver path).
 Printed: a markdown table with each arm's average JCT from each simulator, ours / Gavel, the per-job agreement
 (median and 90th percentile of ``|JCT_ours − JCT_Gavel| / JCT_Gavel`` over the window), both wall
 and CPU times and Gavel / ours; then each simulator's agnostic / aware ratio per pair of arms run.
@@ -83,8 +86,13 @@ PAIRS: tuple[tuple[str, str], ...] = (("aware", "agnostic"), ("ftf_aware", "ftf_
 #: our side's variants: ``default`` (our LP solve: HiGHS, a vertex, then the fill stage), ``interior``
 #: (Gavel's choice of optimum: an interior-point solver, cvxpy + Clarabel, no fill — the max-min LP's
 #: optimum is not unique, and an interior-point method returns the centre of the optimal face)
+#: ``proportional`` (the agnostic arms only: ``max_min_fairness_agnostic -o optimum=proportional``, the
+#: LP's optimum defined in closed form, the same on every solver path; other arms are not rerun)
 VARIANTS: dict[str, dict[str, Any]] = {"default": {},
-                                       "interior": {"policy_options": {"solver": "cvxpy:CLARABEL", "fill": False}}}
+                                       "interior": {"policy_options": {"solver": "cvxpy:CLARABEL", "fill": False}},
+                                       "proportional": {"policy_options": {"optimum": "proportional"}}}
+#: per variant limited to some of our policies: those policies
+VARIANT_POLICIES: dict[str, tuple[str, ...]] = {"proportional": ("max_min_fairness_agnostic",)}
 #: Gavel's ``Scheduler(minimum_time_between_allocation_resets=1920)``
 GAVEL_RESET_SECONDS = GAVEL_SIMULATOR["recompute_interval"]
 DRIVER = Path("scripts") / "drivers" / "simulate_scheduler_with_trace.py"
@@ -290,6 +298,10 @@ def main(argv: Sequence[str] | None = None) -> int:
                       f"{_fmt(None if gavel.get('avg_jct_s') is None else gavel['avg_jct_s'] / 3600)} h, "
                       f"wall {gavel['wall_s']:.1f} s, CPU {_fmt(gavel.get('cpu_s'), '.1f')} s", flush=True)
             for variant in variants:
+                if variant in VARIANT_POLICIES and opol not in VARIANT_POLICIES[variant]:
+                    print(f"[{arm}] ours ({variant}): not run ({variant} applies to "
+                          f"{', '.join(VARIANT_POLICIES[variant])} only)", flush=True)
+                    continue
                 arm_cfg, var_cfg = ARM_CONFIG.get(arm, {}), VARIANTS[variant]
                 over = {**arm_cfg, **var_cfg, **overrides}
                 if "policy_options" in arm_cfg and "policy_options" in var_cfg:  # merged key by key
@@ -326,7 +338,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             if who == "gavel" and variant != variants[0]:
                 continue
             for pair in PAIRS:
-                a, b = (byarm.get((arm, variant), {}).get(who, {}).get("avg_jct_s") for arm in pair)
+                # a variant not run on an arm (VARIANT_POLICIES): that arm's default row, the same policy
+                a, b = ((byarm.get((arm, variant)) or byarm.get((arm, "default")) or {}).get(who, {}).get("avg_jct_s")
+                        for arm in pair)
                 if a and b:
                     print(f"{'Gavel' if who == 'gavel' else f'ours ({variant})'}: {pair[1]} / {pair[0]} average "
                           f"JCT = {b / a:.3f}")

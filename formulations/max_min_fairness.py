@@ -29,10 +29,32 @@ object keeps the first LP's basis and starts its next problem's first LP from it
 ``max_min_fairness_agnostic`` is the heterogeneity-agnostic baseline: the policy sees every
 throughput as 1 (pairs as their packed/alone ratios), so it shares time, not speed; the reported
 effective throughputs use the real data.
+
+**The agnostic optimum, defined (``-o optimum=proportional``).** Seeing every throughput as 1, a
+job's level is ``a_m·s_m`` with its time share ``s_m = Σ_c X[m,c]`` and ``a_m = sf_m/(w_m·thr(m,
+X_equal))``, so the LP only constrains how much time each job gets, not where: every split of the
+shares over the types that fits the capacities is optimal, and which one a solver returns (a vertex
+of HiGHS's simplex, another after its IPM's crossover, near the centre with an interior-point
+method) changes the schedule. With ``optimum=proportional`` the policy returns one allocation,
+computed in closed form without a solver (:func:`proportional_optimum`):
+
+.. math::  s_m = \\min(1, \\tau/a_m), \\qquad X[m,c] = s_m \\cdot \\frac{count_c}{\\sum_{c'} count_{c'}}
+
+with ``τ = ∞`` (every ``s_m = 1``) if ``Σ_m sf_m ≤ C = Σ_c count_c``, else the level at which
+``Σ_m sf_m·min(1, τ/a_m) = C`` (water-filling: the shares are the lexicographically max-min fair
+ones, so the levels are unique). It is an optimum of the max-min LP: summing the capacity rows
+gives ``Σ_m sf_m s_m ≤ C``, which the proportional split meets type by type, so the LP's value is
+``t* = min(min_m a_m, C / Σ_m sf_m/a_m)`` and ``min_m a_m s_m = t*`` here. Single-GPU jobs of equal
+weight all have ``s_m = min(1, C/n)``, unique; on types of equal counts the split is then the
+centre of the face of optima (by symmetry over jobs and types), the point an interior-point solve
+such as Gavel's approaches. The ``fill`` option is not read (with equal ``a_m`` no share can grow).
+It applies where every job may run on every type with workers (one configuration per type, no
+pair rows); elsewhere the LP is solved as with ``optimum=solver`` and ``extra["optimum"]`` says so.
 """
 from __future__ import annotations
 
 import time
+from typing import ClassVar
 
 import numpy as np
 
@@ -66,7 +88,7 @@ class MaxMinFairness(LPPolicy):
     pop_combine = "min"  # how POP recombines sub-problem objectives
     degenerate_lp = True  # all jobs tied at the optimum: a hint for algorithm=auto
     incremental_lp = True  # a job's rows use its own data and the cluster only (X_equal is per cluster)
-    options = (Option("fill", bool, True,
+    options: ClassVar[tuple[Option, ...]] = (Option("fill", bool, True,
                       "second in-place LP: among max-min optimal allocations maximize the total normalized "
                       "throughput (no capacity left idle that a job could use at no cost to the minimum)"),)
 
@@ -189,9 +211,65 @@ class MaxMinFairness(LPPolicy):
         return highs_steps.reoptimize(lp.loaded, x, c, lower, sf.col_upper)
 
 
+def proportional_optimum(space: AllocationSpace, a: np.ndarray) -> tuple[np.ndarray, float] | None:
+    """The agnostic max-min LP's defined optimum (module docstring): ``(X, t*)`` with ``X`` of shape
+    (jobs × configs), ``X[m,c] = s_m·count_c/C``, ``s_m = min(1, τ/a_m)`` (``a`` the jobs' levels per
+    unit of time share, positive), or ``None`` where the closed form does not apply: pair rows,
+    several configurations of one type, or a job that cannot run on a type with workers."""
+    if space.num_pairs or np.unique(space.config_type).size != space.config_type.size:
+        return None
+    counts = space.counts[space.config_type].astype(float)
+    live = counts > 0
+    if not np.array_equal(space.single_mask, np.broadcast_to(live, space.single_mask.shape)):
+        return None
+    n = a.size
+    total = float(counts.sum())
+    sf = space.scale.astype(float)
+    if n == 0 or total <= 0.0:
+        return np.zeros((n, counts.size)), 0.0
+    if float(sf.sum()) <= total:
+        s = np.ones(n)
+    else:  # k jobs of the smallest a saturated (s = 1), the rest at level τ_k = (C − Σ_sat sf)/Σ_rest sf/a
+        order = np.argsort(a, kind="stable")
+        a_s, sf_s = a[order], sf[order]
+        sat = np.concatenate([[0.0], np.cumsum(sf_s)[:-1]])  # Σ sf of the k saturated jobs, k = 0..n-1
+        rest = np.cumsum((sf_s / a_s)[::-1])[::-1]  # Σ sf/a of jobs k..n-1
+        tau = (total - sat) / rest
+        # the largest k whose saturated jobs have a ≤ τ_k: saturating one job too many leaves
+        # τ_k < τ* < that job's a (then a_(k-1) > τ_k); k = 0 always qualifies
+        below = np.concatenate([[True], a_s[:-1] <= tau[1:]])
+        k = int(np.flatnonzero(below)[-1])
+        s = np.minimum(1.0, tau[k] / a)
+    X = s[:, None] * (counts / total)[None, :]
+    return X, float(np.min(a * s))
+
+
 @register_policy("max_min_fairness_agnostic")
 class MaxMinFairnessAgnostic(MaxMinFairness):
     """Heterogeneity-agnostic max-min fairness: every throughput seen as 1 (baseline)."""
 
     agnostic = True
     incremental_lp = True  # a job's agnostic throughputs come from its own allowed slots
+    options = (*MaxMinFairness.options,
+               Option("optimum", str, "solver",
+                      "which of the LP's many optima: 'solver' (the one the solve returns: a vertex, or near the "
+                      "centre with an interior-point solver), 'proportional' (defined, in closed form, without "
+                      "a solver: water-filled time shares, each split over the types in proportion to their "
+                      "counts; the same on every solver path)", ("solver", "proportional")),)
+
+    def solve(self, problem: Problem) -> PolicyResult:
+        if self.config["optimum"] != "proportional":
+            return super().solve(problem)
+        timings = Timings()
+        t0 = time.perf_counter()
+        space = self.make_space(problem)
+        found = proportional_optimum(space, self.normalizer(space))
+        if found is None:
+            res = super().solve(problem)
+            res.extra["optimum"] = ("solver: optimum=proportional needs every job allowed on every type with "
+                                    "workers, one configuration per type and no pair rows")
+            return res
+        X, t_star = found
+        timings.solve = time.perf_counter() - t0
+        return self.result(space, space.full_from_single(X), Status.OPTIMAL, t_star, "closed form", timings,
+                           optimum="proportional")

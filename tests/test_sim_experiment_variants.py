@@ -26,10 +26,16 @@ def test_gavel_solve_variant_overrides_the_aware_arm_only_where_asked() -> None:
         plain = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS[name], "published").arms}
         var = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS[name], "published", variant="gavel_solve").arms}
         assert "policy_options" not in plain["aware"]  # the published setup keeps our default aware solve
-        assert var["aware"]["policy_options"] == var["agnostic"]["policy_options"] == interior
+        # las_single's published agnostic arm has a closed-form optimum; gavel_solve solves it
+        solved = {**interior, "optimum": "solver"} if name == "las_single" else interior
+        assert var["aware"]["policy_options"] == interior and var["agnostic"]["policy_options"] == solved
         assert var["aware"]["policy"] == "max_min_fairness"
         small = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS[name], variant="gavel_solve").arms}
-        assert small["aware"]["policy_options"] == small["agnostic"]["policy_options"] == interior
+        assert small["aware"]["policy_options"] == interior and small["agnostic"]["policy_options"] == solved
+    pub = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS["las_single"], "published").arms}
+    assert pub["agnostic"]["policy_options"] == {"optimum": "proportional"}
+    vertex = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS["las_single"], "published", variant="vertex").arms}
+    assert vertex["agnostic"]["policy_options"] == {"optimum": "solver"} and vertex["aware"] == pub["aware"]
     # policy_options merge key by key: the published FTF agnostic arm keeps its reference with a variant's
     assert experiment_catalog._with_overrides({"policy_options": {"reference": "fastest"}},
                                               {"policy_options": {"fill": False}}) == \

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Sequence
 
 __all__ = ["Arm", "Experiment", "EXPERIMENTS", "GAVEL_SIMULATOR", "GAVEL_LP_SOLVE", "GAVEL_AGNOSTIC_SOLVE",
-           "GAVEL_FTF_AGNOSTIC",
+           "GAVEL_FTF_AGNOSTIC", "AGNOSTIC_PROPORTIONAL",
            "SCALES", "KEEP_ARRIVING_EXTRA", "KEEP_ARRIVING_MAX_CHUNKS", "scaled", "missing_policies"]
 
 
@@ -102,6 +102,16 @@ GAVEL_FTF_AGNOSTIC = {"solver": "cvxpy:CLARABEL", "reference": "fastest"}
 _PUB_WINDOW = {"window": (4000.5 / _PUB_JOBS, 5000.5 / _PUB_JOBS), "until": "window", **_PUB_COMMON}
 #: ``--variant gavel_solve`` (LAS): both LPs solved as Gavel solves them, the aware arm too
 _GAVEL_SOLVE_BOTH = {"aware": {"policy_options": GAVEL_LP_SOLVE}, "agnostic": {"policy_options": GAVEL_LP_SOLVE}}
+#: the published single-GPU setup's agnostic arm: the agnostic LP's optimum defined in closed form
+#: (``max_min_fairness_agnostic -o optimum=proportional``: every job's time share split over the types in
+#: proportion to their counts, the same on every solver path). Its LP has a whole face of optima; the
+#: vertex our default solve returned moved with solver changes (0.4 jobs/h: 30.8-33.1 h, later 43.0-44.7 h)
+AGNOSTIC_PROPORTIONAL = {"optimum": "proportional"}
+#: ``las_single`` ``gavel_solve``: as ``_GAVEL_SOLVE_BOTH``, the agnostic arm solved, not in closed form;
+#: ``las_single`` ``vertex``: the agnostic arm as published before the closed form (our default solve)
+_LAS_SINGLE_VARIANTS: dict[str, dict[str, dict[str, Any]]] = {
+    "gavel_solve": {**_GAVEL_SOLVE_BOTH, "agnostic": {"policy_options": {**GAVEL_LP_SOLVE, "optimum": "solver"}}},
+    "vertex": {"agnostic": {"policy_options": {"optimum": "solver"}}}}
 #: Gavel's sweeps: np.linspace(0, 6, 16)[1:] (single-GPU) and np.linspace(0, 3, 11)[1:] (multi-GPU) jobs/hour
 _PUB_RATES_SINGLE = tuple(round(0.4 * k, 1) for k in range(1, 16))
 _PUB_RATES_MULTI = tuple(round(0.3 * k, 1) for k in range(1, 11))
@@ -118,8 +128,8 @@ EXPERIMENTS: dict[str, Experiment] = {e.name: e for e in [
         baseline="agnostic", treatment="aware", rates=(1.5, 2.5, 3.5), common=dict(_WINDOW),
         metrics=("avg_jct_hours", "p99_jct_hours", "utilization"),
         published_scale={"cluster": _PUB_CLUSTER, "jobs": _PUB_JOBS, "rates": _PUB_RATES_SINGLE,
-                         "common": _PUB_WINDOW},
-        variants={"gavel_solve": _GAVEL_SOLVE_BOTH}),
+                         "common": _PUB_WINDOW, "arms": {"agnostic": {"policy_options": AGNOSTIC_PROPORTIONAL}}},
+        variants=_LAS_SINGLE_VARIANTS),
     Experiment(
         "las_multi", "LAS: heterogeneity-aware vs agnostic, multi-GPU jobs (1/2/4/8 GPUs at 70/10/15/5 %)",
         "Gavel (OSDI'20) Fig. 9: up to 2.2x lower average JCT at high load",

@@ -30,7 +30,9 @@ finished, as in the published runs).
 ``--variant NAME`` applies an experiment's named per-arm overrides (``list`` names them):
 ``las_single`` / ``las_multi`` ``gavel_solve`` solve both arms' LPs as Gavel's simulator solves them
 (``GAVEL_LP_SOLVE``: Clarabel, the centre of the face of optima, no fill stage), the aware arm too;
-files ``NAME[_published]_VARIANT[_arriving].*``.
+``las_single`` ``vertex`` solves the agnostic arm's LP by our default solve (a vertex) instead of the
+published setup's closed-form optimum (``AGNOSTIC_PROPORTIONAL``); files
+``NAME[_published]_VARIANT[_arriving].*``.
 
 ``--workers N`` runs the simulations in N local processes; ``--ray-address ADDR`` runs each as a Ray
 task (``local``: a Ray instance started on this machine; ``auto`` or ``ray://HOST:PORT``: a running
@@ -113,7 +115,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                         "many jobs; files NAME[_published]_arriving.*)")
     p.add_argument("--variant", default=None,
                    help="a named variant of the experiment's arms (las_single, las_multi: gavel_solve, both LPs "
-                        "solved as Gavel's simulator solves them); files NAME[_published]_VARIANT[_arriving].*")
+                        "solved as Gavel's simulator solves them; las_single: vertex, the agnostic LP by our "
+                        "default solve); files NAME[_published]_VARIANT[_arriving].*")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
