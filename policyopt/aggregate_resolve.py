@@ -39,6 +39,7 @@ new class, or a failed certificate end the aggregated model: the policy builds t
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,9 @@ class _Loaded(LoadedModel):
         super().__init__(small.sf, small.options)
         self.small = small
         self.return_duals = False  # (read by callers; the reduced LP keeps its duals for the certificate)
+        #: costs or bounds set by the policy since the last update (the next one compares them all);
+        #: true at first: the kept reduced LP holds whatever the fast path's last solve left
+        self.touched = True
 
     def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
         """Costs per job column: a class column's cost is the sum over its jobs, ``m_g c_g`` — the
@@ -137,6 +141,7 @@ class _Loaded(LoadedModel):
         cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
         n = self.small.sf.num_cols
         _uniform(cols, costs, n, "costs")
+        self.touched = True
         tot = np.bincount(cols, costs, minlength=n)
         hit = np.bincount(cols, minlength=n).nonzero()[0]
         self.small.set_costs(hit, tot[hit])
@@ -149,12 +154,16 @@ class _Loaded(LoadedModel):
             n = self.small.sf.num_cols
             _uniform(cols, lower, n, "lower bounds")
             _uniform(cols, upper, n, "upper bounds")
+        self.touched = True
         self.small.set_col_bounds(cols, lower, upper)
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
+        self.touched = True
         self.small.set_row_bounds(rows, lower, upper)
 
     def set_sense(self, sense: str) -> None:
+        if sense != self.small.sf.sense:
+            raise Declined("the aggregated re-solve keeps the compiled objective sense")
         self.small.set_sense(sense)
 
     def set_algorithm(self, algorithm: str) -> None:
@@ -171,16 +180,18 @@ class _Loaded(LoadedModel):
         for attempt in range(2):
             if attempt:
                 self.small.clear_warm_start()
-            raw = self.small.resolve()
-            if raw.status is Status.OPTIMAL and raw.x is not None and raw.row_duals is not None:
-                y = raw.row_duals * self.small.sf.row_scale  # (scaled rows' multipliers)
-                ok, primal, bound, viol = certify(self.small.sf, raw.x, y)
+            t0 = time.perf_counter()
+            x, y = self.small.run_point()
+            if x is not None and y is not None:
+                ok, primal, bound, viol = certify(self.small.sf, x, y)
                 if ok:
-                    raw.objective = primal
-                    raw.options["fast_path"] = (f"aggregated re-solve: dual bound {bound:.15g}, "
-                                                f"violation {viol:.3g}")
-                    return raw
-        raise Declined(f"aggregated re-solve ended {raw.status.value} without a certificate")
+                    res = SolveResult(Status.OPTIMAL, primal, x, row_duals=self.small.sf.unscale_duals(y),
+                                      solver="highs", message="Optimal",
+                                      options={"algorithm": "auto", "fast_path": f"aggregated re-solve: dual bound "
+                                               f"{bound:.15g}, violation {viol:.3g}"})
+                    res.timings.solve = time.perf_counter() - t0
+                    return res
+        raise Declined("the aggregated re-solve ended without a certified optimum")
 
 
 class AggregateModel:
@@ -207,6 +218,7 @@ class AggregateModel:
         self.col_group, self.row_group = col_group, row_group  # per reduced column / row: its class, -1 linking
         self.base = base  # unit costs, column bounds, row bounds (scaled) of the reduced columns/rows
         self.lin_pos, self.lin_group, self.lin_unit = lin  # linking-row entries of class columns
+        self._all = (np.arange(col_group.size), np.arange(row_group.size), np.arange(self.lin_pos.size))
         self.variables = variables  # per variable: (per job, dims, class columns (G × width) or columns)
         self.start: Any = None
         self.start_runs = 0
@@ -284,33 +296,43 @@ class AggregateModel:
 
     def _restore(self, mult: np.ndarray) -> None:
         """The reduced LP of multiplicities ``mult`` with the compiled costs and bounds (undoing a
-        later stage's changes), pushing only what differs; then the kept basis set back."""
+        later stage's changes), pushing only what differs; then the kept basis set back. Only the
+        columns, rows and entries of classes whose count changed are compared, unless the policy
+        changed costs or bounds since (:attr:`_Loaded.touched`)."""
         small, sf = self.small, self.small.sf
-        c, lo, hi, rlo, rhi = self.base
-        live = mult > 0
         cg, rg = self.col_group, self.row_group
-        m_col = np.where(cg >= 0, mult[cg], 1).astype(np.float64)
-        dead_c = (cg >= 0) & ~live[cg]
-        want_c = c * m_col
-        want_lo = np.where(dead_c, 0.0, lo)
-        want_hi = np.where(dead_c, 0.0, hi)
-        dead_r = (rg >= 0) & ~live[rg]
-        want_rlo = np.where(dead_r, -np.inf, rlo)
-        want_rhi = np.where(dead_r, np.inf, rhi)
-        vals = self.lin_unit * mult[self.lin_group]
-        d = (sf.A.data[self.lin_pos] != vals).nonzero()[0]
+        if self.loaded.touched:
+            self.loaded.touched = False
+            sc, sr, se = self._all
+        else:
+            changed = np.append(mult != self.mult, False)  # (class -1, linking, reads the last: False)
+            sc, sr = changed[cg].nonzero()[0], changed[rg].nonzero()[0]
+            se = changed[self.lin_group].nonzero()[0]
+        c, lo, hi, rlo, rhi = self.base
+        live = np.append(mult > 0, True)
+        m_col = np.append(mult, 1).astype(np.float64)[cg[sc]]
+        dead_c = ~live[cg[sc]]
+        want_c = c[sc] * m_col
+        want_lo = np.where(dead_c, 0.0, lo[sc])
+        want_hi = np.where(dead_c, 0.0, hi[sc])
+        dead_r = ~live[rg[sr]]
+        want_rlo = np.where(dead_r, -np.inf, rlo[sr])
+        want_rhi = np.where(dead_r, np.inf, rhi[sr])
+        pos = self.lin_pos[se]
+        vals = self.lin_unit[se] * mult[self.lin_group[se]]
+        d = (sf.A.data[pos] != vals).nonzero()[0]
         if d.size:
-            small.set_entries(self.lin_pos[d], vals[d])
-        d = (sf.c != want_c).nonzero()[0]
+            small.set_entries(pos[d], vals[d])
+        d = (sf.c[sc] != want_c).nonzero()[0]
         if d.size:
-            small.set_costs(d, want_c[d])
-        d = ((sf.col_lower != want_lo) | (sf.col_upper != want_hi)).nonzero()[0]
+            small.set_costs(sc[d], want_c[d])
+        d = ((sf.col_lower[sc] != want_lo) | (sf.col_upper[sc] != want_hi)).nonzero()[0]
         if d.size:
-            small.set_col_bounds(d, want_lo[d], want_hi[d])
-        d = ((sf.row_lower != want_rlo) | (sf.row_upper != want_rhi)).nonzero()[0]
+            small.set_col_bounds(sc[d], want_lo[d], want_hi[d])
+        d = ((sf.row_lower[sr] != want_rlo) | (sf.row_upper[sr] != want_rhi)).nonzero()[0]
         if d.size:  # set_row_bounds takes unscaled bounds (the reduced rows' scale is 1)
-            s = sf.row_scale[d]
-            small.set_row_bounds(d, want_rlo[d] / s, want_rhi[d] / s)
+            r = sr[d]
+            small.set_row_bounds(r, want_rlo[d] / sf.row_scale[r], want_rhi[d] / sf.row_scale[r])
         if self.start is not None and small.runs != self.start_runs:
             small.restore_basis(self.start)
 

@@ -35,9 +35,13 @@ class BasisMixin:
     _small: Any
     _gub_of: Any
 
+    runs: int
+
     if TYPE_CHECKING:
         @property
         def h(self) -> Any: ...  # (HighsModel's)
+
+        def _run(self) -> Any: ...  # (HighsModel's)
 
         def _set(self, option: str, value: Any) -> None: ...  # (HighsModel's)
 
@@ -144,6 +148,23 @@ class BasisMixin:
         change = self._h.changeCoeff
         for r, c, v in zip(rows, cols, vals.tolist()):
             _check(change(r, c, v), "changeCoeff")
+
+    def run_point(self) -> tuple[np.ndarray | None, np.ndarray | None]:
+        """One HiGHS run of the loaded model from its current basis, read lean for a caller that
+        certifies the answer itself: the point and the multipliers of the rows as passed (scaled),
+        or ``(None, None)`` unless HiGHS ends optimal with valid values (no result object, column
+        duals or info values are read)."""
+        self.runs += 1
+        self._y, self._y_highs, self._last = None, False, None
+        self._run()
+        self._warm = True
+        h = self._h
+        if h.getModelStatus() != self._hs.HighsModelStatus.kOptimal:
+            return None, None
+        sol = h.getSolution()
+        if not (sol.value_valid and sol.dual_valid):
+            return None, None
+        return np.asarray(sol.col_value, np.float64), np.asarray(sol.row_dual, np.float64)
 
     @staticmethod
     def statuses_of(basis: Any) -> tuple[np.ndarray, np.ndarray]:
