@@ -215,8 +215,9 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
     picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``aggregated``
     (the kept reduced LP, :mod:`policyopt.aggregate_resolve`), ``in place`` (the kept whole LP,
-    :mod:`policyopt.incremental`) or ``rebuilt``. ``steady_*``: the same change after a re-solve
-    (the object's previous problem was answered warm too)."""
+    :mod:`policyopt.incremental`; a max-sum completion's jobs held at 0 there too), ``rebuilt from
+    prices`` (a fresh build started from the kept capacity prices) or ``rebuilt``. ``steady_*``: the
+    same change after a re-solve (the object's previous problem was answered warm too)."""
     import dataclasses
 
     from policies_bench import workload
@@ -271,21 +272,22 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     return rows
 
 
-def _answered(pol: Any) -> tuple[Any, int]:
-    """The policy's kept model and how many problems it answered in place."""
+def _answered(pol: Any) -> tuple[Any, int, int]:
+    """The policy's kept model, how many problems it answered in place, and how many fresh builds
+    of the policy started from a kept model's prices."""
     from policyopt import incremental
 
     st = incremental.state(pol)
-    return st, (st.updates if st is not None else 0)
+    return st, (st.updates if st is not None else 0), incremental.seeded(pol)
 
 
-def _path(pol: Any, before: tuple[Any, int]) -> str:
+def _path(pol: Any, before: tuple[Any, int, int]) -> str:
     """How the last solve was answered, from the kept model before and after it."""
     from policyopt.aggregate_resolve import AggregateModel
 
-    st, n = _answered(pol)
+    st, n, seeded = _answered(pol)
     if st is None or (st is before[0] and n == before[1]) or (st is not before[0] and n == 0):
-        return "rebuilt"
+        return "rebuilt from prices" if seeded > before[2] else "rebuilt"
     return "aggregated" if isinstance(st, AggregateModel) else "in place"
 
 
