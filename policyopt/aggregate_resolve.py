@@ -280,8 +280,9 @@ class AggregateModel:
         mult = np.bincount(g, minlength=self.mult.size)
         self.classes_emptied += int(np.count_nonzero((mult == 0) & (self.mult > 0)))
         self._restore(mult)
-        self.ids, self.group, self.mult = ids, g, mult
-        self.T, self.scale, self.weights = T, scale, weights
+        # (copies: the caller's arrays are not ours to keep)
+        self.ids, self.group, self.mult = ids.copy(), g, mult
+        self.T, self.scale, self.weights = T.copy(), scale.copy(), weights.copy()
         self._slot_of = None  # (the table was of the old ids)
         self.updates += 1
         return self._variables(space)
@@ -422,8 +423,10 @@ def from_kept(st: Any) -> AggregateModel | None:
     backend, or ``None`` when it was not, or its groups are not classes: each job one block, the
     jobs of a group of equal data, each job's columns its group's (class) columns."""
     loaded, model = st.loaded, st._model
-    got = getattr(loaded, "aggregation", lambda: None)()
-    if got is None or model is None or loaded.holds_model() or st.dead.any():
+    if model is None or not hasattr(loaded, "aggregation") or loaded.holds_model() or st.dead.any():
+        return None
+    got = loaded.aggregation()
+    if got is None:
         return None
     agg, small = got
     if not hasattr(small, "set_entries") or agg.structure is None or agg.group is None or agg.keep_mult is None:
@@ -481,6 +484,7 @@ def from_kept(st: Any) -> AggregateModel | None:
     m_old = agg.keep_mult[ent_col[pos]]
     if np.count_nonzero(m_old != np.bincount(group, minlength=G)[lin_group]):
         return None
+    loaded.aggregation(take=True)  # (the reduced LP is this model's alone from now on)
     return AggregateModel(st.signature, small, st.obj_name, st.ids, (T, scale, weights), group, rep,
                           col_group, row_group, (c[kc], lo[kc], hi[kc], rlo[kr], rhi[kr]),
                           (pos, lin_group, A.data[pos] / m_old), variables)

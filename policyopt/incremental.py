@@ -515,15 +515,16 @@ def update(policy: Any, space: AllocationSpace
         return None
     if not st.lock.acquire(blocking=False):
         return None
+    if _STATE.get(policy) is not st:  # replaced meanwhile (by an aggregated model): build cold
+        st.lock.release()
+        return None
     try:
-        if isinstance(st, JobSetModel):
-            # answered by the block-aggregation fast path: re-solved on its reduced LP from now on
-            agg = aggregate_resolve.from_kept(st)
-            if agg is not None:
-                agg.lock.acquire()
-                _STATE[policy] = agg
-                st.lock.release()
-                st = agg
+        agg = aggregate_resolve.from_kept(st) if isinstance(st, JobSetModel) else None
+        if agg is not None:  # answered by the block-aggregation fast path: re-solved on its reduced LP
+            agg.lock.acquire()
+            _STATE[policy] = agg
+            st.lock.release()
+            st = agg
         got = st.update(policy, space)
     except SolverError:  # the backend refused an update: the state is unknown, build cold
         got = None

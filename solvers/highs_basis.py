@@ -121,12 +121,16 @@ class BasisMixin:
         self._set_own_basis(self.h.getBasis())
         self._warm = True
 
-    def aggregation(self) -> tuple[Any, Any] | None:
+    def aggregation(self, take: bool = False) -> tuple[Any, Any] | None:
         """The block aggregation of the current matrix and its loaded reduced LP, kept by the
-        structured fast path (``(BlockAggregation, HighsModel)``), or ``None``."""
+        structured fast path (``(BlockAggregation, HighsModel)``), or ``None``; ``take``: this model
+        lets go of them (a later structured solve aggregates afresh), for a caller that keeps using
+        the reduced LP on its own."""
         agg, small = self._agg, self._small
         if agg is None or small is None or agg.structure is None or agg.structure.A is not self.sf.A:
             return None
+        if take:
+            self._agg = self._small = None
         return agg, small
 
     def set_entries(self, pos: np.ndarray, vals: np.ndarray) -> None:

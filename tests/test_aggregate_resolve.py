@@ -6,6 +6,8 @@ class losing all its jobs and taking jobs again; a job of a new kind, or a faile
 builds the whole LP cold."""
 from __future__ import annotations
 
+import threading
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -235,3 +237,29 @@ def test_class_variable_reads_like_a_variable() -> None:
     assert np.array_equal(v.cols, ref.cols) and np.array_equal(v.lower, ref.lower)
     assert np.array_equal(v.upper, ref.upper)
     assert np.array_equal(v.value(x), ref.value(x)) and v.shape == (n, w) and np.array_equal(v.mask, ref.mask)
+
+
+@pytest.mark.parametrize("name", ["max_min_fairness", "max_sum_throughput"])
+def test_concurrent_solves_of_one_policy_object_stay_exact(name: str) -> None:
+    """Three threads solving with one policy object (each problem from the kept model's first one,
+    several kinds removed or added): one at a time re-solves on the aggregated LP (or turns the
+    kept model into one), the others build cold; every answer equals cold."""
+    jobs = first_jobs()
+    pol = get_policy(name)
+    check(pol, name, {}, jobs)
+    errors: list[BaseException] = []
+
+    def work(k: int) -> None:
+        try:
+            for i in range(5):
+                cut = (3 * i + k) % 7
+                check(pol, name, {}, jobs[cut:] + [kind_job(N + 10 * k + i, (i + k) % 8)])
+        except BaseException as exc:  # noqa: BLE001 - reported by the main thread
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work, args=(k,)) for k in range(3)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors[0]
