@@ -10,8 +10,8 @@ by the group's multiplicity ``m_g``:
            R_g x_g + D_g z \\in [l_g, u_g],\\quad \\sum_g m_g B_g x_g + E z \\in [L, U]
 
 A job's block depends only on its data (throughputs ``T``, scale factor, weight) and the cluster, so
-a group whose jobs have equal data is a *class*: a job with that data has that block. After an
-arrival or a completion the new LP's reduced LP is the kept one with other multiplicities, so
+each group is a *class*: a job with the data of the group's first job has the group's block. After
+an arrival or a completion the new LP's reduced LP is the kept one with other multiplicities, so
 instead of building, compiling, detecting and aggregating the whole LP again
 (:class:`AggregateModel`):
 
@@ -32,9 +32,10 @@ instead of building, compiling, detecting and aggregating the whole LP again
 The policy's own code runs unchanged on the reduced LP through variables over the new problem whose
 columns are their class's columns (:meth:`AggregateModel.update`): ``X.value(x)`` expands the
 answer, and costs set on such columns (max-min fairness's ``fill`` stage) are summed over the jobs
-of a column, which is ``m_g c_g``. A job of data no class has, a kept job whose data changed into a
-new class, or a failed certificate end the aggregated model: the policy builds the whole LP cold
-(:exc:`Declined` for the last).
+of a column, which is ``m_g c_g`` (they must be equal within a column). A job of data no class has
+(a new job, or a kept one whose data changed), unequal costs or bounds within a class column, or a
+failed certificate end the aggregated model: the policy builds the whole LP cold (:exc:`Declined`
+for the last two).
 """
 from __future__ import annotations
 
@@ -49,7 +50,7 @@ from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
 from .standard_form import StandardForm, rmatvec
 
-__all__ = ["AggregateModel", "Declined", "from_kept", "job_data"]
+__all__ = ["AggregateModel", "ClassVariable", "Declined", "certify", "from_kept", "match_slots"]
 
 #: reduced costs and multipliers below this on an infinite side count as zero (as in ``blocks``)
 _ZERO_TOL = 1e-12
@@ -57,11 +58,6 @@ _ZERO_TOL = 1e-12
 
 class Declined(RuntimeError):
     """The aggregated re-solve gave no certified answer: the caller builds the whole LP cold."""
-
-
-def job_data(space: AllocationSpace) -> np.ndarray:
-    """Per job, the data its block is built from (``T`` row, scale factor, weight), one row each."""
-    return np.column_stack((space.T, space.scale, space.weights))
 
 
 def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
