@@ -288,7 +288,7 @@ class Variable:
     __array_ufunc__ = None  # numpy defers to the reflected operators (see LinExpr)
 
     def __init__(self, model: "Model", name: str, dims: tuple[IndexSet, ...], cols: np.ndarray,
-                 lower: np.ndarray, upper: np.ndarray, integer: bool) -> None:
+                 lower: np.ndarray, upper: np.ndarray, integer: bool, first: int | None = None) -> None:
         self.model = model
         self.name = name
         self.dims = dims
@@ -296,6 +296,9 @@ class Variable:
         self.lower = lower
         self.upper = upper
         self.integer = integer
+        #: the existing slots' columns are ``first, first + 1, …`` in C order (as
+        #: :meth:`Model.add_variables` numbers them), or ``None`` (unknown: read from ``cols``)
+        self.first = first
         self._at: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
 
     def _columns_at(self, positions: np.ndarray) -> tuple[np.ndarray, bool]:
@@ -379,7 +382,10 @@ class Variable:
         """This variable's values from a solution column vector (``fill`` in masked slots)."""
         out = np.full(self.shape, fill, dtype=np.float64)
         m = self.mask
-        out[m] = x[self.cols[m]]
+        if self.first is not None:  # consecutive columns: a slice of x, no gather of columns
+            out[m] = x[self.first:self.first + int(np.count_nonzero(m))]
+        else:
+            out[m] = x[self.cols[m]]
         return out
 
 
@@ -428,7 +434,7 @@ class Model:
             cols = np.full(shape, -1, np.int64)
             cols[m] = np.arange(self.num_cols, self.num_cols + n)
         self.num_cols += n
-        var = Variable(self, name, dims, cols, lo, hi, integer)
+        var = Variable(self, name, dims, cols, lo, hi, integer, first=self.num_cols - n)
         self.variables[name] = var
         self._compiled = None
         return var

@@ -35,6 +35,16 @@ def compile_model(model: "Model", scale_rows: bool = True) -> StandardForm:
     col_blocks: dict[str, tuple[int, int]] = {}
     for var in model.variables.values():
         m = var.mask
+        if var.first is not None:  # consecutive columns (Model.add_variables): slices, no scatter
+            lo_v = var.lower[m]
+            a, b = var.first, var.first + lo_v.size
+            lower[a:b] = lo_v
+            upper[a:b] = var.upper[m]
+            if var.integer:
+                integrality[a:b] = 1
+            if b > a:
+                col_blocks[var.name] = (a, b)
+            continue
         c = var.cols[m]
         lower[c] = var.lower[m]
         upper[c] = var.upper[m]
