@@ -72,8 +72,8 @@ class BlockStructure:
     row_order: np.ndarray
     row_start: np.ndarray
     lr: np.ndarray
-    bc: np.ndarray                # the block columns
-    br: np.ndarray                # the block rows
+    bc: np.ndarray | slice        # the block columns (a slice where they are consecutive: views, no gathers)
+    br: np.ndarray | slice        # the block rows (likewise)
     h_mat: np.ndarray             # per block: hash of its matrix entries (uint64)
     n_mat: np.ndarray             # per block: number of those entries
     cols_in_order: bool = False   # block columns laid out block by block (col_order is bc)
@@ -288,8 +288,16 @@ def detect(sf: StandardForm) -> BlockStructure | None:
         h_mat = _block_sum(ent_blk, ent_hash, B + 1)[:B]
         n_mat = np.bincount(ent_blk, minlength=B + 1)[:B]
     return BlockStructure(A, cb, rb, B, col_order, col_start, lc, row_order, row_start, lr,
-                          np.flatnonzero(cb >= 0), np.flatnonzero(rb >= 0), h_mat, n_mat,
+                          _span(np.flatnonzero(cb >= 0)), _span(np.flatnonzero(rb >= 0)), h_mat, n_mat,
                           cols_in_order, rows_in_order)
+
+
+def _span(idx: np.ndarray) -> np.ndarray | slice:
+    """``idx`` (increasing indices) as a slice where they are consecutive, else as it is: indexing
+    by either selects the same items."""
+    if idx.size and int(idx[-1]) - int(idx[0]) + 1 == idx.size:
+        return slice(int(idx[0]), int(idx[-1]) + 1)
+    return idx
 
 
 def _row_labels(N: int, R: int, link_col: np.ndarray, link_row: np.ndarray, in_cols: np.ndarray,
@@ -305,15 +313,16 @@ def _row_labels(N: int, R: int, link_col: np.ndarray, link_row: np.ndarray, in_c
     Returns ``(cb, rb, B)`` as :func:`detect` uses them."""
     col_lab = np.arange(R, R + N, dtype=np.int64)  # no inner entry: a label of its own
     first = np.cumsum(in_cnt) - in_cnt  # each column's first inner entry (entries in column order)
-    has_in = in_cnt > 0
+    has_in = _span(np.flatnonzero(in_cnt))
     col_lab[has_in] = in_rows[first[has_in]]
     row_lab = np.full(R, -1, np.int64)
-    row_lab[in_rows] = col_lab[in_cols]
-    if not np.array_equal(row_lab[in_rows], col_lab[in_cols]):
+    ent_lab = col_lab[in_cols]
+    row_lab[in_rows] = ent_lab
+    if not np.array_equal(row_lab[in_rows], ent_lab):
         return None
-    bcols = np.flatnonzero(~link_col)
+    bcols = _span(np.flatnonzero(~link_col))
     lab = col_lab[bcols]
-    if lab.size == 0 or (lab[1:] < lab[:-1]).any():
+    if lab.size == 0 or np.count_nonzero(lab[1:] < lab[:-1]):
         return None
     new = np.empty(lab.size, bool)
     new[0] = True
