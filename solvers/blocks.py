@@ -160,10 +160,14 @@ def _codes(owner: np.ndarray, local: np.ndarray) -> np.ndarray:
     return code
 
 
-def _value_hash(key: np.ndarray, *values: np.ndarray) -> np.ndarray:
+_KEY_MUL = np.uint64(0xD6E8FEB86659FD93)
+
+
+def _value_hash(key: np.ndarray, *values: np.ndarray, premultiplied: bool = False) -> np.ndarray:
     """``mix((…(key·C ⊕ bits(v₁))·P + bits(v₂))·P + …)`` per item: ``key`` (uint64) its kind and
-    local indices, ``values`` its values (``-0.0`` hashed as ``0.0``); one finalizer per item."""
-    h = key * np.uint64(0xD6E8FEB86659FD93)
+    local indices, ``values`` its values (``-0.0`` hashed as ``0.0``); one finalizer per item.
+    ``premultiplied``: ``key`` is ``key·C`` already (a scratch array, changed in place)."""
+    h = key if premultiplied else key * _KEY_MUL
     for i, v in enumerate(values):
         bits = np.add(v, 0.0, dtype=np.float64).view(np.uint64)  # a new array: -0.0 + 0.0 is 0.0
         if i:
@@ -199,14 +203,14 @@ def detect(sf: StandardForm) -> BlockStructure | None:
     link_col = col_nnz > tau
     if np.count_nonzero(link_row) > MAX_LINKING_ROWS or np.count_nonzero(link_col) > MAX_LINKING_COLS:
         return None
-    inner = ~link_row[rows]
+    inner = np.logical_not(link_row)[rows]  # (negated on the rows, gathered once on the entries)
     link_cols = np.flatnonzero(link_col)
     for j in link_cols.tolist():  # at most MAX_LINKING_COLS column slices (no per-entry gather)
         inner[indptr[j]:indptr[j + 1]] = False
     sel = np.flatnonzero(inner)  # (one scan; gathers by index cost less than two boolean masks)
     in_cols, in_rows = cols[sel], rows[sel]
     in_cnt = np.bincount(in_cols, minlength=N)
-    star = bool((in_cnt[~link_col] == 1).all())
+    star = np.count_nonzero((in_cnt[~link_col] if link_cols.size else in_cnt) != 1) == 0
     labelled = None
     if star:
         # star blocks (max-sum throughput's shape): every block column meets exactly one inner row,
@@ -261,10 +265,14 @@ def detect(sf: StandardForm) -> BlockStructure | None:
     # have distinct keys; each entry belongs to the block of its row or column (both: the same)
     row_code = _codes(rb, lr)
     col_code = _codes(cb, lc)
+    # the key ``row code·2³² + column code`` times _value_hash's multiplier, as the sum of the
+    # row's and the column's parts (wrapping: the same product), each multiplied once per row/column
+    row_code <<= np.uint64(32)
+    row_code *= _KEY_MUL
+    col_code *= _KEY_MUL
     key = row_code[rows]
-    key <<= np.uint64(32)
-    key |= col_code[cols]
-    ent_hash = _value_hash(key, vals)
+    key += col_code[cols]
+    ent_hash = _value_hash(key, vals, premultiplied=True)
     if cols_in_order:
         # block columns lie block by block: a block column's entries are the block's, in one range
         # of the CSC arrays per block (a linking column's entries inside it are cut out and go to
@@ -490,23 +498,46 @@ def _mix(z: np.ndarray, inplace: bool = False) -> np.ndarray:
     return z
 
 
+#: most runs of increasing owners :func:`_local_ranks` orders by counting (else by a sort)
+_MAX_RUNS = 16
+
+
 def _local_ranks(owner: np.ndarray, B: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """For items with ``owner ≥ 0``: items sorted by (owner, index), each owner's start in that
     order, each item's rank inside its owner (``-1`` for unowned items), and whether the items
     already were in that order (laid out owner by owner)."""
-    n_own = np.count_nonzero(owner >= 0)
-    if n_own == owner.size:  # every item owned (no linking column): no selection
+    all_owned = np.count_nonzero(owner < 0) == 0
+    if all_owned:  # every item owned (no linking column): no selection
         idx, own = np.arange(owner.size), owner
     else:
         idx = np.flatnonzero(owner >= 0)
         own = owner[idx]
     # laid out block by block (a job's columns side by side): already in order, no sort
-    in_order = bool(np.count_nonzero(own[1:] < own[:-1]) == 0)
+    in_order = np.count_nonzero(own[1:] < own[:-1]) == 0
+    start = np.zeros(B + 1, np.int64)
+    np.bincount(own, minlength=B).cumsum(out=start[1:])
     if not in_order:
+        # a few runs of increasing owners (max-min fairness: the time rows of every job, then the
+        # epigraph rows of every job): an item's rank is how often its owner came in earlier runs,
+        # its place ``start[owner] + rank`` — the stable sort by owner, by counting
+        brk = np.flatnonzero(own[1:] <= own[:-1])
+        if brk.size < _MAX_RUNS:
+            bounds = [0, *(brk + 1).tolist(), own.size]
+            seen = np.zeros(B, np.int64)
+            local = np.empty(own.size, np.int64)
+            for a, b in zip(bounds[:-1], bounds[1:]):
+                o = own[a:b]  # distinct owners within a run
+                local[a:b] = seen[o]
+                seen[o] += 1
+            order = np.empty(idx.size, np.int64)
+            order[start[own] + local] = idx
+            rank = np.full(owner.size, -1, np.int64)
+            rank[idx] = local
+            return order, start, rank, False
         idx = idx[np.argsort(own, kind="stable")]
         own = owner[idx]
-    start = np.zeros(B + 1, np.int64)
-    np.cumsum(np.bincount(own, minlength=B), out=start[1:])
+    if all_owned and in_order:  # idx is arange: the ranks without a scatter
+        return idx, start, idx - start[own], True
     rank = np.full(owner.size, -1, np.int64)
     rank[idx] = np.arange(idx.size) - start[own]
     return idx, start, rank, in_order

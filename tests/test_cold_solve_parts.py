@@ -92,3 +92,32 @@ def test_compile_with_consecutive_columns_equals_the_general_path() -> None:
     x = rng.random(model.num_cols)
     model2, X2, Z2 = build()
     assert np.array_equal(X2.value(x), X.value(x)) and np.array_equal(Z2.value(x), Z.value(x))
+
+
+def _reference_ranks(owner: np.ndarray, B: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Items with ``owner ≥ 0`` stably sorted by owner, each owner's start, each item's rank."""
+    idx = np.flatnonzero(owner >= 0)
+    idx = idx[np.argsort(owner[idx], kind="stable")]
+    start = np.zeros(B + 1, np.int64)
+    np.cumsum(np.bincount(owner[idx], minlength=B), out=start[1:])
+    rank = np.full(owner.size, -1, np.int64)
+    rank[idx] = np.arange(idx.size) - start[owner[idx]]
+    return idx, start, rank
+
+
+@pytest.mark.parametrize("runs", [1, 2, 3, 20])
+@pytest.mark.parametrize("unowned", [False, True])
+def test_local_ranks_by_counting_equal_a_stable_sort(runs: int, unowned: bool) -> None:
+    """Owners laid out as a few runs of increasing blocks (max-min fairness's rows: every job's time
+    row, then every job's epigraph row) are ranked by counting; many runs by a sort; both give the
+    stable sort's order, starts and ranks."""
+    rng = np.random.default_rng(runs)
+    B = 50
+    parts = [np.sort(rng.choice(B, size=int(rng.integers(10, B)), replace=False)) for _ in range(runs)]
+    owner = np.concatenate(parts).astype(np.int64)
+    if unowned:
+        owner = np.insert(owner, rng.integers(0, owner.size, 5), -1)
+    order, start, rank, in_order = blocks._local_ranks(owner, B)
+    want = _reference_ranks(owner, B)
+    assert np.array_equal(order, want[0]) and np.array_equal(start, want[1]) and np.array_equal(rank, want[2])
+    assert in_order == (runs == 1)
