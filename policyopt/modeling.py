@@ -286,6 +286,10 @@ class Variable:
     """
 
     __array_ufunc__ = None  # numpy defers to the reflected operators (see LinExpr)
+    #: the existing slots' columns are ``first, first + 1, …`` in C order (as
+    #: :meth:`Model.add_variables` numbers them), or ``None`` (unknown: read from ``cols``; the
+    #: class default, for subclasses that set their own columns)
+    first: int | None = None
 
     def __init__(self, model: "Model", name: str, dims: tuple[IndexSet, ...], cols: np.ndarray,
                  lower: np.ndarray, upper: np.ndarray, integer: bool, first: int | None = None) -> None:
@@ -296,8 +300,6 @@ class Variable:
         self.lower = lower
         self.upper = upper
         self.integer = integer
-        #: the existing slots' columns are ``first, first + 1, …`` in C order (as
-        #: :meth:`Model.add_variables` numbers them), or ``None`` (unknown: read from ``cols``)
         self.first = first
         self._at: dict[int, tuple[np.ndarray, np.ndarray, bool]] = {}
 
