@@ -366,11 +366,15 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None,
     # (a block column: its cost and bounds under key _COL_KEY + local index; a block row: its
     # bounds under _ROW_KEY + local index)
     bcb, brb = cb[bc], rb[br]
-    hc = _value_hash(lc[bc].astype(np.uint64) + _COL_KEY, sf.c[bc], sf.col_lower[bc], sf.col_upper[bc])
-    hr = _value_hash(lr[br].astype(np.uint64) + _ROW_KEY, sf.row_lower[br], sf.row_upper[br])
-    # block by block (the usual layout): one reduceat each, else two float bincounts
-    h = st.h_mat + (_segment_sum(hc, st.col_start) if st.cols_in_order else _block_sum(bcb, hc, B))
-    h += _segment_sum(hr, st.row_start) if st.rows_in_order else _block_sum(brb, hr, B)
+    # hashed in the structure's order (block by block: the block columns and rows themselves where
+    # they lie that way, else col_order / row_order), so each block's items form one range: one
+    # reduceat each (the sums are order-free: the same hashes in any order)
+    co = bc if st.cols_in_order else st.col_order
+    ro = br if st.rows_in_order else st.row_order
+    hc = _value_hash(lc[co].astype(np.uint64) + _COL_KEY, sf.c[co], sf.col_lower[co], sf.col_upper[co])
+    hr = _value_hash(lr[ro].astype(np.uint64) + _ROW_KEY, sf.row_lower[ro], sf.row_upper[ro])
+    h = st.h_mat + _segment_sum(hc, st.col_start)
+    h += _segment_sum(hr, st.row_start)
     col_len, row_len = np.diff(st.col_start), np.diff(st.row_start)
     n_items = st.n_mat + col_len + row_len
     h ^= _mix(n_items.astype(np.uint64), inplace=True)
