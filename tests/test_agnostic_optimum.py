@@ -118,3 +118,24 @@ def test_option_is_checked_and_the_default_is_unchanged() -> None:
     with pytest.raises(InputError, match="optimum"):
         policyopt.solve(p, "max_min_fairness_agnostic", optimum="centre")
     assert "optimum" not in policyopt.solve(p, "max_min_fairness_agnostic").extra
+
+
+def test_published_simulation_takes_the_closed_form_at_every_solve(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The published single-GPU setup's problems (one server of 36 GPUs per type) all fit the closed
+    form: no solve of its agnostic arm falls back to the LP (small form: 60 jobs at 5.6 jobs/h)."""
+    import policyopt.formulations.max_min_fairness as mmf
+    from policyopt.sim import experiments as ex
+    from policyopt.sim.experiment_runner import _run_one
+
+    seen: list[bool] = []
+    closed_form = mmf.proportional_optimum
+
+    def counted(space, a):  # type: ignore[no-untyped-def]
+        out = closed_form(space, a)
+        seen.append(out is not None)
+        return out
+
+    monkeypatch.setattr(mmf, "proportional_optimum", counted)
+    exp = ex.scaled(ex.EXPERIMENTS["las_single"], "published", jobs=60, rates=[5.6], keep_arriving=True)
+    row, _ = _run_one((exp, 0, 5.6, [a.label for a in exp.arms].index("agnostic")))
+    assert row["completed"] > 0 and len(seen) > 10 and all(seen)
