@@ -273,6 +273,7 @@ def detect(sf: StandardForm) -> BlockStructure | None:
     key = row_code[rows]
     key += col_code[cols]
     ent_hash = _value_hash(key, vals, premultiplied=True)
+    bc, br = _span(np.flatnonzero(cb >= 0)), _span(np.flatnonzero(rb >= 0))
     if cols_in_order:
         # block columns lie block by block: a block column's entries are the block's, in one range
         # of the CSC arrays per block (a linking column's entries inside it are cut out and go to
@@ -281,11 +282,17 @@ def detect(sf: StandardForm) -> BlockStructure | None:
               if link_cols.size else np.zeros(0, np.int64))
         lk_blk, lk_hash = rb[rows[lk]], ent_hash[lk]
         ent_hash[lk] = 0
-        start = np.append(indptr[col_order[col_start[:-1]]], rows.size)
+        if isinstance(bc, slice):  # block columns consecutive: block b's are bc.start + [col_start[b], col_start[b+1])
+            first = indptr[bc.start + col_start]
+            n_mat = np.diff(first)
+            start = first.copy()
+            start[-1] = rows.size
+        else:
+            start = np.append(indptr[col_order[col_start[:-1]]], rows.size)
+            n_cum = np.zeros(col_order.size + 1, np.int64)
+            np.cumsum(col_nnz[col_order], out=n_cum[1:])
+            n_mat = np.diff(n_cum[col_start])
         h_mat = _segment_sum(ent_hash, start)
-        n_cum = np.zeros(col_order.size + 1, np.int64)
-        np.cumsum(col_nnz[col_order], out=n_cum[1:])
-        n_mat = np.diff(n_cum[col_start])
         own = lk_blk >= 0  # a linking column's entry in a block row (the epigraph t); else in no block
         if own.any():
             h_mat += _block_sum(lk_blk[own], lk_hash[own], B)
@@ -296,7 +303,7 @@ def detect(sf: StandardForm) -> BlockStructure | None:
         h_mat = _block_sum(ent_blk, ent_hash, B + 1)[:B]
         n_mat = np.bincount(ent_blk, minlength=B + 1)[:B]
     return BlockStructure(A, cb, rb, B, col_order, col_start, lc, row_order, row_start, lr,
-                          _span(np.flatnonzero(cb >= 0)), _span(np.flatnonzero(rb >= 0)), h_mat, n_mat,
+                          bc, br, h_mat, n_mat,
                           cols_in_order, rows_in_order)
 
 
@@ -436,7 +443,9 @@ def aggregate(sf: StandardForm, structure: BlockStructure | None = None,
     # ---- maps back: every block column/row takes its representative's (same local index)
     col_src = red_col.copy()
     rep_b = rep[group[bcb]]
-    col_src[bc] = red_col[st.col_order[st.col_start[rep_b] + lc[bc]]]
+    # (block columns consecutive and in order: col_order[k] is bc.start + k, no gather)
+    col_pos = st.col_start[rep_b] + lc[bc]
+    col_src[bc] = red_col[col_pos + bc.start if isinstance(bc, slice) and st.cols_in_order else st.col_order[col_pos]]
     row_src = red_row.copy()
     rep_r = rep[group[brb]]
     row_src[br] = red_row[st.row_order[st.row_start[rep_r] + lr[br]]]
