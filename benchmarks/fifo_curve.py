@@ -61,11 +61,13 @@ def merged(files: list[Path], stem: str) -> pd.DataFrame:
 
 
 def table(df: pd.DataFrame) -> str:
-    """Markdown: per rate, Gavel's means and ratios agnostic ÷ aware (÷ aware+ss), ours, per-seed ratios."""
+    """Markdown: per rate, Gavel's means and ratios agnostic ÷ aware (÷ aware+ss), ours over the seeds that
+    have all three arms, and our per-seed ratios."""
     wide = df.pivot_table(index=["rate", "seed"], columns="arm", values="avg_jct_hours")
-    lines = ["| rate | Gavel agnostic / aware / aware+SS (h) | Gavel ÷ aware | Gavel ÷ aware+SS "
+    wide = wide.dropna(subset=list(ARMS))  # a seed still running at some arm is left out
+    lines = ["| rate | Gavel agnostic / aware / aware+SS (h) | Gavel ÷ aware | Gavel ÷ aware+SS | seeds "
              "| ours agnostic / aware / aware+SS (h) | ours ÷ aware (per seed) | ours ÷ aware+SS (per seed) |",
-             "|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|"]
     for rate, g in wide.groupby(level="rate"):
         pub = PUBLISHED.get(round(float(rate), 1), {})
         pm = {a: pub[a][0] for a in pub}
@@ -76,7 +78,9 @@ def table(df: pd.DataFrame) -> str:
         om = " / ".join(f"{mean[a]:.1f}" for a in ARMS)
         s1 = " / ".join(f"{x:.2f}" for x in g["agnostic"] / g["aware"])
         s2 = " / ".join(f"{x:.2f}" for x in g["agnostic"] / g["aware+ss"])
-        lines.append(f"| {rate:g} | {gm} | {r1} | {r2} | {om} | **{mean['agnostic'] / mean['aware']:.2f}×** ({s1}) "
+        seeds = ", ".join(str(int(s)) for s in g.index.get_level_values("seed"))
+        lines.append(f"| {rate:g} | {gm} | {r1} | {r2} | {seeds} | {om} "
+                     f"| **{mean['agnostic'] / mean['aware']:.2f}×** ({s1}) "
                      f"| **{mean['agnostic'] / mean['aware+ss']:.2f}×** ({s2}) |")
     return "\n".join(lines)
 

@@ -23,7 +23,14 @@ def test_table_and_files(tmp_path: Path, monkeypatch, capsys) -> None:
     # Gavel at 4.8: 92.0 / 24.1 / 20.1 h; ours: means 50 / 20 / 15, per seed 2.00 / 3.00 and 4.00 / 3.00
     assert "92.0/24.1/20.1" in row and f"{92.0 / 24.1:.2f}×" in row and f"{92.0 / 20.1:.2f}×" in row
     assert "**2.50×** (2.00 / 3.00)" in row and f"**{50 / 15:.2f}×** (4.00 / 3.00)" in row
+    assert "| 0, 1 |" in row
     assert len(pd.read_csv(tmp_path / "c.csv")) == 6 and (tmp_path / "c.png").exists()
+    # a seed with an arm still running is left out of the means and ratios
+    pd.DataFrame(rows + [{"rate": 4.8, "seed": 2, "arm": "aware", "avg_jct_hours": 1.0}]).to_csv(
+        tmp_path / "a.csv", index=False)
+    fc.main()
+    row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4.8 |"))
+    assert "| 0, 1 |" in row and "**2.50×** (2.00 / 3.00)" in row
     pd.DataFrame(rows[:1]).to_csv(tmp_path / "b.csv", index=False)
     with pytest.raises(SystemExit, match="two files"):
         fc.merged([tmp_path / "a.csv", tmp_path / "b.csv"], "c")
