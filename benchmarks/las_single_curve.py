@@ -8,7 +8,17 @@ writes
 
 * ``STEM.csv``: the rows, sorted by rate, seed and arm;
 * ``STEM.png``: average JCT against the input rate, both arms (mean over the seeds, bars min–max);
-* ``STEM_ratio.png``: the ratio agnostic ÷ aware average JCT per seed against the input rate.
+* ``STEM_ratio.png``: the ratio agnostic ÷ aware average JCT per seed against the input rate;
+
+and prints, per rate, our ratio per seed next to Gavel's published curve (:data:`PUBLISHED`).
+
+Gavel's curve is its artifact's figure of LAS on the continuous-single trace
+(``scheduler/notebooks/figures/evaluation/continuous_jobs/single_gpu_las_v100=36_p100=36_k80=36.pdf``
+in ``stanford-futuredata/gavel``, drawn by ``continuous_jobs.ipynb`` with ``sns.lineplot(ci='sd')``:
+36 GPUs per type, average JCT of jobs 4,000–5,000, seeds 0–2). The values were read from the PDF's
+vector data: each mean is the middle of the curve's standard-deviation band, each standard deviation
+its half-height, mapped through the axes' tick positions (0–8 jobs/hour, 0–100 hours). "LAS" is
+Gavel's heterogeneity-agnostic ``max_min_fairness``, "Gavel" its ``max_min_fairness_perf``.
 
 Usage: ``python benchmarks/las_single_curve.py [--dir docs/figures/sim] [--stem NAME] [CSV ...]``.
 """
@@ -22,6 +32,25 @@ import pandas as pd
 from policyopt.sim.plots import jct_vs_load_figure
 
 PATTERN = "las_single_published_gavel_semantics_*.csv"
+
+#: Gavel's published curve: rate (jobs/hour) -> arm -> (mean, standard deviation over seeds 0-2) in hours
+PUBLISHED: dict[float, dict[str, tuple[float, float]]] = {
+    0.4: {"agnostic": (22.7, 1.7), "aware": (17.4, 1.0)},
+    0.8: {"agnostic": (22.8, 1.7), "aware": (17.4, 1.0)},
+    1.2: {"agnostic": (22.8, 1.7), "aware": (17.5, 1.0)},
+    1.6: {"agnostic": (23.0, 1.6), "aware": (17.4, 0.9)},
+    2.0: {"agnostic": (22.8, 1.8), "aware": (17.0, 0.7)},
+    2.4: {"agnostic": (22.9, 1.6), "aware": (16.3, 0.7)},
+    2.8: {"agnostic": (22.9, 1.8), "aware": (15.8, 0.8)},
+    3.2: {"agnostic": (22.9, 1.7), "aware": (15.7, 1.0)},
+    3.6: {"agnostic": (23.0, 1.7), "aware": (15.9, 1.2)},
+    4.0: {"agnostic": (22.9, 1.7), "aware": (16.3, 1.4)},
+    4.4: {"agnostic": (23.2, 1.8), "aware": (16.8, 1.6)},
+    4.8: {"agnostic": (34.8, 6.9), "aware": (18.0, 1.8)},
+    5.2: {"agnostic": (60.1, 8.5), "aware": (20.5, 1.6)},
+    5.6: {"agnostic": (91.3, 7.1), "aware": (26.4, 2.7)},
+    6.0: {"aware": (37.6, 5.9)},
+}
 
 
 def merged(directory: Path, stem: str, files: list[Path] | None = None) -> pd.DataFrame:
@@ -59,8 +88,25 @@ def main() -> None:
     jct_vs_load_figure(r.assign(seed=r["seed"].map(lambda s: f"seed {s}")), args.dir / f"{args.stem}_ratio.png",
                        y="ratio", hue="seed", ylabel="agnostic / aware average JCT",
                        title="LAS single-GPU at the published scale: ratio per seed (published: 3.5x)")
-    table = r.pivot(index="rate", columns="seed", values="ratio")
-    print(table.to_string(float_format=lambda v: f"{v:.2f}"))
+    print(published_table(df, r))
+
+
+def published_table(df: pd.DataFrame, r: pd.DataFrame) -> str:
+    """A markdown table per rate: Gavel's published means and ratio, our means (over the seeds run) and
+    our ratio per seed."""
+    means = df.pivot_table(index="rate", columns="arm", values="avg_jct_hours")
+    per_seed = r.pivot(index="rate", columns="seed", values="ratio")
+    lines = ["| rate | published agnostic / aware (h) | published ratio | ours agnostic / aware (h) | ours per seed |",
+             "|---|---|---|---|---|"]
+    for rate in per_seed.index:
+        pub = PUBLISHED.get(round(float(rate), 1), {})
+        agn, aw = pub.get("agnostic"), pub.get("aware")
+        pub_s = f"{agn[0] if agn else '–'} / {aw[0] if aw else '–'}"
+        pub_r = f"{agn[0] / aw[0]:.2f}" if agn and aw else "–"
+        ours = f"{means.loc[rate, 'agnostic']:.1f} / {means.loc[rate, 'aware']:.1f}"
+        seeds = " / ".join("–" if pd.isna(v) else f"{v:.2f}" for v in per_seed.loc[rate])
+        lines.append(f"| {rate} | {pub_s} | {pub_r} | {ours} | {seeds} |")
+    return "\n".join(lines)
 
 
 if __name__ == "__main__":
