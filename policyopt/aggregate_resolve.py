@@ -33,9 +33,10 @@ The policy's own code runs unchanged on the reduced LP through variables over th
 columns are their class's columns (:meth:`AggregateModel.update`): ``X.value(x)`` expands the
 answer, and costs set on such columns (max-min fairness's ``fill`` stage) are summed over the jobs
 of a column, which is ``m_g c_g`` (they must be equal within a column). A job of data no class has
-(a new job, or a kept one whose data changed), unequal costs or bounds within a class column, or a
-failed certificate end the aggregated model: the policy builds the whole LP cold (:exc:`Declined`
-for the last two).
+(a new job, or a kept one whose data changed), unequal costs or bounds within a class column (or
+given to some of its jobs only), row bounds or rows set by the policy, or a failed certificate end
+the aggregated model: the policy builds the whole LP cold (:exc:`Declined` for all
+but the first).
 """
 from __future__ import annotations
 
@@ -122,9 +123,10 @@ class _Loaded(LoadedModel):
     """The reduced LP as the policy's loaded model (what :class:`LoadedLP` and the policies call):
     costs given per job column are summed per class column; every answer is certified."""
 
-    def __init__(self, small: Any) -> None:
+    def __init__(self, small: Any, owner: "AggregateModel") -> None:
         super().__init__(small.sf, small.options)
         self.small = small
+        self.owner = owner  # (its classes' multiplicities, read when costs or bounds are set)
         self.return_duals = False  # (read by callers; the reduced LP keeps its duals for the certificate)
         #: costs or bounds set by the policy since the last update (the next one compares them all);
         #: true at first: the kept reduced LP holds whatever the fast path's last solve left
@@ -137,25 +139,44 @@ class _Loaded(LoadedModel):
         cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
         n = self.small.sf.num_cols
         _uniform(cols, costs, n, "costs")
+        hit = self._whole(cols, n, "costs", once=True)
         self.touched = True
         tot = np.bincount(cols, costs, minlength=n)
-        hit = np.bincount(cols, minlength=n).nonzero()[0]
         self.small.set_costs(hit, tot[hit])
+
+    def _whole(self, cols: np.ndarray, n: int, what: str, once: bool) -> np.ndarray:
+        """The reduced columns given in ``cols``; :exc:`Declined` unless each class column among
+        them is given once per job of its class (``m_g`` times: given to part of a class, the
+        change is not one of the reduced LP) and, with ``once``, each linking column once (a sum
+        of costs would double it)."""
+        cnt = np.bincount(cols, minlength=n)
+        hit = cnt.nonzero()[0]
+        g = self.owner.col_group[hit]
+        want = np.where(g >= 0, np.append(self.owner.mult, 1)[g], 1)
+        bad = cnt[hit] != want if once else (g >= 0) & (cnt[hit] != want)
+        if np.count_nonzero(bad):
+            raise Declined(f"{what} given to a class column other than once per job of its class")
+        return hit
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Bounds per job column: the jobs of a class column must be given equal bounds."""
         cols = np.asarray(cols, np.int64)
         lower, upper = np.asarray(lower, np.float64), np.asarray(upper, np.float64)
+        n = self.small.sf.num_cols
         if cols.size > 1:
-            n = self.small.sf.num_cols
             _uniform(cols, lower, n, "lower bounds")
             _uniform(cols, upper, n, "upper bounds")
+        self._whole(cols, n, "bounds", once=False)
         self.touched = True
         self.small.set_col_bounds(cols, lower, upper)
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
-        self.touched = True
-        self.small.set_row_bounds(rows, lower, upper)
+        """Rows of the whole LP have no counterpart in the reduced one (:exc:`Declined`)."""
+        raise Declined("row bounds are not set on the aggregated re-solve")
+
+    def add_rows(self, A_rows: Any, lower: np.ndarray, upper: np.ndarray) -> np.ndarray:
+        """Rows over the whole LP's columns have no counterpart in the reduced one (:exc:`Declined`)."""
+        raise Declined("rows are not added to the aggregated re-solve")
 
     def set_sense(self, sense: str) -> None:
         if sense != self.small.sf.sense:
@@ -202,7 +223,7 @@ class AggregateModel:
                  variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]]) -> None:
         self.lock = threading.Lock()
         self.signature = signature
-        self.loaded = _Loaded(small)
+        self.loaded = _Loaded(small, self)
         self.small = small
         small.return_duals = True  # (the certificate reads them)
         self.obj_name = obj_name

@@ -263,3 +263,39 @@ def test_concurrent_solves_of_one_policy_object_stay_exact(name: str) -> None:
     for t in threads:
         t.join()
     assert not errors, errors[0]
+
+
+def test_costs_or_bounds_given_to_part_of_a_class_are_refused() -> None:
+    """A class column stands for every job of its class: a cost or bound given to some of those jobs
+    only (or to one job twice, or a linking column twice) is no change of the reduced LP, and row
+    bounds or rows of the whole LP have no rows there — all end the aggregated model."""
+    pol = get_policy("max_min_fairness")
+    jobs = first_jobs()
+    check(pol, "max_min_fairness", {}, jobs)
+    jobs.append(kind_job(N, 2))
+    got = check(pol, "max_min_fairness", {}, jobs)
+    st_ = incremental.state(pol)
+    assert isinstance(st_, AggregateModel)
+    X = st_._variables(got.space)["X"]
+    cols = X.cols[X.cols >= 0]
+    c0 = cols[0]
+    m0 = int(np.count_nonzero(cols == c0))
+    assert m0 > 1
+    one = np.flatnonzero(cols == c0)[:1]  # one job's entry of a class column of m0 jobs
+    before = float(st_.small.sf.c[c0])
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_costs(cols[one], np.ones(1))
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_costs(np.concatenate([cols, cols[one]]), np.ones(cols.size + 1))
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_col_bounds(cols[one], np.zeros(1), np.zeros(1))
+    assert float(st_.small.sf.c[c0]) == before and float(st_.small.sf.col_upper[c0]) != 0.0
+    link = int(np.flatnonzero(st_.col_group < 0)[0])
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_costs(np.array([link, link]), np.ones(2))
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.set_row_bounds(np.array([0]), np.zeros(1), np.ones(1))
+    with pytest.raises(aggregate_resolve.Declined):
+        st_.loaded.add_rows(sp.csr_matrix((1, st_.small.sf.num_cols)), np.zeros(1), np.ones(1))
+    st_.loaded.set_costs(cols, np.ones(cols.size))  # every job of every class once: accepted
+    assert float(st_.small.sf.c[c0]) == float(m0)
