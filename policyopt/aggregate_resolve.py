@@ -179,17 +179,20 @@ class _Loaded(LoadedModel):
         raise Declined("rows are not added to the aggregated re-solve")
 
     def set_sense(self, sense: str) -> None:
+        """Only the compiled sense (the reduced LP's bound and certificate are of that sense)."""
         if sense != self.small.sf.sense:
             raise Declined("the aggregated re-solve keeps the compiled objective sense")
         self.small.set_sense(sense)
 
     def set_algorithm(self, algorithm: str) -> None:
+        """Passed to the reduced LP's HiGHS model."""
         self.small.set_algorithm(algorithm)
 
     def has_basis(self) -> bool:
         return False  # (no label snapshot of the reduced LP is taken for a later cold build)
 
     def solve(self) -> SolveResult:
+        """As :meth:`resolve` (the reduced LP is always re-solved from its kept basis)."""
         return self.resolve()
 
     def resolve(self) -> SolveResult:
@@ -245,9 +248,11 @@ class AggregateModel:
 
     # ---------------------------------------------------------------- JobSetModel's other calls
     def prefers_rebuild(self) -> bool:
+        """Never: a change the classes cannot take builds the whole LP cold without prices."""
         return False
 
     def linking_duals(self) -> None:
+        """None: the reduced LP's multipliers are not handed to a fresh build."""
         return None
 
     def snapshot(self, space: AllocationSpace, variables: dict[str, Variable]) -> None:
