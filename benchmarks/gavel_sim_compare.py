@@ -185,6 +185,18 @@ def _shown(cmd: Sequence[str]) -> str:
     return " ".join([Path(cmd[0]).name, *cmd[1:3], Path(cmd[3]).name, *cmd[4:]])
 
 
+def arm_overrides(arm: str, variant: str, overrides: dict[str, Any]) -> dict[str, Any]:
+    """Our side's SimConfig overrides for ``arm`` in ``variant``: the arm's (:data:`ARM_CONFIG`), the
+    variant's (:data:`VARIANTS`), then ``--ours``, later ones winning; ``policy_options`` merged key by
+    key across the three."""
+    parts = (ARM_CONFIG.get(arm, {}), VARIANTS[variant], overrides)
+    over: dict[str, Any] = {k: v for part in parts for k, v in part.items()}
+    opts = [part["policy_options"] for part in parts if "policy_options" in part]
+    if opts:
+        over["policy_options"] = {k: v for o in opts for k, v in o.items()}
+    return over
+
+
 def ours_config(policy: str, counts: dict[str, int], seed: int, num_jobs: int, window: tuple[int, int],
                 round_seconds: float, overrides: dict[str, Any]) -> SimConfig:
     """Our :class:`SimConfig` with Gavel's simulator's semantics (module docstring), then ``overrides``."""
@@ -302,11 +314,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"[{arm}] ours ({variant}): not run ({variant} applies to "
                           f"{', '.join(VARIANT_POLICIES[variant])} only)", flush=True)
                     continue
-                arm_cfg, var_cfg = ARM_CONFIG.get(arm, {}), VARIANTS[variant]
-                over = {**arm_cfg, **var_cfg, **overrides}
-                if "policy_options" in arm_cfg and "policy_options" in var_cfg:  # merged key by key
-                    over["policy_options"] = {**arm_cfg["policy_options"], **var_cfg["policy_options"]}
-                cfg = ours_config(opol, counts, args.seed, len(trace), window, args.round_seconds, over)
+                cfg = ours_config(opol, counts, args.seed, len(trace), window, args.round_seconds,
+                                  arm_overrides(arm, variant, overrides))
                 ours = run_ours(trace, args.cluster, cfg, table)
                 print(f"[{arm}] ours ({variant}): avg JCT {_fmt(ours['avg_jct_s'] / 3600)} h, "
                       f"wall {ours['wall_s']:.1f} s, CPU {ours['cpu_s']:.1f} s", flush=True)

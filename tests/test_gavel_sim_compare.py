@@ -136,3 +136,13 @@ def test_keep_arriving_trace_is_the_experiments_trace(bench, gavel) -> None:
             assert ours == ex._make_trace(exp, 5, 2.0, gavel, chunks)
     with pytest.raises(Exception, match="keep_arriving"):
         bench.main(["--jobs", "30", "--keep-arriving", "-1"])
+
+
+def test_arm_overrides_merge_policy_options_of_arm_variant_and_command_line(bench) -> None:
+    """``--ours policy_options=...`` keeps its options beside the arm's and the variant's (later wins)."""
+    got = bench.arm_overrides("fifo_ss", "interior", {"policy_options": {"pair_threshold": 0.5, "fill": True},
+                                                       "seed": 3})
+    assert got["space_sharing"] is True and got["seed"] == 3
+    assert got["policy_options"] == {"pair_top_k": 4, "solver": "cvxpy:CLARABEL", "fill": True, "pair_threshold": 0.5}
+    assert bench.arm_overrides("aware", "default", {}) == {}
+    assert bench.arm_overrides("aware", "interior", {})["policy_options"] == {"solver": "cvxpy:CLARABEL", "fill": False}
