@@ -92,13 +92,14 @@ def main() -> None:
 
 
 def published_table(df: pd.DataFrame, r: pd.DataFrame) -> str:
-    """A markdown table per rate: Gavel's published means and ratio, our means (over the seeds run) and
-    our ratio per seed."""
-    means = df.pivot_table(index="rate", columns="arm", values="avg_jct_hours")
+    """A markdown table per rate: Gavel's published means and ratio, our means (over the seeds whose two
+    arms both finished) and our ratio per seed."""
+    both = df.pivot_table(index=["rate", "seed"], columns="arm", values="avg_jct_hours").dropna()
+    means = both.groupby(level="rate").mean()
     per_seed = r.pivot(index="rate", columns="seed", values="ratio")
     lines = ["| rate | published agnostic / aware (h) | published ratio | ours agnostic / aware (h) | ours per seed |",
              "|---|---|---|---|---|"]
-    for rate in per_seed.index:
+    for rate in means.index:
         pub = PUBLISHED.get(round(float(rate), 1), {})
         agn, aw = pub.get("agnostic"), pub.get("aware")
         pub_s = f"{agn[0] if agn else '–'} / {aw[0] if aw else '–'}"

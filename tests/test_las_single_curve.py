@@ -38,3 +38,12 @@ def test_a_rate_seed_and_arm_in_two_files_is_an_error(tmp_path) -> None:
             tmp_path / f"las_single_published_gavel_semantics_{name}.csv", index=False)
     with pytest.raises(SystemExit, match="in two files"):
         mod.merged(tmp_path, "las_single_published_gavel_semantics_curve")
+
+
+def test_published_table_means_only_seeds_with_both_arms() -> None:
+    mod = load_benchmark("las_single_curve.py", "las_single_curve")
+    # seed 1's agnostic run did not finish: its aware run must not enter the aware mean
+    df = _rows(2.4, {(0, "aware"): 10.0, (0, "agnostic"): 15.0, (1, "aware"): 30.0})
+    table = mod.published_table(df, mod.ratios(df))
+    row = next(line for line in table.splitlines() if line.startswith("| 2.4 "))
+    assert row == "| 2.4 | 22.9 / 16.3 | 1.40 | 15.0 / 10.0 | 1.50 / – |", row
