@@ -51,7 +51,14 @@ def test_multi_example_runs_data_parallel_jobs_whole(tmp_path: Path, capsys: pyt
     assert report["slot_events"] == [] and report["gpus_per_server"] == {"cpu1": 2, "cpu2": 2}
     fid = report["fidelity"]
     assert fid["available"], fid
-    assert fid["model"] == "rounds" and fid["rate_scale"] == pytest.approx(3.0 / fid["round_seconds"])
+    # the round model needs one launch that trained a whole round; on a fast machine every fresh launch may
+    # be of a job that finished inside its round, and the documented fallback is the nominal model
+    from policyopt.executor.fidelity import round_model
+
+    if round_model(report)["restore_seconds"] is not None:
+        assert fid["model"] == "rounds" and fid["rate_scale"] == pytest.approx(3.0 / fid["round_seconds"])
+    else:
+        assert fid["model"] == "nominal" and fid["rate_scale"] == 1.0 and fid["round_seconds"] == 3.0
     assert fid["nominal_model"]["makespan"]["measured"] == report["summary"]["makespan"]
     print(f"\nmulti example: wall {time.time() - t0:.1f} s, makespan {report['summary']['makespan']:.1f} s; "
           f"simulated {fid['makespan']['simulated']:.1f} s ({fid['makespan']['difference_pct']:+.1f} %), with "
