@@ -290,26 +290,10 @@ class JobSetModel:
         return self._variables(space, pos_of_slot)
 
     def _slots(self, ids: np.ndarray) -> np.ndarray:
-        """Each job's slot in the kept model (``-1``: new). The common prefix and suffix with the kept
-        ids are matched by one vectorized comparison each (an arrival at the end, a completion: no
-        per-job work); only a middle part where both sides have jobs is looked up by id."""
-        old, n, S = self.ids, len(ids), len(self.ids)
-        m = min(n, S)
-        diff = (ids[:m] != old[:m]).nonzero()[0]
-        p = int(diff[0]) if diff.size else m
-        q_max = m - p
-        tail = (ids[n - q_max:][::-1] != old[S - q_max:][::-1]).nonzero()[0] if q_max else np.zeros(0, np.int64)
-        q = int(tail[0]) if tail.size else q_max
-        slot = np.full(n, -1, np.int64)
-        slot[:p] = np.arange(p)
-        slot[n - q:] = np.arange(S - q, S)
-        if n - q > p and S - q > p:  # jobs in the middle on both sides: look them up
-            if self._slot_of is None:
-                self._slot_of = {j: i for i, j in enumerate(old.tolist())}
-            get = self._slot_of.get
-            mid = ids[p:n - q].tolist()
-            found = np.fromiter((get(j, -1) for j in mid), np.int64, len(mid))
-            slot[p:n - q] = found
+        """Each job's slot in the kept model (``-1``: new), by
+        :func:`~policyopt.aggregate_resolve.match_slots` (the common prefix and suffix by one
+        vectorized comparison each; only a middle part where both sides have jobs looked up by id)."""
+        slot, _, _, self._slot_of = aggregate_resolve.match_slots(self.ids, ids, self._slot_of)
         if self.dead.any():  # (a job with the id of one that left is new)
             slot[self.dead[slot] & (slot >= 0)] = -1
         return slot
