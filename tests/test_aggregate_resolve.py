@@ -7,6 +7,7 @@ builds the whole LP cold."""
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 import pytest
@@ -14,7 +15,8 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyopt import Cluster, Job, Problem, aggregate_resolve, get_policy, incremental
+from policyopt import (AllocationSpace, Cluster, Job, Policy, PolicyResult, Problem, aggregate_resolve, get_policy,
+                       incremental)
 from policyopt.aggregate_resolve import AggregateModel, ClassVariable, match_slots
 from policyopt.incremental import JobSetModel
 from policyopt.modeling import IndexSet, Model, Variable
@@ -44,7 +46,7 @@ def first_jobs() -> list[Job]:
     return [kind_job(i, k) for i, k in enumerate(kinds)]
 
 
-def check(pol, name: str, opts: dict, jobs: list[Job]):  # type: ignore[no-untyped-def]
+def check(pol: Policy, name: str, opts: dict[str, Any], jobs: list[Job]) -> PolicyResult:
     """Solve with ``pol``; the answer must equal a cold simplex solve of the whole LP."""
     p = Problem(CLUSTER, tuple(jobs))
     got = pol.solve(p)
@@ -59,7 +61,7 @@ def check(pol, name: str, opts: dict, jobs: list[Job]):  # type: ignore[no-untyp
     return got
 
 
-def updates(pol) -> int:  # type: ignore[no-untyped-def]
+def updates(pol: Policy) -> int:
     s = incremental.state(pol)
     return s.updates if isinstance(s, AggregateModel) else -1
 
@@ -100,7 +102,9 @@ def test_arrivals_and_completions_update_the_classes(name: str, opts: dict) -> N
     steps += 1
     assert updates(pol) == steps
     del jobs[3], jobs[40]  # several at once
-    arrive(1, 0), arrive(6, 17), arrive(7)
+    arrive(1, 0)
+    arrive(6, 17)
+    arrive(7)
     check(pol, name, opts, jobs)
     steps += 1
     assert updates(pol) == steps
@@ -135,7 +139,8 @@ def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatc
     check(pol, name, {}, jobs)
     calls = []
 
-    def refuse(sf, x, y, tol=1e-9):  # type: ignore[no-untyped-def]
+    def refuse(sf: StandardForm, x: np.ndarray, y: np.ndarray, tol: float = 1e-9
+               ) -> tuple[bool, float, float, float]:
         calls.append(1)
         return False, 0.0, 1.0, 0.0
 
@@ -252,7 +257,7 @@ def test_concurrent_solves_of_one_policy_object_stay_exact(name: str, monkeypatc
     answered: list[int] = []
     update = AggregateModel.update
 
-    def counted(self, policy, space):  # type: ignore[no-untyped-def]
+    def counted(self: AggregateModel, policy: Any, space: AllocationSpace) -> dict[str, Variable] | None:
         got = update(self, policy, space)
         if got is not None:
             answered.append(1)
