@@ -3,6 +3,7 @@
     python benchmarks/gavel_sim_compare.py --gavel PATH [--gavel-python PY] [--jobs 300] [--rate 3.5]
         [--cluster v100=12,p100=12,k80=12] [--window 120:240] [--seed 0] [--multi-gpu]
         [--arms aware,agnostic] [--ours KEY=VALUE ...] [--keep-arriving K] [--timeout 900] [--json FILE]
+        [--trace-source ours|gavel] [--skip-gavel-sim]
 
 ``PATH`` is a checkout of Gavel's public code (``stanford-futuredata/gavel``, MIT): its root or its
 ``scheduler/`` folder, with the RPC stubs generated (``make rpc_stubs`` there) and its Python
@@ -17,7 +18,11 @@ total_steps, scale_factor, priority_weight, SLO, arrival_time``, where ``job_typ
 of Gavel's throughput table and the command fields (unused by Gavel's simulator) are placeholders —
 and both simulators run it. ``--keep-arriving K`` continues that trace by ``K`` chunks as
 ``python -m policyopt.sim.experiments ... --keep-arriving`` does (the same jobs for the same seed), so
-both simulators run the trace a published-scale experiment measured:
+both simulators run the trace a published-scale experiment measured. ``--trace-source gavel`` has
+Gavel's own generator draw the trace instead (run from ``PATH`` with ``--gavel-python``: the very jobs and
+arrival times Gavel's simulator draws for ``--seed`` in its published sweeps, ``run_sweep_continuous.py
+--seeds 0 1 2``; ``--keep-arriving K`` then takes ``(1 + KEEP_ARRIVING_EXTRA·K)·--jobs`` jobs of that one
+stream), and ``--skip-gavel-sim`` runs our simulator alone on it:
 
 * Gavel: ``scripts/drivers/simulate_scheduler_with_trace.py -t TRACE -p POLICY -c V:P:K --seed S
   --time_per_iteration 360 -s A -e B`` (solver ECOS, its default), in its own process; its average
@@ -68,8 +73,9 @@ from policyopt.cluster_counts import parse_cluster
 from policyopt.data.gavel import load_gavel
 from policyopt.errors import InputError
 from policyopt.sim.experiments import GAVEL_SIMULATOR, KEEP_ARRIVING_EXTRA
+from policyopt.sim.metrics import window_backlog
 from policyopt.sim.simulator import SimConfig, Simulator
-from policyopt.sim.traces import TraceJob, _more_seed, continue_arrivals, gavel_trace, parse_job_type
+from policyopt.sim.traces import TraceJob, _more_seed, continue_arrivals, gavel_trace, job_type_name, parse_job_type
 
 #: arm -> (Gavel's policy name, ours)
 ARMS: dict[str, tuple[str, str]] = {"aware": ("max_min_fairness_perf", "max_min_fairness"),
@@ -121,6 +127,53 @@ def continued_trace(table: Any, num_jobs: int, rate: float, seed: int, multi_gpu
                            multi_gpu=multi_gpu)
         trace = continue_arrivals(trace, more)
     return trace
+
+
+#: run by Gavel's interpreter in its ``scheduler/`` folder: the jobs and arrival times Gavel's ``Scheduler.simulate``
+#: draws for ``run_sweep_continuous.py`` (``_initialize_seeds``: jobs from ``random.Random(seed + 2)``, arrival gaps
+#: from ``random.Random(seed + 3)``; the first job at time 0; ``utils.generate_job`` with the oracle throughputs
+#: ``simulation_throughputs.json``), one JSON list a line: type, scale factor, steps, duration, arrival
+_GAVEL_DRAW = """
+import json, math, random, sys
+import utils
+n, rate, seed, multi = int(sys.argv[1]), float(sys.argv[2]), int(sys.argv[3]), sys.argv[4] == "1"
+thr = utils.read_all_throughputs_json_v2("simulation_throughputs.json")
+jobs = random.Random()
+jobs.seed(seed + 2)
+gaps = random.Random()
+gaps.seed(seed + 3)
+lam = 3600.0 / rate
+t = 0.0
+for i in range(n):
+    job = utils.generate_job(throughputs=thr, reference_worker_type="v100", rng=jobs, job_id=None,
+                             fixed_job_duration=None, generate_multi_gpu_jobs=multi,
+                             generate_multi_priority_jobs=False, SLO_rng=None)
+    sys.stdout.write(json.dumps([job.job_type, job.scale_factor, job.total_steps, job.duration, t]) + "\\n")
+    t = -math.log(1.0 - gaps.random()) / (1.0 / lam) + t
+"""
+
+
+def gavel_drawn_trace(sched_dir: Path, python: str, num_jobs: int, rate: float, seed: int,
+                      multi_gpu: bool) -> list[TraceJob]:
+    """The first ``num_jobs`` jobs of the trace Gavel's own simulator draws for ``seed`` at ``rate`` jobs/hour
+    (its published sweeps: ``run_sweep_continuous.py --seeds 0 1 2``), drawn by Gavel's generator in its own
+    process. Jobs are numbered from 0 in arrival order, as Gavel numbers them; steps are rounded up to a whole
+    number (Gavel's trace format holds whole steps; our generator's convention, ``ceil(duration · V100
+    throughput)``), a change of at most one step in millions."""
+    proc = subprocess.run([python, "-c", _GAVEL_DRAW, str(num_jobs), repr(float(rate)), str(seed),
+                           "1" if multi_gpu else "0"], cwd=sched_dir, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          text=True, check=False)
+    if proc.returncode != 0:
+        tail = proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ""
+        raise InputError("trace_source", "gavel", f"Gavel's generator failed (exit {proc.returncode}): {tail}")
+    out = []
+    for i, line in enumerate(proc.stdout.splitlines()):
+        model, sf, steps, duration, arrival = json.loads(line)
+        out.append(TraceJob(str(i), float(arrival), job_type_name(model, int(sf)), int(sf), float(np.ceil(steps)),
+                            duration_v100=float(duration)))
+    if len(out) != num_jobs:
+        raise InputError("trace_source", "gavel", f"Gavel's generator gave {len(out)} jobs, not {num_jobs}")
+    return out
 
 
 def write_gavel_trace(trace: Sequence[TraceJob], path: str | Path) -> None:
@@ -217,8 +270,12 @@ def run_ours(trace: Sequence[TraceJob], cluster: str, cfg: SimConfig, table: Any
     j = res.jobs
     win = j[j["in_window"]]
     per_job = {int(i): float(v) for i, v in zip(win["id"], win["jct"])}
+    bl = window_backlog(j["arrival"].to_numpy(float), j["finish"].to_numpy(float), j["in_window"].to_numpy(bool))
+    last_h = (float(j["arrival"].max()) - float(j["arrival"].min())) / 3600.0
     return {"status": "ok", "avg_jct_s": res.metrics["avg_jct"], "per_job": per_job, "wall_s": wall, "cpu_s": cpu,
-            "recomputes": res.metrics["policy_solve_seconds"]["count"], "rounds": res.metrics["rounds"]}
+            "recomputes": res.metrics["policy_solve_seconds"]["count"], "rounds": res.metrics["rounds"],
+            "window_done_h": bl["t2_h"], "last_arrival_h": last_h, "active_trend": bl["active_trend"],
+            "arrivals_cover_window": bl["t2_h"] is not None and last_h >= bl["t2_h"]}
 
 
 def per_job_agreement(ours: dict[int, float], gavel: dict[int, float]) -> dict[str, float | None]:
@@ -266,6 +323,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                    help="continue the trace by K chunks of KEEP_ARRIVING_EXTRA times --jobs more jobs, as "
                         "'python -m policyopt.sim.experiments ... --keep-arriving' does (the same jobs for the "
                         "same seed), so that jobs keep arriving while the window runs")
+    p.add_argument("--trace-source", choices=("ours", "gavel"), default="ours",
+                   help="who draws the trace: ours (policyopt.sim.traces.gavel_trace, the experiments' traces) "
+                        "or gavel (Gavel's own generator, run from --gavel: the very trace its simulator draws "
+                        "for --seed, as in its published sweeps; --keep-arriving K then draws "
+                        "(1 + KEEP_ARRIVING_EXTRA·K)·--jobs jobs of that one stream)")
+    p.add_argument("--skip-gavel-sim", action="store_true",
+                   help="do not run Gavel's simulator (with --trace-source gavel: ours alone on Gavel's trace)")
     p.add_argument("--trace-out", help="keep the exported Gavel trace here")
     p.add_argument("--json", help="write the results here")
     args = p.parse_args(argv)
@@ -294,7 +358,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     table = load_gavel()
     if args.keep_arriving < 0:
         raise InputError("keep_arriving", args.keep_arriving, "must be a number of chunks >= 0")
-    trace = continued_trace(table, n, args.rate, args.seed, args.multi_gpu, args.keep_arriving)
+    if args.trace_source == "gavel":
+        if sched_dir is None:
+            print("--trace-source gavel needs Gavel's code to draw the trace: skipped.")
+            return 0
+        trace = gavel_drawn_trace(sched_dir, args.gavel_python, n * (1 + KEEP_ARRIVING_EXTRA * args.keep_arriving),
+                                  args.rate, args.seed, args.multi_gpu)
+    else:
+        trace = continued_trace(table, n, args.rate, args.seed, args.multi_gpu, args.keep_arriving)
+    run_gavel_sim = sched_dir is not None and not args.skip_gavel_sim
     overrides = dict(args.ours)
     with tempfile.TemporaryDirectory() as tmp:
         trace_path = Path(args.trace_out) if args.trace_out else Path(tmp) / "trace.txt"
@@ -303,7 +375,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         for arm in arms:
             gpol, opol = ARMS[arm]
             gavel: dict[str, Any] = {"status": "skipped"}
-            if sched_dir is not None:
+            if run_gavel_sim:
+                assert sched_dir is not None
                 gavel = run_gavel(sched_dir, args.gavel_python, trace_path, gpol, counts, args.seed, window,
                                   args.round_seconds, args.timeout)
                 print(f"[{arm}] Gavel: {gavel['status']}, avg JCT "
@@ -318,13 +391,18 @@ def main(argv: Sequence[str] | None = None) -> int:
                                   arm_overrides(arm, variant, overrides))
                 ours = run_ours(trace, args.cluster, cfg, table)
                 print(f"[{arm}] ours ({variant}): avg JCT {_fmt(ours['avg_jct_s'] / 3600)} h, "
-                      f"wall {ours['wall_s']:.1f} s, CPU {ours['cpu_s']:.1f} s", flush=True)
+                      f"wall {ours['wall_s']:.1f} s, CPU {ours['cpu_s']:.1f} s; window done at "
+                      f"{_fmt(ours['window_done_h'], '.0f')} h, last arrival {ours['last_arrival_h']:.0f} h, "
+                      f"active_trend {_fmt(ours['active_trend'], '+.2f')}", flush=True)
+                if not ours["arrivals_cover_window"]:
+                    print(f"[{arm}] ours ({variant}): the window outlasted the trace's arrivals "
+                          "(more --keep-arriving chunks needed for the published methodology)", flush=True)
                 agree = per_job_agreement(ours["per_job"], gavel.get("per_job", {}))
                 rows.append({"arm": arm, "variant": variant, "gavel_policy": gpol, "ours_policy": opol,
                              "gavel": gavel, "ours": ours, "per_job": agree})
     h = 3600.0
     print(f"\n{len(trace)} jobs ({'multi' if args.multi_gpu else 'single'}-GPU), {args.rate:g} jobs/h, "
-          f"seed {args.seed}, "
+          f"seed {args.seed}, trace drawn by {'Gavel' if args.trace_source == 'gavel' else 'policyopt'}, "
           f"cluster {args.cluster}, window jobs [{window[0]}, {window[1]}), rounds {args.round_seconds} s"
           + (f", ours with {overrides}" if overrides else ""))
     print("| arm | ours | Gavel avg JCT (h) | ours avg JCT (h) | ours / Gavel | per-job rel. diff median / p90 "
@@ -359,6 +437,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                 r[who] = {k: v for k, v in r[who].items() if k != "per_job"}
         Path(args.json).write_text(json.dumps({"jobs": len(trace), "keep_arriving": args.keep_arriving,
                                                "rate": args.rate, "seed": args.seed,
+                                               "trace_source": args.trace_source,
                                                "cluster": args.cluster, "window": list(window),
                                                "multi_gpu": args.multi_gpu, "overrides": overrides,
                                                "rows": rows}, indent=2))

@@ -146,3 +146,81 @@ def test_arm_overrides_merge_policy_options_of_arm_variant_and_command_line(benc
     assert got["policy_options"] == {"pair_top_k": 4, "solver": "cvxpy:CLARABEL", "fill": True, "pair_threshold": 0.5}
     assert bench.arm_overrides("aware", "default", {}) == {}
     assert bench.arm_overrides("aware", "interior", {})["policy_options"] == {"solver": "cvxpy:CLARABEL", "fill": False}
+
+
+def _fake_gavel(tmp_path: Path) -> Path:
+    """A folder laid out as Gavel's ``scheduler/`` whose ``utils`` draws jobs from the given ``rng`` only
+    (the calls ``gavel_drawn_trace`` makes of Gavel's code), to test our side of the exchange."""
+    d = tmp_path / "scheduler"
+    (d / "scripts" / "drivers").mkdir(parents=True)
+    (d / "scripts" / "drivers" / "simulate_scheduler_with_trace.py").write_text("")
+    (d / "scheduler.py").write_text("")
+    (d / "simulation_throughputs.json").write_text("{}")
+    (d / "utils.py").write_text(
+        "import types\n"
+        "def read_all_throughputs_json_v2(path):\n"
+        "    assert path == 'simulation_throughputs.json'\n"
+        "    return {}\n"
+        "def generate_job(throughputs, reference_worker_type, rng, job_id, fixed_job_duration,\n"
+        "                 generate_multi_gpu_jobs, generate_multi_priority_jobs, SLO_rng):\n"
+        "    sf = rng.choice([1, 2, 4, 8]) if generate_multi_gpu_jobs else 1\n"
+        "    return types.SimpleNamespace(job_type='ResNet-18 (batch size 32)', scale_factor=sf,\n"
+        "                                 total_steps=1000.0 * rng.random() + 0.25, duration=3600.0)\n")
+    return d
+
+
+def test_trace_drawn_by_gavels_generator(bench, tmp_path: Path) -> None:
+    """``--trace-source gavel``: jobs numbered from 0 in arrival order, the first at 0, then Gavel's gaps
+    (``random.Random(seed + 3)``, ``-log(1 - u) / (1 / lam)``), the jobs from ``random.Random(seed + 2)``,
+    steps rounded up."""
+    import math
+    import random
+
+    d = _fake_gavel(tmp_path)
+    trace = bench.gavel_drawn_trace(d, sys.executable, 50, 2.6, 4, True)
+    jobs, gaps = random.Random(), random.Random()
+    jobs.seed(6)
+    gaps.seed(7)
+    t, lam = 0.0, 3600.0 / 2.6
+    for i, j in enumerate(trace):
+        sf = jobs.choice([1, 2, 4, 8])
+        steps = 1000.0 * jobs.random() + 0.25
+        assert (j.id, j.arrival, j.scale_factor, j.steps) == (str(i), t, sf, float(math.ceil(steps)))
+        assert j.job_type == f"ResNet-18 (batch size 32)#{sf}"
+        t = -math.log(1.0 - gaps.random()) / (1.0 / lam) + t
+    (d / "utils.py").write_text("raise ImportError('no such module: psutil')\n")
+    from policyopt.errors import InputError
+
+    with pytest.raises(InputError, match="psutil"):
+        bench.gavel_drawn_trace(d, sys.executable, 5, 2.6, 4, True)
+
+
+def test_trace_source_gavel_without_gavel_is_skipped(bench, tmp_path: Path, capsys) -> None:
+    assert bench.main(["--trace-source", "gavel", "--jobs", "20", "--arms", "aware"]) == 0
+    assert "needs Gavel's code to draw the trace: skipped" in capsys.readouterr().out
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not os.environ.get("POLICYOPT_GAVEL_REPO"),
+                    reason="set POLICYOPT_GAVEL_REPO to a Gavel checkout (POLICYOPT_GAVEL_PYTHON: its interpreter)")
+def test_drawn_trace_is_the_trace_gavels_simulator_generates(bench, tmp_path: Path) -> None:
+    """Gavel's own ``Scheduler.simulate`` (generating jobs as its sweeps do, writing each to
+    ``output_trace_file_name``) and ``gavel_drawn_trace`` give the same jobs and arrival times."""
+    import subprocess
+
+    sched = bench.gavel_scheduler_dir(os.environ["POLICYOPT_GAVEL_REPO"])
+    python = os.environ.get("POLICYOPT_GAVEL_PYTHON", sys.executable)
+    out = tmp_path / "live.txt"
+    program = ("import sys, os\nsys.path.insert(0, os.getcwd())\nimport scheduler, utils\n"
+               "s = scheduler.Scheduler(utils.get_policy('fifo', solver='ECOS', seed=0),"
+               " throughputs_file='simulation_throughputs.json', seed=1, time_per_iteration=360, simulate=True)\n"
+               f"s.simulate({{'v100': 36, 'p100': 36, 'k80': 36}}, lam=3600.0 / 2.6, num_total_jobs=150,"
+               f" generate_multi_gpu_jobs=True, output_trace_file_name={str(out)!r})\n")
+    subprocess.run([python, "-c", program], cwd=sched, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    live = [line.rstrip("\n").split("\t") for line in out.read_text().splitlines()]
+    drawn = bench.gavel_drawn_trace(sched, python, 150, 2.6, 1, True)
+    assert len(live) == len(drawn) == 150
+    for j, row in zip(drawn, live):
+        assert j.job_type == f"{row[0]}#{row[6]}" and j.scale_factor == int(row[6])
+        assert int(row[5]) <= j.steps <= int(row[5]) + 1  # Gavel writes the steps truncated, we round up
+        assert abs(j.arrival - float(row[9])) <= 1e-6 * max(1.0, j.arrival)
