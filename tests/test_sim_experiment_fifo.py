@@ -45,8 +45,8 @@ def test_fifo_published_small_form_runs_every_arm_and_writes_its_files(gavel_dir
     assert (df["num_jobs"] == 20 * (1 + ex.KEEP_ARRIVING_EXTRA)).all()
     assert df["avg_jct_hours"].notna().all() and (df["avg_jct_hours"] > 0).all()
     summary = json.loads((tmp_path / "fifo_published_arriving.json").read_text())
-    assert summary["command"].startswith("python -m policyopt.sim.experiments fifo ")
-    assert summary["command"].endswith("--scale published --keep-arriving")
+    assert summary["command"] == (f"python -m policyopt.sim.experiments fifo --output {tmp_path} --seeds 0 "
+                                  "--scale published --jobs 20 --rates 6.0 --keep-arriving")
     pairs = {(r["baseline"], r["treatment"]) for r in summary["ratios"] if r["metric"] == "avg_jct_hours"}
     assert pairs == {("agnostic", "aware"), ("agnostic", "aware+ss"), ("aware", "aware+ss")}
     base = df.set_index("arm")["avg_jct_hours"]

@@ -51,7 +51,7 @@ def test_keep_arriving_run_measures_the_same_window_with_arrivals_continuing(gav
     assert list(cont["arm"]) == ["aware", "agnostic"]
     assert (cont["num_jobs"] == 20 * (1 + ex.KEEP_ARRIVING_EXTRA)).all()
     summary = __import__("json").loads((tmp_path / "las_single_published_arriving.json").read_text())
-    assert summary["command"].endswith("--scale published --keep-arriving")
+    assert summary["command"].endswith("--seeds 0 --scale published --jobs 20 --rates 6.0 --keep-arriving")
     assert not (tmp_path / "las_single_published.csv").exists()
     # --replot --keep-arriving redraws from the _arriving CSV; without the flag there is no such CSV here
     (tmp_path / "las_single_published_arriving_bars.png").unlink()

@@ -154,7 +154,9 @@ def test_scale_published_small_form_runs_and_writes_as_it_goes(gavel_dir, tmp_pa
     assert (df["num_jobs"] == 15).all() and df["arrivals_cover_window"].dtype == bool
     summary = __import__("json").loads((tmp_path / "w2" / "las_single_published.json").read_text())
     assert summary["scale"] == "published" and summary["cluster"] == "v100=36,p100=36,k80=36"
-    assert summary["command"].endswith("--scale published")
+    assert summary["command"] == __import__("shlex").join(
+        ["python", "-m", "policyopt.sim.experiments", "las_single", "--output", str(tmp_path / "w2"), "--seeds", "0",
+         "--workers", "2", "--scale", "published", "--jobs", "15", "--rates", "6.0"])
     (tmp_path / "w2" / "las_single_published_bars.png").unlink()
     assert ex.main(["las_single", "--replot", "--scale", "published", "--output", str(tmp_path / "w2")]) == 0
     assert (tmp_path / "w2" / "las_single_published_bars.png").exists()

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import logging
+import shlex
 import time
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from pathlib import Path
@@ -20,7 +21,7 @@ from .traces import _more_seed, continue_arrivals
 
 log = logging.getLogger("policyopt.sim.experiments")
 
-__all__ = ["run_experiment", "replot", "file_stem"]
+__all__ = ["run_experiment", "replot", "file_stem", "command_line"]
 
 
 def file_stem(name: str, scale: str = "small", keep_arriving: bool = False, variant: str | None = None) -> str:
@@ -29,6 +30,36 @@ def file_stem(name: str, scale: str = "small", keep_arriving: bool = False, vari
     (``las_multi_published_arriving.csv``, ``las_multi_published_gavel_solve_arriving.csv``, ...)."""
     return ((name if scale == "small" else f"{name}_{scale}") + (f"_{variant}" if variant else "")
             + ("_arriving" if keep_arriving else ""))
+
+
+def command_line(name: str, output: str | Path, seeds: Sequence[int] | None = None, workers: int = 1,
+                 quick: bool = False, scale: str = "small", jobs: int | None = None,
+                 rates: Sequence[float] | None = None, ray_address: str | None = None,
+                 keep_arriving: bool = False, variant: str | None = None) -> str:
+    """The ``python -m policyopt.sim.experiments`` command that makes the same
+    :func:`run_experiment` call: every option given (a default is left out), in the parser's order,
+    each value quoted for a POSIX shell; rates are written as Python writes the float, so that the
+    command reads them back exactly."""
+    parts = ["python", "-m", "policyopt.sim.experiments", name, "--output", str(output)]
+    if seeds is not None:
+        parts += ["--seeds", ",".join(str(int(s)) for s in seeds)]
+    if workers != 1:
+        parts += ["--workers", str(workers)]
+    if ray_address is not None:
+        parts += ["--ray-address", ray_address]
+    if quick:
+        parts.append("--quick")
+    if scale != "small":
+        parts += ["--scale", scale]
+    if jobs is not None:
+        parts += ["--jobs", str(jobs)]
+    if rates is not None:
+        parts += ["--rates", ",".join(repr(float(r)) for r in rates)]
+    if keep_arriving:
+        parts.append("--keep-arriving")
+    if variant:
+        parts += ["--variant", variant]
+    return shlex.join(parts)
 
 
 # ----------------------------------------------------------------------------------------- running
@@ -194,6 +225,8 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
         summary: dict[str, Any] = {"experiment": name, "status": "skipped", "missing_policies": missing}
         log.warning("%s: skipped, policies not registered: %s", name, ", ".join(missing))
         return summary
+    command = command_line(name, output, seeds, workers, quick, scale, jobs, rates, ray_address, keep_arriving,
+                           variant)
     seeds = tuple(seeds) if seeds is not None else exp.seeds
     run_rates = exp.rates[-1:] if quick else exp.rates
     if quick:
@@ -233,10 +266,7 @@ def run_experiment(name: str, output: str | Path, seeds: Sequence[int] | None = 
                "trace": {k: (list(v) if isinstance(v, tuple) else v) for k, v in exp.trace.items()},
                "seeds": list(seeds), "rates": list(run_rates), "arms": [a.label for a in exp.arms],
                "comparisons": [list(c) for c in exp.comparisons()], "wall_seconds": wall,
-               "command": f"python -m policyopt.sim.experiments {name} --output {output}"
-                          + ("" if scale == "small" else f" --scale {scale}")
-                          + (" --keep-arriving" if keep_arriving else "")
-                          + (f" --variant {variant}" if variant else ""),
+               "command": command,
                "variant": variant, "arm_configs": {a.label: a.config for a in exp.arms},
                "means": json.loads(means.to_json(orient="records")), "ratios": ratios}
     (out / f"{stem}.json").write_text(json.dumps(summary, indent=2))

@@ -9,7 +9,8 @@
 Every experiment simulates the *same traces* (same seeds) under each of its arms, on a cluster
 smaller than the published one (the development machine has 2 shared cores; sizes are stated per
 experiment), and writes ``OUTPUT/NAME.csv`` (one row per run), ``OUTPUT/NAME.json`` (summary with
-ratios and the published numbers) and figures ``OUTPUT/NAME_*.png``. Experiments whose policies are
+ratios, the published numbers and ``command``, the command line that re-runs it with every option
+given) and figures ``OUTPUT/NAME_*.png``. Experiments whose policies are
 not registered (``policyopt.list_policies()``) are skipped with a message naming them.
 
 ``--scale published`` (``las_single``, ``las_multi``, ``ftf``, ``fifo``; ``makespan``: 500 jobs at t = 0, the
