@@ -13,8 +13,10 @@ through the axes (0–6 jobs/hour, 0–100 hours). Gavel's arms are its greedy p
 the aware LP over job pairs (see the ``fifo`` experiment).
 
 Writes ``STEM.csv`` (our rows, sorted by rate, seed and arm; a (rate, seed, arm) in two files is an
-error) and ``STEM.png`` (ours: mean over the seeds, bars min–max; Gavel's: its published means), and
-prints a markdown table per rate: Gavel's means and ratios, ours, and our per-seed ratios.
+error; :func:`policyopt.sim.curves.merge_runs`) and ``STEM.png`` (ours: mean over the seeds at which all
+three arms finished, bars min–max, :func:`policyopt.sim.curves.paired_rows`; Gavel's: its published
+means), and prints a markdown table per rate: Gavel's means and ratios, ours over the same seeds, and
+our per-seed ratios.
 
 Usage: ``python benchmarks/fifo_curve.py [--dir docs/figures/sim] [--stem NAME] CSV ...``.
 """
@@ -25,6 +27,8 @@ from pathlib import Path
 
 import pandas as pd
 
+from policyopt.errors import InputError
+from policyopt.sim.curves import merge_runs, paired_rows
 from policyopt.sim.plots import jct_vs_load_figure
 
 #: Gavel's published curve: rate (jobs/hour) -> arm -> (mean, standard deviation over seeds 0-2) in hours
@@ -49,22 +53,16 @@ ARMS = ("agnostic", "aware", "aware+ss")
 
 
 def merged(files: list[Path], stem: str) -> pd.DataFrame:
-    """Every row of ``files`` (a merged ``stem.csv`` among them is skipped)."""
-    files = [p for p in files if p.stem != stem]
-    if not files:
-        raise SystemExit("no CSV given")
-    df = pd.concat([pd.read_csv(p) for p in files], ignore_index=True)
-    dup = df.duplicated(["rate", "seed", "arm"], keep=False)
-    if dup.any():
-        raise SystemExit(f"(rate, seed, arm) in two files: {df.loc[dup, ['rate', 'seed', 'arm']].values.tolist()}")
-    return df.sort_values(["rate", "seed", "arm"]).reset_index(drop=True)
+    """Every row of ``files`` (a merged ``stem.csv`` among them is skipped), sorted by rate, seed and arm;
+    :class:`InputError` when there is none or a (rate, seed, arm) is in two files."""
+    return merge_runs([p for p in files if p.stem != stem])
 
 
 def table(df: pd.DataFrame) -> str:
     """Markdown: per rate, Gavel's means and ratios agnostic ÷ aware (÷ aware+ss), ours over the seeds that
     have all three arms, and our per-seed ratios."""
-    wide = df.pivot_table(index=["rate", "seed"], columns="arm", values="avg_jct_hours")
-    wide = wide.dropna(subset=list(ARMS))  # a seed still running at some arm is left out
+    # a seed still running at some arm is left out
+    wide = paired_rows(df, ARMS).pivot_table(index=["rate", "seed"], columns="arm", values="avg_jct_hours")
     lines = ["| rate | Gavel agnostic / aware / aware+SS (h) | Gavel ÷ aware | Gavel ÷ aware+SS | seeds "
              "| ours agnostic / aware / aware+SS (h) | ours ÷ aware (per seed) | ours ÷ aware+SS (per seed) |",
              "|---|---|---|---|---|---|---|---|"]
@@ -91,15 +89,20 @@ def main() -> None:
     ap.add_argument("--stem", default="fifo_published_arriving_curve")
     ap.add_argument("csv", nargs="+", type=Path, help="CSVs of fifo --scale published runs")
     args = ap.parse_args()
-    df = merged(args.csv, args.stem)
+    try:
+        df = merged(args.csv, args.stem)
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
     df.to_csv(args.dir / f"{args.stem}.csv", index=False)
+    full = paired_rows(df, ARMS)
     pub = pd.DataFrame([{"rate": r, "seed": 0, "arm": f"Gavel: {a}", "avg_jct_hours": v[0]}
                         for r, arms in PUBLISHED.items() for a, v in arms.items()])
-    ours = df.assign(arm="ours: " + df["arm"])[["rate", "seed", "arm", "avg_jct_hours"]]
+    ours = full.assign(arm="ours: " + full["arm"])[["rate", "seed", "arm", "avg_jct_hours"]]
     jct_vs_load_figure(pd.concat([ours, pub[pub["rate"] <= df["rate"].max() + 0.4]], ignore_index=True),
                        args.dir / f"{args.stem}.png", hue="arm",
                        title="FIFO single-GPU, 36 GPUs per type, jobs 4,000-5,000; ours: seeds "
-                             f"{', '.join(map(str, sorted(df['seed'].unique())))} (min-max); Gavel: published means")
+                             f"{', '.join(map(str, sorted(df['seed'].unique())))} "
+                             "(mean over the seeds all arms finished, bars min-max); Gavel: published means")
     print(table(df))
 
 

@@ -3,11 +3,12 @@
 Each rate of ``python -m policyopt.sim.experiments las_single --scale published --keep-arriving --rates R
 --seeds 0,1,2`` was run on its own (one rate per command) and its CSV kept under ``docs/figures/sim/``
 as ``las_single_published_gavel_semantics_*.csv``. This script concatenates the given CSVs (default:
-all of those; one row per rate, seed and arm; a (rate, seed, arm) found in two files is an error) and
-writes
+all of those; one row per rate, seed and arm; a (rate, seed, arm) found in two files is an error;
+:func:`policyopt.sim.curves.merge_runs`) and writes
 
 * ``STEM.csv``: the rows, sorted by rate, seed and arm;
-* ``STEM.png``: average JCT against the input rate, both arms (mean over the seeds, bars min–max);
+* ``STEM.png``: average JCT against the input rate, both arms (mean over the seeds at which both arms
+  finished, bars min–max; :func:`policyopt.sim.curves.paired_rows`);
 * ``STEM_ratio.png``: the ratio agnostic ÷ aware average JCT per seed against the input rate;
 
 and prints, per rate, our ratio per seed next to Gavel's published curve (:data:`PUBLISHED`).
@@ -29,9 +30,12 @@ from pathlib import Path
 
 import pandas as pd
 
+from policyopt.errors import InputError
+from policyopt.sim.curves import merge_runs, paired_rows
 from policyopt.sim.plots import jct_vs_load_figure
 
 PATTERN = "las_single_published_gavel_semantics_*.csv"
+ARMS = ("agnostic", "aware")
 
 #: Gavel's published curve: rate (jobs/hour) -> arm -> (mean, standard deviation over seeds 0-2) in hours
 PUBLISHED: dict[float, dict[str, tuple[float, float]]] = {
@@ -55,16 +59,13 @@ PUBLISHED: dict[float, dict[str, tuple[float, float]]] = {
 
 def merged(directory: Path, stem: str, files: list[Path] | None = None) -> pd.DataFrame:
     """Every row of ``files`` (default: the per-rate CSVs under ``directory``, the merged ``stem.csv``
-    itself excluded)."""
+    itself excluded), sorted by rate, seed and arm; :class:`InputError` when there is none or a
+    (rate, seed, arm) is in two files."""
     if not files:
         files = sorted(p for p in directory.glob(PATTERN) if p.stem != stem)
     if not files:
-        raise SystemExit(f"no {PATTERN} under {directory}")
-    df = pd.concat([pd.read_csv(p) for p in files], ignore_index=True)
-    dup = df.duplicated(["rate", "seed", "arm"], keep=False)
-    if dup.any():
-        raise SystemExit(f"(rate, seed, arm) in two files: {df.loc[dup, ['rate', 'seed', 'arm']].values.tolist()}")
-    return df.sort_values(["rate", "seed", "arm"]).reset_index(drop=True)
+        raise InputError("dir", str(directory), f"no {PATTERN} under it")
+    return merge_runs(files)
 
 
 def ratios(df: pd.DataFrame) -> pd.DataFrame:
@@ -79,11 +80,16 @@ def main() -> None:
     ap.add_argument("--stem", default="las_single_published_gavel_semantics_curve")
     ap.add_argument("csv", nargs="*", type=Path, help="the per-rate CSVs (default: every one under --dir)")
     args = ap.parse_args()
-    df = merged(args.dir, args.stem, args.csv)
+    try:
+        df = merged(args.dir, args.stem, args.csv)
+    except InputError as exc:
+        raise SystemExit(f"error: {exc}") from None
     df.to_csv(args.dir / f"{args.stem}.csv", index=False)
-    jct_vs_load_figure(df, args.dir / f"{args.stem}.png", hue="arm",
+    both = paired_rows(df, ARMS)
+    jct_vs_load_figure(both, args.dir / f"{args.stem}.png", hue="arm",
                        title="LAS single-GPU, 36 GPUs per type, jobs 4,000-5,000, seeds "
-                             f"{', '.join(map(str, sorted(df['seed'].unique())))} (min-max)")
+                             f"{', '.join(map(str, sorted(df['seed'].unique())))} (mean over the seeds both arms "
+                             "finished, bars min-max)")
     r = ratios(df)
     jct_vs_load_figure(r.assign(seed=r["seed"].map(lambda s: f"seed {s}")), args.dir / f"{args.stem}_ratio.png",
                        y="ratio", hue="seed", ylabel="agnostic / aware average JCT",
@@ -94,7 +100,7 @@ def main() -> None:
 def published_table(df: pd.DataFrame, r: pd.DataFrame) -> str:
     """A markdown table per rate: Gavel's published means and ratio, our means (over the seeds whose two
     arms both finished) and our ratio per seed."""
-    both = df.pivot_table(index=["rate", "seed"], columns="arm", values="avg_jct_hours").dropna()
+    both = paired_rows(df, ARMS).pivot_table(index=["rate", "seed"], columns="arm", values="avg_jct_hours")
     means = both.groupby(level="rate").mean()
     per_seed = r.pivot(index="rate", columns="seed", values="ratio")
     lines = ["| rate | published agnostic / aware (h) | published ratio | ours agnostic / aware (h) | ours per seed |",

@@ -9,6 +9,8 @@ import pandas as pd
 import pytest
 from bench_scripts import load_benchmark
 
+from policyopt.errors import InputError
+
 
 def test_table_and_files(tmp_path: Path, monkeypatch, capsys) -> None:
     fc = load_benchmark("fifo_curve.py", "fifo_curve")
@@ -31,8 +33,16 @@ def test_table_and_files(tmp_path: Path, monkeypatch, capsys) -> None:
     fc.main()
     row = next(line for line in capsys.readouterr().out.splitlines() if line.startswith("| 4.8 |"))
     assert "| 0, 1 |" in row and "**2.50×** (2.00 / 3.00)" in row
+    # ... and out of the figure's means (the merged CSV keeps it)
+    drawn: dict[str, pd.DataFrame] = {}
+    monkeypatch.setattr(fc, "jct_vs_load_figure", lambda table, path, **kw: drawn.setdefault(path.name, table))
+    fc.main()
+    assert len(pd.read_csv(tmp_path / "c.csv")) == 7
+    ours = drawn["c.png"][drawn["c.png"]["arm"].str.startswith("ours: ")]
+    assert ours.groupby("arm")["avg_jct_hours"].mean().to_dict() == {
+        "ours: agnostic": 50.0, "ours: aware": 20.0, "ours: aware+ss": 15.0}
     pd.DataFrame(rows[:1]).to_csv(tmp_path / "b.csv", index=False)
-    with pytest.raises(SystemExit, match="two files"):
+    with pytest.raises(InputError, match="two files"):
         fc.merged([tmp_path / "a.csv", tmp_path / "b.csv"], "c")
 
 
