@@ -21,6 +21,7 @@ pass to a :class:`~policyopt.standard_form.StandardForm`. Rewrites are explicit 
 from __future__ import annotations
 
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any, Sequence, Union
 
@@ -293,7 +294,7 @@ class Variable:
 
     def __init__(self, model: "Model", name: str, dims: tuple[IndexSet, ...], cols: np.ndarray,
                  lower: np.ndarray, upper: np.ndarray, integer: bool, first: int | None = None) -> None:
-        self.model = model
+        self._model_ref = weakref.ref(model)
         self.name = name
         self.dims = dims
         self.cols = cols
@@ -320,6 +321,14 @@ class Variable:
     @property
     def shape(self) -> tuple[int, ...]:
         return _shape(self.dims)
+
+    @property
+    def model(self) -> "Model | None":
+        """The model that made this variable, while it exists. Held by a weak reference: the model
+        holds its variables, so a strong one would be a reference cycle, and the model with every
+        array it holds (triplets, compiled form) would wait for the cyclic garbage collector instead
+        of being freed when its last user lets go."""
+        return self._model_ref()
 
     @property
     def mask(self) -> np.ndarray:

@@ -121,3 +121,55 @@ def test_local_ranks_by_counting_equal_a_stable_sort(runs: int, unowned: bool) -
     want = _reference_ranks(owner, B)
     assert np.array_equal(order, want[0]) and np.array_equal(start, want[1]) and np.array_equal(rank, want[2])
     assert in_order == (runs == 1)
+
+
+def test_a_model_is_freed_without_the_cyclic_collector() -> None:
+    """A model and its variables form no reference cycle (a variable holds its model weakly): the
+    model, with every array it holds (its triplets, its compiled form), is freed as soon as its last
+    user lets go, not at the cyclic collector's next run, so the memory is reused at once."""
+    import gc
+    import weakref
+
+    gc.collect()
+    gc.disable()
+    try:
+        m = Model("m")
+        jobs = IndexSet("jobs", [f"j{i}" for i in range(5)])
+        x = m.add_variables("x", (jobs,), 0.0, 1.0)
+        m.add_constraints(x.sum() <= 2.0, "cap")
+        m.maximize(x.sum())
+        assert x.model is m
+        sf = m.compile()
+        refs = [weakref.ref(m), weakref.ref(sf), weakref.ref(sf.A)]
+        del m, sf  # (the variable alone does not keep its model)
+        assert [r() for r in refs] == [None, None, None]
+        assert x.model is None
+    finally:
+        gc.enable()
+
+
+@pytest.mark.parametrize("policy", ["max_sum_throughput", "max_min_fairness"])
+def test_a_policy_solve_leaves_no_cyclic_garbage(policy: str) -> None:
+    """A solve's model, compiled form and loaded solver are freed by reference counting: the cyclic
+    collector finds nothing of theirs afterwards."""
+    import gc
+
+    from policyopt import Cluster, Job, Problem, get_policy
+
+    jobs = tuple(Job(f"j{i}", {"v100": 1.0 + i % 3, "k80": 0.5}, steps_remaining=100.0) for i in range(12))
+    problem = Problem(Cluster.from_counts({"v100": 4, "k80": 4}), jobs)
+    get_policy(policy).solve(problem)  # (first solves of a process fill caches)
+    gc.collect()
+    gc.disable()
+    try:
+        res = get_policy(policy).solve(problem)
+        assert res.ok
+        del res
+        gc.set_debug(gc.DEBUG_SAVEALL)
+        gc.collect()
+        left = [type(o).__qualname__ for o in gc.garbage if type(o).__module__.startswith("policyopt")]
+        assert left == []
+    finally:
+        gc.set_debug(0)
+        gc.garbage.clear()
+        gc.enable()
