@@ -51,6 +51,7 @@ from .highs_support import (
     _release_highs,
     _splice_csc,  # noqa: F401  (importable from here, as before the split)
     _status_map,
+    run_threads,
     silence_banner,
 )
 
@@ -106,8 +107,13 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         # its runs (clearModel and resetOptions keep it), so each run is given that sum + the limit
         limit = options.extra.get("time_limit", options.time_limit)
         self._time_limit = None if limit is None else float(limit)
-        if options.threads is not None:
-            self._set("threads", int(options.threads))
+        # the thread count is set at each run (run_threads: HiGHS's scheduler is per thread)
+        asked = options.extra.get("threads", options.threads)
+        self._asked_threads = None if asked is None else int(asked)
+        self._threads = 0  # the object's ``threads`` option now (HiGHS's default; a pooled object reset)
+        if self._asked_threads is not None:
+            self._set("threads", self._asked_threads)
+            self._threads = self._asked_threads
         if sf.is_mip:
             self._set("mip_rel_gap", float(options.mip_rel_gap))
         self._warm = False  # HiGHS holds a basis / solution from an earlier run
@@ -134,7 +140,8 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         self._small: HighsModel | None = None
         self._init_prices()
         for k, v in options.extra.items():
-            self._set(k, v)
+            if k != "threads":
+                self._set(k, v)
 
     def __del__(self) -> None:
         h = self.__dict__.get("_h")
@@ -439,6 +446,14 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         h = self.h
         if self._time_limit is not None:
             self._set("time_limit", h.getRunTime() + self._time_limit)
+        extra = self.options.extra
+        # an LP by simplex or IPX runs on one thread (HiGHS's parallel LP solvers: HiPO, the
+        # parallel dual simplex)
+        serial = not self.sf.is_mip and extra.get("solver") != "hipo" and extra.get("parallel") != "on"
+        threads = run_threads(self._hs, self._asked_threads, serial)
+        if threads != self._threads:
+            self._set("threads", threads)
+            self._threads = threads
         return h.run()
 
     def _run_highs(self) -> SolveResult:

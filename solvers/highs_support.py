@@ -153,6 +153,42 @@ def _release_highs(h: Any, num_cols: int) -> None:
     free.append(h)
 
 
+#: per thread: the ``threads`` of the HiGHS scheduler this thread's runs started (HiGHS ≥ 1.12
+#: keeps one scheduler per calling thread, started by its first run with that run's ``threads``,
+#: 0 meaning its default count, and refuses a later run whose nonzero ``threads`` differs);
+#: absent while none is known
+_SCHEDULER = threading.local()
+
+
+def run_threads(highspy: Any, asked: int | None, serial: bool) -> int:
+    """The ``threads`` option for a HiGHS run in this thread: ``asked`` when given, else 0 (HiGHS's
+    default count) — except that a run that cannot use worker threads (``serial``: an LP by simplex
+    or IPX) starts the thread's scheduler with one thread when none is known, since HiGHS's worker
+    threads, started with the scheduler, spin for ~40–50 ms of CPU waiting for tasks that such runs
+    never give them. A later run with other needs (``asked`` threads, or a MIP with HiGHS's default
+    count) starts a new scheduler (``Highs.resetThreadScheduler``) once; a serial run beside a
+    known scheduler takes it as it is (0). With HiGHS before per-thread schedulers: ``asked`` or 0,
+    nothing reset."""
+    reset = getattr(highspy.Highs, "resetThreadScheduler", None)
+    if reset is None:
+        return 0 if asked is None else int(asked)
+    have = getattr(_SCHEDULER, "threads", None)
+    if asked is None and serial:
+        if have is not None:
+            return 0
+        want = 1  # (an unknown scheduler of another caller, if any, is reset: HiGHS would refuse 1)
+    else:
+        want = 0 if asked is None else int(asked)
+        if have == want or (want == 0 and have is not None and have != 1):
+            return want
+        if want == 0 and have is None:  # HiGHS starts its default (or keeps another caller's)
+            _SCHEDULER.threads = 0
+            return 0
+    reset(True)
+    _SCHEDULER.threads = want
+    return want
+
+
 def _splice_csc(A: Any, keep_cols: np.ndarray, keep_rows: np.ndarray, rows: np.ndarray, cols: np.ndarray,
                 vals: np.ndarray, n_rows: int, n_cols: int) -> Any:
     """``A`` (CSC, sorted row indices) without the columns and rows outside ``keep_*`` (renumbered in
@@ -219,7 +255,11 @@ def solve_small_lp(highspy: Any, sf: Any) -> tuple[np.ndarray, np.ndarray] | Non
         h = highspy.Highs()
         for k, v in _SMALL_OPTIONS.items():
             _check(h.setOptionValue(k, v), f"setOptionValue({k!r})")
-        _SMALL.h = h
+        _SMALL.h, _SMALL.threads = h, 0
+    threads = run_threads(highspy, None, True)
+    if threads != _SMALL.threads:
+        _check(h.setOptionValue("threads", threads), "setOptionValue('threads')")
+        _SMALL.threads = threads
     inf = highspy.kHighsInf
     A = sf.A
     sense = highspy.ObjSense.kMaximize if sf.sense == "max" else highspy.ObjSense.kMinimize
