@@ -173,3 +173,39 @@ def test_a_policy_solve_leaves_no_cyclic_garbage(policy: str) -> None:
         gc.set_debug(0)
         gc.garbage.clear()
         gc.enable()
+
+
+def _reference_single_mask(T: np.ndarray, scale: np.ndarray, variants: tuple) -> np.ndarray:  # type: ignore[type-arg]
+    """A job's slot exists where it has a throughput and fits the type's count, except a consolidated
+    slot of a job wider than a server whose unconsolidated throughput is given (element by element)."""
+    counts_c, c_u, c_p, gps_p, _ = variants
+    n, C = T.shape
+    mask = np.zeros((n, C), bool)
+    for m in range(n):
+        for c in range(C):
+            mask[m, c] = T[m, c] > 0 and scale[m] <= counts_c[c]
+        for k in range(c_u.size):
+            if scale[m] > gps_p[k] and T[m, c_u[k]] > 0:
+                mask[m, c_p[k]] = False
+    return mask
+
+
+@pytest.mark.parametrize("distinct", [True, False])
+def test_single_mask_equals_the_element_by_element_rule(gavel, distinct: bool) -> None:  # type: ignore[no-untyped-def]
+    from policyopt import Cluster
+    from policyopt.allocation import AllocationSpace
+    from policyopt.sim.traces import gavel_trace, parse_job_type
+
+    trace = gavel_trace(gavel, 200, static=True, multi_gpu=True, seed=5)
+    types = [gavel.type_index(*parse_job_type(j.job_type)) for j in trace]
+    p = gavel.problem(types, Cluster.from_counts({"v100": 8, "p100": 4, "k80": 16}, gpus_per_server=4))
+    space = AllocationSpace(p)
+    variants = space._variants
+    assert variants[1].size and np.count_nonzero(space.scale > 4)  # unconsolidated data; jobs wider than a server
+    if not distinct:  # two unconsolidated configurations backing one consolidated one
+        counts_c, c_u, c_p, gps_p, _ = variants
+        variants = (counts_c, c_u, np.full_like(c_p, c_p[0]), gps_p * np.arange(1, c_p.size + 1), False)
+        space._variants = variants
+    got = space._single_mask()
+    assert got.flags.c_contiguous and got.shape == space.T.shape
+    np.testing.assert_array_equal(got, _reference_single_mask(space.T, space.scale, variants))
