@@ -80,6 +80,12 @@ def _within(v: np.ndarray, lo: np.ndarray, hi: np.ndarray) -> bool:
 
 
 
+def _feasible_at_zero(sf: StandardForm) -> bool:
+    """Whether ``x = 0`` meets every bound and row of ``sf`` (its slack basis is primal feasible)."""
+    return bool(all_nonzero(sf.col_lower <= 0.0) and all_nonzero(sf.col_upper >= 0.0)
+                and all_nonzero(sf.row_lower <= 0.0) and all_nonzero(sf.row_upper >= 0.0))
+
+
 #: the aggregated LP is small: solve it to tight tolerances so the expanded point certifies to 1e-9,
 #: without presolve (on the aggregated max-min LP at 2,048 jobs: 2.2 ms against 10–15 ms with it)
 _TIGHT_TOLERANCES = {"primal_feasibility_tolerance": _TIGHT_PRIMAL, "dual_feasibility_tolerance": 1e-10}
@@ -420,6 +426,11 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
             variant = {"simplex_strategy": _STRATEGY[alg]} if alg in _STRATEGY else {}
             small = HighsModel(red, self.options.with_(algorithm="simplex" if alg in _NO_PRESOLVE else alg,
                                                        extra={**variant, **self.options.extra, **_TIGHT}))
+            if alg == "primal" and not self.options.degenerate and _feasible_at_zero(red):
+                # from the slack basis, feasible, without the bound perturbation, under an iteration
+                # cap (a stall is solved again with it), as auto_algorithm's small cold LPs: Gavel's
+                # 2,048-job max-sum reduced LP (356 × 86) 0.31 ms against 0.36
+                small._cap("primal")
             raw = small.solve()
         self._agg, self._small = agg, small
         if raw.status is not Status.OPTIMAL or raw.x is None or raw.row_duals is None:

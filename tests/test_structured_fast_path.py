@@ -434,3 +434,22 @@ def test_warm_degenerate_lps_go_to_highs_below_the_warm_threshold(monkeypatch: p
         assert tried and min(tried) >= 400  # (a cold build of it tries the fast path)
         tried.clear()
         assert r.objective == pytest.approx(cold.objective, rel=1e-9)
+
+
+def test_reduced_lp_feasible_at_zero_runs_primal_without_perturbation() -> None:
+    """A reduced LP by primal simplex from its feasible slack basis runs without the bound
+    perturbation (as a small cold LP does); a degenerate (max-min epigraph) one keeps it. Both
+    answers are certified on the whole LP."""
+    p = kinds_problem([({"v100": 3.0, "k80": 1.0}, 1, 1.0), ({"v100": 2.0, "k80": 1.5}, 1, 1.0)], [20, 30],
+                      {"v100": 8, "k80": 8})
+    for policy, unperturbed in (("max_sum_throughput", True), ("max_min_fairness", False)):
+        sf, _, _ = compiled(policy, p)
+        degenerate = policy == "max_min_fairness"
+        model = get_solver("highs").load(sf.copy(), SolverOptions(degenerate=degenerate))
+        res = model.solve()
+        assert str(res.options.get("fast_path", "")).startswith("aggregated"), res.options
+        small = model._small  # type: ignore[attr-defined]
+        mult = small.h.getOptionValue("primal_simplex_bound_perturbation_multiplier")[1]
+        assert (mult == 0.0) == unperturbed, (policy, mult)
+        ref = get_solver("highs").load(sf.copy(), SolverOptions(algorithm="simplex")).solve()
+        assert res.objective == pytest.approx(ref.objective, rel=1e-7)
