@@ -66,7 +66,7 @@ def test_gavel_solve_run_equals_the_aware_lp_solved_as_gavels(gavel, tmp_path: P
     df = pd.read_csv(tmp_path / "las_multi_published_gavel_solve.csv")
     assert list(df["arm"]) == ["aware", "agnostic"]
     summary = json.loads((tmp_path / "las_multi_published_gavel_solve.json").read_text())
-    assert summary["command"].endswith("--scale published --variant gavel_solve")
+    assert summary["command"].endswith("--seeds 0 --scale published --jobs 15 --rates 6.0 --variant gavel_solve")
     assert summary["arm_configs"]["aware"]["policy_options"] == _interior_options()
     assert not (tmp_path / "las_multi_published.csv").exists()
     (tmp_path / "las_multi_published_gavel_solve_bars.png").unlink()
