@@ -17,8 +17,9 @@
   policies (bisection, Newton, lexicographic sequences), with the phase timings accumulated.
   ``algorithm="auto"`` is decided per solve by the backend (one rule:
   :func:`policyopt.solver_api.auto_algorithm`); :meth:`LoadedLP.use_warm_primal` switches the
-  re-solves to primal simplex without bound perturbation (:func:`perturb`) when every update keeps
-  the last solution feasible.
+  re-solves to primal simplex without bound perturbation
+  (:meth:`policyopt.solver_api.LoadedModel.use_warm_primal`) when every update keeps the last
+  solution feasible.
 
 Only the public modeling API is used here.
 """
@@ -35,13 +36,6 @@ from policyopt.modeling import IndexSet, LinExpr, Model, Triplets, Variable
 from policyopt.policy import Policy
 from policyopt.result import SolveResult, Status, Timings
 from policyopt.solver_api import Feature, LoadedModel
-
-#: warm primal simplex without bound perturbation stops after this many iterations (plus this many
-#: per row and column): a guard against stalling on a degenerate vertex; the LP is then re-solved
-#: with the perturbation on
-_UNPERTURBED_MIN_ITERATIONS = 1000
-_UNPERTURBED_ITERATIONS_PER_DIM = 10
-
 
 def policy_data(space: AllocationSpace, agnostic: bool) -> tuple[np.ndarray, np.ndarray]:
     """``(T, Tp)`` the policy optimizes over: the real data, or :meth:`AllocationSpace.agnostic_throughputs`."""
@@ -248,7 +242,7 @@ class LoadedLP:
         self.has_duals = self.solver.supports(Feature.DUALS)
         self.warm_primal = False
         self._warm_start = False  # a basis was set before the first solve (set_basis)
-        self.stall_retries = 0  # unperturbed re-solves that hit their cap and were re-solved perturbed
+        self.stall_retries = 0  # the loaded model's unperturbed runs that hit their cap, re-run perturbed
 
     @classmethod
     def of(cls, policy: Policy, loaded: LoadedModel, timings: Timings, warm: bool = False) -> "LoadedLP":
@@ -286,13 +280,9 @@ class LoadedLP:
         bounds relaxed or set at what it delivers): the warm basis then needs a few primal pivots,
         where the dual simplex or a perturbed primal one takes many (shortest-job-first with space
         sharing, 256 jobs: 50,252 against 4,997 simplex iterations over its 200 LPs). A re-solve
-        that reaches the iteration cap of :func:`perturb` is re-solved perturbed."""
-        self.loaded.set_algorithm("simplex")
-        h = getattr(self.loaded, "h", None)
-        if h is not None and hasattr(h, "setOptionValue"):
-            h.setOptionValue("simplex_strategy", 4)
-            perturb(self.loaded, False)
-            self.warm_primal = True
+        that reaches the backend's iteration cap is re-solved perturbed (counted in
+        :attr:`stall_retries`); see :meth:`policyopt.solver_api.LoadedModel.use_warm_primal`."""
+        self.warm_primal = self.loaded.use_warm_primal()
 
     def set_basis(self, col_status: np.ndarray, row_status: np.ndarray) -> None:
         """Start the next solve from this basis (e.g. carried from the previous problem,
@@ -304,12 +294,9 @@ class LoadedLP:
         t0 = time.perf_counter()
         # re-solves after in-place updates or from a set basis: an infeasible/unknown answer is
         # checked cold (resolve)
+        before = self.loaded.stall_retries
         res = self.loaded.resolve() if self.solves or self._warm_start else self.loaded.solve()
-        if self.warm_primal and unperturbed_stalled(self.loaded):
-            self.stall_retries += 1
-            perturb(self.loaded, True)
-            res = self.loaded.resolve()
-            perturb(self.loaded, False)
+        self.stall_retries += self.loaded.stall_retries - before
         self.timings.solve += time.perf_counter() - t0
         self.solves += 1
         return res
@@ -345,25 +332,3 @@ def _filled(value: np.ndarray | float, shape: tuple[int, ...]) -> np.ndarray:
         return a.copy()
     return np.full(shape, a, float) if a.ndim == 0 else np.broadcast_to(a, shape).copy()
 
-
-def perturb(loaded: LoadedModel, on: bool) -> None:
-    """HiGHS's primal bound perturbation on (its default) or off; off, each solve is capped at
-    :data:`_UNPERTURBED_MIN_ITERATIONS` + :data:`_UNPERTURBED_ITERATIONS_PER_DIM` iterations per row
-    and column. Other backends: nothing."""
-    h = getattr(loaded, "h", None)
-    if h is None or not hasattr(h, "setOptionValue"):
-        return
-    sf = loaded.sf
-    limit = _UNPERTURBED_MIN_ITERATIONS + _UNPERTURBED_ITERATIONS_PER_DIM * (sf.num_rows + sf.num_cols)
-    h.setOptionValue("primal_simplex_bound_perturbation_multiplier", 1.0 if on else 0.0)
-    h.setOptionValue("simplex_iteration_limit", 2**31 - 1 if on else limit)
-
-
-def unperturbed_stalled(loaded: LoadedModel) -> bool:
-    """Whether the last HiGHS solve stopped at the iteration cap of :func:`perturb`."""
-    h = getattr(loaded, "h", None)
-    if h is None or not hasattr(h, "getModelStatus"):
-        return False
-    import highspy
-
-    return bool(h.getModelStatus() == highspy.HighsModelStatus.kIterationLimit)

@@ -13,7 +13,6 @@ from policyopt.modeling import IndexSet, LinExpr, Triplets, Variable
 from policyopt.result import Status, Timings
 from policyopt.solver_api import LoadedModel
 
-from ._common import perturb as _perturb
 
 FAIRNESS = "fairness"
 FIFO = "fifo"
@@ -192,13 +191,11 @@ def _use_algorithm(loaded: LoadedModel, algorithm: str) -> None:
     """Switch the LP algorithm of a loaded model for its next solves. HiGHS: the ``solver`` option,
     and for simplex the primal variant (strategy 4): between levels the previous basis stays primal
     feasible, so primal simplex needs a handful of pivots where dual simplex needs hundreds. Its
-    bound perturbation is off (:func:`._common.perturb`): from a feasible warm basis it costs a clean-up
-    solve after every level (hierarchical, three fifo entities, 2,048 jobs: 4.9 s against 2.0 s CPU
-    without it, same levels to 1e-8); :func:`._common.unperturbed_stalled` tells when to put it back."""
-    loaded.options = loaded.options.with_(algorithm=algorithm)
-    h = getattr(loaded, "h", None)
-    if h is not None and hasattr(h, "setOptionValue"):
-        h.setOptionValue("solver", algorithm)
-        if algorithm == "simplex":
-            h.setOptionValue("simplex_strategy", 4)
-            _perturb(loaded, False)
+    bound perturbation is off (:meth:`~policyopt.solver_api.LoadedModel.use_warm_primal`): from a
+    feasible warm basis it costs a clean-up solve after every level (hierarchical, three fifo
+    entities, 2,048 jobs: 4.9 s against 2.0 s CPU without it, same levels to 1e-8); a run that stalls
+    at the backend's iteration cap is repeated with it (``loaded.stall_retries``)."""
+    if algorithm == "simplex":
+        loaded.use_warm_primal()
+    else:
+        loaded.set_algorithm(algorithm)

@@ -17,7 +17,6 @@ from policyopt.errors import InputError
 from policyopt.result import Status, Timings
 from policyopt.solver_api import SolverOptions
 
-from ._common import perturb, unperturbed_stalled
 from ._wf_certificates import _LevelSteps
 from ._wf_common import (
     _ACTIVE,
@@ -474,12 +473,10 @@ class WaterFillingEngine(_ModelSteps, _CompactionSteps, _LevelSteps):
         return res
 
     def _guarded(self, solve: Any) -> Any:
-        """``solve()``; if the unperturbed warm primal simplex hit its iteration cap (a stall on a
-        degenerate vertex, :func:`._common.perturb`), once more with the perturbation on."""
+        """``solve()``, counting the runs the loaded model repeated with the perturbation on after the
+        unperturbed warm primal simplex hit its iteration cap (a stall on a degenerate vertex;
+        :meth:`~policyopt.solver_api.LoadedModel.use_warm_primal`)."""
+        before = self.loaded.stall_retries
         res = solve()
-        if unperturbed_stalled(self.loaded):
-            self.stall_retries += 1
-            perturb(self.loaded, True)
-            res = solve()
-            perturb(self.loaded, False)
+        self.stall_retries += self.loaded.stall_retries - before
         return res

@@ -167,6 +167,10 @@ class LoadedModel(ABC):
     #: whether results carry row and column duals; a caller that reads only the point may turn it
     #: off (a backend that reads its duals separately then skips them; others may still set them)
     return_duals: bool = True
+    #: runs without the backend's perturbation, under an iteration cap, that stopped without an
+    #: answer (a stall on a degenerate vertex at the cap) and were repeated with the perturbation
+    #: (see :meth:`use_warm_primal`; backends without such runs: always 0)
+    stall_retries: int = 0
 
     def __init__(self, sf: StandardForm, options: SolverOptions) -> None:
         self.sf = sf
@@ -202,6 +206,17 @@ class LoadedModel(ABC):
     def set_algorithm(self, algorithm: str) -> None:
         """Switch the LP algorithm for the next solve (e.g. interior point cold, simplex warm)."""
         self.options = self.options.with_(algorithm=algorithm)
+
+    def use_warm_primal(self) -> bool:
+        """From the next solve on, re-solve by simplex for a sequence whose every update keeps the last
+        solution feasible (costs changed, bounds relaxed or set at what it delivers). A backend with
+        the mode (HiGHS) runs *primal* simplex from the warm basis without its bound perturbation,
+        under an iteration cap of ``1000 + 10 (rows + columns)`` sized at each run; a run that stops
+        at the cap is repeated with the perturbation (counted in :attr:`stall_retries`). Returns
+        whether the backend has the mode; otherwise this is ``set_algorithm("simplex")``. A later
+        :meth:`set_algorithm` ends it."""
+        self.set_algorithm("simplex")
+        return False
 
     def clear_warm_start(self) -> None:
         """Forget the basis / solution kept from the last solve, so the next solve starts cold

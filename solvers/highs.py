@@ -60,7 +60,7 @@ _ALGORITHMS = {"auto": "choose", "simplex": "simplex", "ipm": "ipm", "pdlp": "pd
 _STRATEGY = {"simplex": 1, "primal": 4}
 #: auto_algorithm's answers that run without presolve
 _NO_PRESOLVE = ("primal",)
-#: the iteration cap of an unperturbed warm primal simplex (see HighsModel._cap)
+#: the iteration cap of an unperturbed warm primal simplex (see HighsModel._cap; use_warm_primal)
 _UNPERTURBED_MIN_ITERATIONS = 1000
 _UNPERTURBED_ITERATIONS_PER_DIM = 10
 _UNPERTURBED_DUAL_ITERATIONS_PER_ROW = 1
@@ -132,6 +132,7 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         # cap, or None (see _cap)
         self._capped: str | None = None
         self._cap_limit = 2**31 - 1  # the iteration limit set with it (sized by the model's rows and columns)
+        self._warm_primal = False  # use_warm_primal's mode: every run capped unperturbed primal simplex
         self.runs = 0  # HiGHS runs so far (a kept basis is current while no run followed it)
         self._spliced = False  # updated in place (splice): re-solve options set
         self._max_infeasibility = 0.0  # of the last run's point (see _run_highs)
@@ -276,10 +277,24 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
     def set_algorithm(self, algorithm: str) -> None:
         super().set_algorithm(algorithm)
         self._set("solver", _ALGORITHMS[self.options.algorithm])
+        if self._warm_primal:  # use_warm_primal's mode ends: HiGHS's simplex variant (dual) again
+            self._warm_primal = False
+            if "simplex_strategy" not in self.options.extra:
+                self._set("simplex_strategy", _STRATEGY["simplex"])
         if self.options.algorithm != "auto":
             # an algorithm the caller names runs with HiGHS's perturbation and no cap (or ``extra``'s),
             # not with those an earlier ``auto`` run left set (see _cap)
             self._cap(None)
+
+    def use_warm_primal(self) -> bool:
+        """Primal simplex (``simplex_strategy`` 4) for every later run, each capped without the bound
+        perturbation (:meth:`_cap` ``"primal"``, sized at the run); a run that stalls at the cap is
+        repeated with it (:attr:`stall_retries`). Options set in ``extra`` are left alone."""
+        self.set_algorithm("simplex")
+        if "simplex_strategy" not in self.options.extra:
+            self._set("simplex_strategy", _STRATEGY["primal"])
+        self._warm_primal = True
+        return True
 
     def clear_warm_start(self) -> None:
         self._last = None
@@ -327,12 +342,15 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
                     if k not in self.options.extra:
                         self._set(k, v)
             self._use_auto(alg)
+        elif self._warm_primal:
+            self._cap("primal")  # (again after a stall below lifted it for one run)
         res = self._run_highs()
         if self._capped and (res.status is Status.ERROR
                              or self.h.getModelStatus() == self._hs.HighsModelStatus.kIterationLimit):
             # stalled without perturbation (a degenerate vertex), or ended without an answer
             # (HiGHS's 'Unknown'): once more with it
             self._cap(None)
+            self.stall_retries += 1
             res = self._run_highs()
         if small_primal and res.status is Status.OPTIMAL and self._max_infeasibility > _FEAS_TOL:
             # a row or bound met only to the simplex's tolerance: solved again from scratch by dual

@@ -236,7 +236,7 @@ def test_unperturbed_warm_solves_and_their_stall_guard(monkeypatch: pytest.Monke
     iteration cap is re-solved perturbed. With the cap at 0 every warm solve takes the guard (that is
     the perturbed method throughout): the levels are the same as without it."""
     from policyopt.data.gavel import load_gavel
-    from policyopt.formulations import _common
+    from policyopt.solvers import highs
 
     data = load_gavel()
     rng = np.random.default_rng(7)
@@ -249,8 +249,8 @@ def test_unperturbed_warm_solves_and_their_stall_guard(monkeypatch: pytest.Monke
     prob = Problem(cl, tuple(replace(j, entity=f"e{o}") for j, o in zip(base.jobs, owner)), entities=ents)
     plain = get_policy("hierarchical").solve(prob)
     assert plain.ok and plain.extra["water_filling"]["stall_retries"] == 0
-    monkeypatch.setattr(_common, "_UNPERTURBED_MIN_ITERATIONS", 0)
-    monkeypatch.setattr(_common, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
+    monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
+    monkeypatch.setattr(highs, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
     guarded = get_policy("hierarchical").solve(prob)
     assert guarded.ok and guarded.extra["water_filling"]["stall_retries"] > 0
     assert guarded.space.check(guarded.X, tol=1e-7) == []

@@ -106,7 +106,7 @@ def test_sjf_warm_primal_resolves_match_dual_simplex(gavel, monkeypatch: pytest.
     bound perturbation (``algorithm=auto``); ``algorithm=simplex`` keeps HiGHS's dual simplex. Same
     levels in SJF order. ``guard``: every unperturbed re-solve capped at 0 iterations, so each one is
     re-solved perturbed (the stall guard) — same levels again."""
-    from policyopt.formulations import _common
+    from policyopt.solvers import highs
     from policyopt.problem import Cluster
     from policyopt.sim.traces import gavel_trace, parse_job_type
 
@@ -115,8 +115,8 @@ def test_sjf_warm_primal_resolves_match_dual_simplex(gavel, monkeypatch: pytest.
     p = gavel.problem(types, Cluster.from_counts({t: 12 for t in ("v100", "p100", "k80")}, gpus_per_server=4),
                       steps=np.array([j.steps for j in trace]), colocated="types")
     if guard:
-        monkeypatch.setattr(_common, "_UNPERTURBED_MIN_ITERATIONS", 0)
-        monkeypatch.setattr(_common, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
+        monkeypatch.setattr(highs, "_UNPERTURBED_MIN_ITERATIONS", 0)
+        monkeypatch.setattr(highs, "_UNPERTURBED_ITERATIONS_PER_DIM", 0)
     a = policyopt.solve(p, "shortest_job_first", space_sharing=True, pair_top_k=8)
     b = policyopt.solve(p, "shortest_job_first", space_sharing=True, pair_top_k=8, algorithm="simplex")
     assert a.ok and b.ok and a.extra["levels_by_lp"] > 5

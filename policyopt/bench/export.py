@@ -156,6 +156,13 @@ class _RecordingModel(LoadedModel):
     def set_algorithm(self, algorithm: str) -> None:
         self._inner.set_algorithm(algorithm)
 
+    def use_warm_primal(self) -> bool:
+        return self._inner.use_warm_primal()
+
+    @property
+    def stall_retries(self) -> int:  # type: ignore[override]  # the real model's count (a class default here)
+        return self._inner.stall_retries
+
     def clear_warm_start(self) -> None:
         self._inner.clear_warm_start()
 
