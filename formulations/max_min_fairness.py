@@ -200,7 +200,11 @@ class MaxMinFairness(LPPolicy):
                     t_col: np.ndarray, t_low: float) -> highs_steps.Steps | None:
         """The fill stage as a few primal simplex steps on the factorization HiGHS kept from the
         max-min LP's simplex run (:func:`policyopt.solvers.highs_steps.reoptimize`: certified on the
-        whole LP, the loaded model unchanged), or ``None`` (then HiGHS runs it)."""
+        whole LP, the loaded model unchanged), or ``None`` (then HiGHS runs it). A loaded model
+        with its own ``reoptimize`` (the aggregated re-solve's reduced LP) takes the steps itself."""
+        own = getattr(lp.loaded, "reoptimize", None)
+        if own is not None:
+            return own(x, cols, costs, t_col, t_low)
         if runs is None or not highs_steps.ready(lp.loaded, runs):
             return None
         sf = lp.sf

@@ -46,6 +46,7 @@ from typing import Any
 
 import numpy as np
 
+from .aggregate_basis import Basis, FactorLost, KeptFactor
 from .allocation import AllocationSpace
 from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
@@ -87,24 +88,28 @@ def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
     return slot, p, q, slot_of
 
 
-def certify(sf: StandardForm, x: np.ndarray, y: np.ndarray, tol: float = 1e-9) -> tuple[bool, float, float, float]:
+def certify(sf: StandardForm, x: np.ndarray, y: np.ndarray, tol: float = 1e-9, c: np.ndarray | None = None,
+            col_lower: np.ndarray | None = None) -> tuple[bool, float, float, float]:
     """``(ok, primal objective, dual bound, violation)`` of ``(x, y)`` on ``sf`` (``y``: the scaled
-    rows' multipliers): ``x`` within every row and bound to ``tol`` and the Lagrangian bound
+    rows' multipliers; ``c`` and ``col_lower`` instead of ``sf``'s where given): ``x`` within every
+    row and bound to ``tol`` and the Lagrangian bound
     ``Σ_i pick(y_i l_i, y_i u_i) + Σ_j pick(d_j lo_j, d_j hi_j)``, ``d = c − Aᵀy`` (``pick`` = max
     for a maximization), valid for any ``y``, equal to ``c·x`` to ``tol`` relative — the
     certificate of :func:`policyopt.solvers.blocks.certify`, by the matrix-vector kernels."""
-    primal = float(sf.c @ x) + float(sf.offset)
-    d = sf.c - rmatvec(sf.A, y)
+    c = sf.c if c is None else c
+    lo_c = sf.col_lower if col_lower is None else col_lower
+    primal = float(c @ x) + float(sf.offset)
+    d = c - rmatvec(sf.A, y)
     pick = np.maximum if sf.sense == "max" else np.minimum
     bound = float(sf.offset)
-    for mult, lo, hi in ((y, sf.row_lower, sf.row_upper), (d, sf.col_lower, sf.col_upper)):
+    for mult, lo, hi in ((y, sf.row_lower, sf.row_upper), (d, lo_c, sf.col_upper)):
         with np.errstate(invalid="ignore"):
             v = pick(mult * lo, mult * hi)
         bad = ~np.isfinite(v)
         if np.count_nonzero(bad):  # 0·∞ and round-off on a free side count as zero
             v = np.where(bad & (np.abs(mult) <= _ZERO_TOL), 0.0, v)
         bound += float(v.sum())
-    viol = sf.violation(x)
+    viol = sf.violation(x) if col_lower is None else max(sf.violation(x), float(np.max(lo_c - x, initial=0.0)))
     ok = bool(np.isfinite(bound) and viol <= tol and abs(bound - primal) <= tol * max(1.0, abs(primal)))
     return ok, primal, bound, viol
 
@@ -142,7 +147,7 @@ class _Loaded(LoadedModel):
         hit = self._whole(cols, n, "costs", once=True)
         self.touched = True
         tot = np.bincount(cols, costs, minlength=n)
-        self.small.set_costs(hit, tot[hit])
+        self.small.sf.c[hit] = tot[hit]  # (pushed to HiGHS before its next run: AggregateModel.sync)
 
     def _whole(self, cols: np.ndarray, n: int, what: str, once: bool) -> np.ndarray:
         """The reduced columns given in ``cols``; :exc:`Declined` unless each class column among
@@ -168,7 +173,8 @@ class _Loaded(LoadedModel):
             _uniform(cols, upper, n, "upper bounds")
         self._whole(cols, n, "bounds", once=False)
         self.touched = True
-        self.small.set_col_bounds(cols, lower, upper)
+        sf = self.small.sf
+        sf.col_lower[cols], sf.col_upper[cols] = lower, upper  # (pushed before HiGHS's next run)
 
     def set_row_bounds(self, rows: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Rows of the whole LP have no counterpart in the reduced one (:exc:`Declined`)."""
@@ -196,22 +202,91 @@ class _Loaded(LoadedModel):
         return self.resolve()
 
     def resolve(self) -> SolveResult:
-        """The reduced LP re-solved (warm), certified; once more cold if the certificate fails."""
+        """The reduced LP re-solved and certified: from the kept factorization of its last basis
+        when that basis is still optimal (:class:`~policyopt.aggregate_basis.KeptFactor`, no HiGHS
+        run), else by HiGHS from that basis (the changes pushed first), once more cold if the
+        certificate fails."""
+        owner, small = self.owner, self.small
+        t0 = time.perf_counter()
+        fac = owner.kept_factor()
+        if fac is not None and fac.base is not None:
+            try:
+                pt = fac.base.point()
+            except FactorLost:  # (HiGHS dropped it: not expected, as the owner tracks its runs)
+                pt = owner.factor = None
+            if pt is not None:
+                ok, primal, bound, viol = certify(small.sf, *pt)
+                if ok:
+                    owner.factor_answers += 1
+                    return self._result(pt[0], pt[1], primal, bound, viol, "kept factorization", t0)
+        owner.sync()
         for attempt in range(2):
             if attempt:
-                self.small.clear_warm_start()
+                small.clear_warm_start()
             t0 = time.perf_counter()
-            x, y = self.small.run_point()
+            x, y = small.run_point()
+            owner.factor = None
             if x is not None and y is not None:
-                ok, primal, bound, viol = certify(self.small.sf, x, y)
+                ok, primal, bound, viol = certify(small.sf, x, y)
                 if ok:
-                    res = SolveResult(Status.OPTIMAL, primal, x, row_duals=self.small.sf.unscale_duals(y),
-                                      solver="highs", message="Optimal",
-                                      options={"algorithm": "auto", "fast_path": f"aggregated re-solve: dual bound "
-                                               f"{bound:.15g}, violation {viol:.3g}"})
-                    res.timings.solve = time.perf_counter() - t0
-                    return res
+                    owner.factor = KeptFactor.take(small, x, owner.lin_pos, owner.link_rows)
+                    return self._result(x, y, primal, bound, viol, "HiGHS", t0)
         raise Declined("the aggregated re-solve ended without a certified optimum")
+
+    def _result(self, x: np.ndarray, y: np.ndarray, primal: float, bound: float, viol: float, how: str,
+                t0: float) -> SolveResult:
+        res = SolveResult(Status.OPTIMAL, primal, x, row_duals=self.small.sf.unscale_duals(y), solver="highs",
+                          message="Optimal", options={"algorithm": "auto", "fast_path": (
+                              f"aggregated re-solve ({how}): dual bound {bound:.15g}, violation {viol:.3g}")})
+        res.timings.solve = time.perf_counter() - t0
+        return res
+
+    def reoptimize(self, x: np.ndarray, cols: np.ndarray, costs: np.ndarray, t_col: np.ndarray,
+                   t_low: float) -> Any:
+        """A second stage that maximizes the costs ``costs`` given per job column ``cols`` (summed
+        per class column, as :meth:`set_costs`) with the column ``t_col`` held at ``≥ t_low``, from
+        the basis of the last answer ``x``, as primal simplex steps on the kept factorization
+        (:func:`policyopt.solvers.highs_steps.reoptimize`, certified on the reduced LP; the loaded
+        model is not changed): its :class:`~policyopt.solvers.highs_steps.Steps`, or ``None``
+        (then the caller runs the stage by :meth:`set_costs` and :meth:`solve`)."""
+        from policyopt.solvers import highs_steps
+
+        owner = self.owner
+        fac = owner.kept_factor()
+        if fac is None or fac.base is None:
+            return None
+        sf = self.small.sf
+        cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
+        n = sf.num_cols
+        _uniform(cols, costs, n, "costs")
+        self._whole(cols, n, "costs", once=True)
+        c = np.bincount(cols, costs, minlength=n)
+        lower = sf.col_lower.copy()
+        lower[t_col] = t_low
+        try:
+            # first the basis the last such stage ended with (usually still optimal), certified here
+            last = owner.second_basis
+            if last is not None and last.factor is fac:
+                pt = last.point(c, lower)
+                if pt is not None:
+                    ok, primal, _, _ = certify(sf, pt[0], pt[1], c=c, col_lower=lower)
+                    if ok:
+                        return highs_steps.Steps(pt[0], 0, primal - float(sf.offset), last.var)
+            if not fac.base.form():
+                return None
+            got = highs_steps.reoptimize(self.small, x, c, lower, sf.col_upper, factor=fac.base)
+            owner.second_basis = None if got is None or got.basic is None else fac.basis(got.basic, got.x, lower)
+        except FactorLost:
+            owner.factor = owner.second_basis = None
+            return None
+        return got
+
+
+def _per_class(owner: np.ndarray, G: int) -> list[np.ndarray]:
+    """For each class ``0 … G−1``, the positions ``i`` with ``owner[i]`` equal to it (−1: none)."""
+    order = np.argsort(owner, kind="stable")
+    bounds = np.searchsorted(owner[order], np.arange(G + 1))
+    return [order[bounds[g]:bounds[g + 1]] for g in range(G)]
 
 
 class AggregateModel:
@@ -239,12 +314,70 @@ class AggregateModel:
         self.base = base  # unit costs, column bounds, row bounds (scaled) of the reduced columns/rows
         self.lin_pos, self.lin_group, self.lin_unit = lin  # linking-row entries of class columns
         self._all = (np.arange(col_group.size), np.arange(row_group.size), np.arange(self.lin_pos.size))
+        G = rep.size
+        # per class: its reduced columns and its linking-row entries (positions in lin_pos)
+        self._cls_cols = _per_class(col_group, G)
+        self._cls_lin = _per_class(self.lin_group, G)
         self.variables = variables  # per variable: (per job, dims, class columns (G × width) or columns)
         self.start: Any = None
         self.start_runs = 0
         self.updates = 0  # problems answered by the aggregated re-solve (tests and benchmarks read it)
+        self.factor_answers = 0  # LP answers read from the kept factorization, without a HiGHS run
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
+        self._cls_mask: np.ndarray | None = None  # each class's row of the space's single_mask
+        self.link_rows = (row_group < 0).nonzero()[0]
+        sf = small.sf
+        # what HiGHS holds (changes are made in the standard form and pushed before HiGHS's next run)
+        self._held = (sf.A.data[self.lin_pos].copy(), sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(),
+                      sf.row_lower.copy(), sf.row_upper.copy())
+        #: HiGHS's factorization of the basis of its last run, over the entries it saw then
+        self.factor: KeptFactor | None = None
+        #: the basis a second stage (max-min's ``fill``) ended with on that factor
+        self.second_basis: Basis | None = None
+
+    def adopt_factor(self) -> None:
+        """Keep HiGHS's factorization after the fast path's last run of the reduced LP, if that run
+        solved the reduced LP as compiled (not a later stage's costs or bounds)."""
+        sf, small = self.small.sf, self.small
+        c, lo, hi, rlo, rhi = self.base
+        want_c = c * np.append(self.mult, 1).astype(np.float64)[self.col_group]
+        if (np.count_nonzero(sf.c != want_c) or np.count_nonzero(sf.col_lower != lo)
+                or np.count_nonzero(sf.col_upper != hi) or np.count_nonzero(sf.row_lower != rlo)
+                or np.count_nonzero(sf.row_upper != rhi) or not getattr(small, "_passed", False)):
+            return
+        sol = small._h.getSolution()
+        if sol.value_valid:
+            self.factor = KeptFactor.take(small, np.asarray(sol.col_value, np.float64), self.lin_pos,
+                                          self.link_rows)
+
+    def kept_factor(self) -> KeptFactor | None:
+        """The kept factorization while it is still HiGHS's (no run and no basis set since)."""
+        fac = self.factor
+        if fac is not None and fac.runs != self.small.runs:
+            fac = self.factor = None
+        return fac
+
+    def sync(self) -> None:
+        """Push the changes made in the reduced LP's standard form since HiGHS's last run to HiGHS."""
+        small, sf = self.small, self.small.sf
+        hA, hc, hlo, hhi, hrlo, hrhi = self._held
+        vals = sf.A.data[self.lin_pos]
+        d = (vals != hA).nonzero()[0]
+        if d.size:
+            small.set_entries(self.lin_pos[d], vals[d])
+        d = (sf.c != hc).nonzero()[0]
+        if d.size:
+            small.set_costs(d, sf.c[d])
+        d = ((sf.col_lower != hlo) | (sf.col_upper != hhi)).nonzero()[0]
+        if d.size:
+            small.set_col_bounds(d, sf.col_lower[d], sf.col_upper[d])
+        d = ((sf.row_lower != hrlo) | (sf.row_upper != hrhi)).nonzero()[0]
+        if d.size:  # set_row_bounds takes unscaled bounds
+            r = d
+            small.set_row_bounds(r, sf.row_lower[r] / sf.row_scale[r], sf.row_upper[r] / sf.row_scale[r])
+        self._held = (vals, sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(), sf.row_lower.copy(),
+                      sf.row_upper.copy())
 
     # ---------------------------------------------------------------- JobSetModel's other calls
     def prefers_rebuild(self) -> bool:
@@ -261,9 +394,15 @@ class AggregateModel:
         return None
 
     def keep_start(self, x: np.ndarray | None) -> None:
-        """Keep the reduced LP's current basis as the next re-solve's start (see JobSetModel)."""
-        self.start = self.small.basis_object() if x is not None else None
-        self.start_runs = self.small.runs
+        """Keep the reduced LP's current basis as the next re-solve's start (see JobSetModel): HiGHS's,
+        unchanged while no run followed the one it was read after (answers from the kept
+        factorization leave it as it is)."""
+        small = self.small
+        if x is None:
+            self.start = None
+        elif self.start is None or small.runs != self.start_runs:
+            self.start = small.basis_object()
+        self.start_runs = small.runs
 
     # ---------------------------------------------------------------- the update
     def update(self, policy: Any, space: AllocationSpace) -> dict[str, Variable] | None:
@@ -307,6 +446,10 @@ class AggregateModel:
         self.T, self.scale, self.weights = T.copy(), scale.copy(), weights.copy()
         self._slot_of = None  # (the table was of the old ids)
         self.updates += 1
+        if "single_mask" not in space.__dict__:  # (where each job can run: its class's row, one gather)
+            if self._cls_mask is None:
+                self._cls_mask = space.single_mask_of(self.rep_T, self.rep_scale)
+            space.single_mask = self._cls_mask[g]
         return self._variables(space)
 
     def _same(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray, at: Any) -> np.ndarray:
@@ -319,18 +462,45 @@ class AggregateModel:
 
     def _restore(self, mult: np.ndarray) -> None:
         """The reduced LP of multiplicities ``mult`` with the compiled costs and bounds (undoing a
-        later stage's changes), pushing only what differs; then the kept basis set back. Only the
-        columns, rows and entries of classes whose count changed are compared, unless the policy
-        changed costs or bounds since (:attr:`_Loaded.touched`)."""
-        small, sf = self.small, self.small.sf
-        cg, rg = self.col_group, self.row_group
+        later stage's changes), in its standard form (pushed to HiGHS before its next run:
+        :meth:`sync`); then the kept basis set back. Only the columns, rows and entries of classes
+        whose count changed are compared, unless the policy changed costs or bounds since
+        (:attr:`_Loaded.touched`)."""
+        small = self.small
         if self.loaded.touched:
             self.loaded.touched = False
-            sc, sr, se = self._all
-        else:
+            self._general_restore(mult, *self._all)
+        elif not self._few_counts(mult):
             changed = np.append(mult != self.mult, False)  # (class -1, linking, reads the last: False)
-            sc, sr = changed[cg].nonzero()[0], changed[rg].nonzero()[0]
-            se = changed[self.lin_group].nonzero()[0]
+            self._general_restore(mult, changed[self.col_group].nonzero()[0], changed[self.row_group].nonzero()[0],
+                                  changed[self.lin_group].nonzero()[0])
+        if self.start is not None and small.runs != self.start_runs:
+            small.restore_basis(self.start)  # (HiGHS's factorization is of another basis now)
+            self.factor = None
+
+    def _few_counts(self, mult: np.ndarray) -> bool:
+        """The usual change, in place: the counts of a few classes changed, none emptied or refilled
+        (their bounds and rows stay): their costs ``m_g c_g`` and linking entries ``m_g B_g`` set.
+        ``False`` (nothing done) otherwise."""
+        ch = (mult != self.mult).nonzero()[0]
+        if ch.size > 8 or np.count_nonzero((mult[ch] > 0) != (self.mult[ch] > 0)):
+            return False
+        if ch.size:
+            sf, c = self.small.sf, self.base[0]
+            data, cost = sf.A.data, sf.c
+            for g in ch.tolist():
+                m = float(mult[g])
+                e = self._cls_lin[g]
+                data[self.lin_pos[e]] = self.lin_unit[e] * m
+                cc = self._cls_cols[g]
+                cost[cc] = c[cc] * m
+            if self.factor is not None:
+                self.factor.stale = True
+        return True
+
+    def _general_restore(self, mult: np.ndarray, sc: np.ndarray, sr: np.ndarray, se: np.ndarray) -> None:
+        """:meth:`_restore` of the columns ``sc``, rows ``sr`` and linking entries ``se``."""
+        sf, cg, rg = self.small.sf, self.col_group, self.row_group
         c, lo, hi, rlo, rhi = self.base
         live = np.append(mult > 0, True)
         m_col = np.append(mult, 1).astype(np.float64)[cg[sc]]
@@ -344,20 +514,19 @@ class AggregateModel:
         pos = self.lin_pos[se]
         vals = self.lin_unit[se] * mult[self.lin_group[se]]
         d = (sf.A.data[pos] != vals).nonzero()[0]
-        if d.size:
-            small.set_entries(pos[d], vals[d])
+        if d.size:  # (all in the standard form: pushed to HiGHS before its next run, sync)
+            sf.A.data[pos[d]] = vals[d]
+            if self.factor is not None:
+                self.factor.stale = True
         d = (sf.c[sc] != want_c).nonzero()[0]
         if d.size:
-            small.set_costs(sc[d], want_c[d])
+            sf.c[sc[d]] = want_c[d]
         d = ((sf.col_lower[sc] != want_lo) | (sf.col_upper[sc] != want_hi)).nonzero()[0]
         if d.size:
-            small.set_col_bounds(sc[d], want_lo[d], want_hi[d])
+            sf.col_lower[sc[d]], sf.col_upper[sc[d]] = want_lo[d], want_hi[d]
         d = ((sf.row_lower[sr] != want_rlo) | (sf.row_upper[sr] != want_rhi)).nonzero()[0]
-        if d.size:  # set_row_bounds takes unscaled bounds (the reduced rows' scale is 1)
-            r = sr[d]
-            small.set_row_bounds(r, want_rlo[d] / sf.row_scale[r], want_rhi[d] / sf.row_scale[r])
-        if self.start is not None and small.runs != self.start_runs:
-            small.restore_basis(self.start)
+        if d.size:
+            sf.row_lower[sr[d]], sf.row_upper[sr[d]] = want_rlo[d], want_rhi[d]
 
     def _variables(self, space: AllocationSpace) -> dict[str, Variable]:
         """The policy's variables over ``space``: a job's columns are its class's columns."""
@@ -389,6 +558,7 @@ class ClassVariable(Variable):
         self._cls = (cls_cols, cls_lower, cls_upper)
         self._group = group
         self._full: list[np.ndarray | None] = [None, None, None]
+        self._cols_given = False  # (cols set from outside: value() reads them)
         self._model: Model | None = None
 
     def _gather(self, k: int) -> np.ndarray:
@@ -404,6 +574,7 @@ class ClassVariable(Variable):
     @cols.setter
     def cols(self, value: np.ndarray) -> None:
         self._full[0] = value
+        self._cols_given = True
 
     @property
     def lower(self) -> np.ndarray:
@@ -432,7 +603,7 @@ class ClassVariable(Variable):
         self._model = value
 
     def value(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
-        if self._full[0] is not None:
+        if self._cols_given:
             return super().value(x, fill)
         cc = self._cls[0]
         per_class = np.where(cc >= 0, x[cc], fill)  # (column -1 reads x's last entry, replaced)
@@ -507,6 +678,8 @@ def from_kept(st: Any) -> AggregateModel | None:
     if np.count_nonzero(m_old != np.bincount(group, minlength=G)[lin_group]):
         return None
     loaded.aggregation(take=True)  # (the reduced LP is this model's alone from now on)
-    return AggregateModel(st.signature, small, st.obj_name, st.ids, (T, scale, weights), group, rep,
-                          col_group, row_group, (c[kc], lo[kc], hi[kc], rlo[kr], rhi[kr]),
-                          (pos, lin_group, A.data[pos] / m_old), variables)
+    out = AggregateModel(st.signature, small, st.obj_name, st.ids, (T, scale, weights), group, rep,
+                         col_group, row_group, (c[kc], lo[kc], hi[kc], rlo[kr], rhi[kr]),
+                         (pos, lin_group, A.data[pos] / m_old), variables)
+    out.adopt_factor()
+    return out

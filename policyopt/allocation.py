@@ -26,6 +26,7 @@ described in :mod:`policyopt.pair_candidates`.
 from __future__ import annotations
 
 import copy
+import functools
 from typing import Any
 
 import numpy as np
@@ -60,7 +61,6 @@ class AllocationSpace:
         self.time_since_start = arr.time_since_start
         T = arr.T
         self.T = T
-        self.single_mask = self._single_mask()
         # pairs
         self.pair_jobs = np.zeros((0, 2), np.int64)
         self.Tp = np.zeros((0, C, 2))
@@ -75,17 +75,31 @@ class AllocationSpace:
         else:  # the rows are the jobs (reuse the label array; no re-conversion of n strings)
             self.rows = IndexSet("rows", lab)
         self.row_scale = np.concatenate([self.scale, self.scale[self.pair_jobs[:, 0]]]) if p else self.scale.copy()
-        self.mask = np.vstack([self.single_mask, self.pair_mask]) if p else self.single_mask
         self._thr_matrix: Triplets | None = None
 
     # ------------------------------------------------------------------ masks and pairs
+    @functools.cached_property
+    def single_mask(self) -> np.ndarray:
+        """``(n × configs)``: where each job can run alone (:meth:`_single_mask`), computed when first
+        read (a caller that knows it, such as an aggregated re-solve, sets it instead)."""
+        return self._single_mask()
+
+    @functools.cached_property
+    def mask(self) -> np.ndarray:
+        """``(rows × configs)``: :attr:`single_mask`, then the pair rows' :attr:`pair_mask`."""
+        return np.vstack([self.single_mask, self.pair_mask]) if self.num_pairs else self.single_mask
+
     def _single_mask(self) -> np.ndarray:
+        return self.single_mask_of(self.T, self.scale)
+
+    def single_mask_of(self, T: np.ndarray, scale: np.ndarray) -> np.ndarray:
+        """:attr:`single_mask` of jobs of throughputs ``T`` (jobs × configs) and scale factors
+        ``scale`` on this space's cluster and configurations (a job's row depends on its data only)."""
         counts_c, c_u, c_p, gps_p, distinct = self._variants
         # built configurations × jobs, transposed at the end: a test broadcast over jobs × a few
         # configurations runs numpy's inner loop a few items at a time (~90 µs at 2,048 jobs × 6
         # configurations here), over one configuration's jobs at a time ~45 µs
-        scale = self.scale
-        T_t = np.ascontiguousarray(self.T.T)
+        T_t = np.ascontiguousarray(T.T)
         mask = T_t > 0
         mask &= scale <= counts_c[:, None]
         # a consolidated slot is impossible when the job cannot fit on one server and the data gives
@@ -187,7 +201,10 @@ class AllocationSpace:
                 and not (T_ is self.T and self._thr_matrix is not None)
                 and type(self).throughput_matrix is AllocationSpace.throughput_matrix):
             P = np.where(self.single_mask, T_ * X, 0.0)
-            return np.add.accumulate(P, axis=1)[:, -1] + 0.0  # (+0.0: a sum of −0.0 reads 0.0, as from 0.0 up)
+            out = P[:, 0].copy()  # (column by column: ~7× faster than ``np.add.accumulate`` along rows)
+            for c in range(1, P.shape[1]):
+                out += P[:, c]
+            return out + 0.0  # (+0.0: a sum of −0.0 reads 0.0, as from 0.0 up)
         M = self.throughput_matrix(T, Tp)
         return M @ X.ravel()
 

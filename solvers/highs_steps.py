@@ -50,19 +50,29 @@ PIVOT_TOL = 1e-9
 
 @dataclass
 class Steps:
-    """A certified optimum: the point (columns), the steps taken, the objective ``c·x``."""
+    """A certified optimum: the point (columns), the steps taken, the objective ``c·x``, and the
+    basic variables it ended with by basis position (``j < n`` a column, ``n + i`` row ``i``'s logical)."""
 
     x: np.ndarray
     steps: int
     objective: float
+    basic: np.ndarray | None = None
 
 
 def ready(model: Any, runs_before: int) -> bool:
     """Whether ``model`` (a loaded HiGHS model) holds the optimal basis of a simplex run made since
-    it had ``runs_before`` runs, with its factorization (HiGHS keeps it after a simplex solve; after
-    an interior point solve it has none, and asking for it then is not safe)."""
-    if getattr(model, "runs", None) is None or model.runs <= runs_before or not getattr(model, "_passed", False) \
-            or model.sf.num_rows < MIN_ROWS:
+    it had ``runs_before`` runs, with its factorization (:func:`factored`), and has at least
+    :data:`MIN_ROWS` rows."""
+    if getattr(model, "runs", None) is None or model.runs <= runs_before or model.sf.num_rows < MIN_ROWS:
+        return False
+    return factored(model)
+
+
+def factored(model: Any) -> bool:
+    """Whether ``model`` (a loaded HiGHS model, passed to HiGHS) holds the optimal basis of its last
+    run, a simplex solve of the model as passed, with its factorization (HiGHS keeps it after a
+    simplex solve; after an interior point solve it has none, and asking for it then is not safe)."""
+    if not getattr(model, "_passed", False):
         return False
     h, hs = model._h, model._hs
     if h.getModelStatus() != hs.HighsModelStatus.kOptimal:
@@ -79,20 +89,43 @@ def ready(model: Any, runs_before: int) -> bool:
         and h.getNumCol() == model.sf.num_cols and h.getNumRow() == model.sf.num_rows
 
 
+class _HighsFactor:
+    """HiGHS's own factorization of its current basis (what :func:`reoptimize` solves with by
+    default)."""
+
+    def __init__(self, h: Any, hs: Any) -> None:
+        self.h, self.hs = h, hs
+
+    def basic_variables(self) -> np.ndarray | None:
+        """HiGHS's basic variables by basis position (``j ≥ 0`` a column, ``−1 − i`` row ``i``'s logical)."""
+        ok, bv = self.h.getBasicVariables()
+        return np.asarray(bv, np.int64) if ok == self.hs.HighsStatus.kOk else None
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``B⁻¹ rhs``."""
+        return np.array(self.h.getBasisSolve(rhs)[1], np.float64)
+
+    def transpose_solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``B⁻ᵀ rhs``."""
+        return np.asarray(self.h.getBasisTransposeSolve(rhs)[1], np.float64)
+
+
 def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, col_upper: np.ndarray,
-               max_steps: int = MAX_STEPS) -> Steps | None:
+               max_steps: int = MAX_STEPS, factor: Any = None) -> Steps | None:
     """Optimize ``c·x`` (in ``model.sf.sense``) over ``model.sf``'s rows and the column bounds
     ``col_lower ≤ x ≤ col_upper`` from HiGHS's current basis and its point ``x`` (the last run's),
     by at most ``max_steps`` primal simplex steps (module docstring). The loaded model is not
-    changed. The caller checks :func:`ready` first."""
-    sf, h = model.sf, model._h
+    changed. The caller checks :func:`ready` first. ``factor``: another factorization of a basis
+    of ``model.sf`` to start from (``basic_variables()``, ``solve(rhs)``, ``transpose_solve(rhs)``
+    as :class:`_HighsFactor`'s), whose point is ``x``; default HiGHS's."""
+    sf = model.sf
     n, m = sf.num_cols, sf.num_rows
     if m == 0 or x.shape != (n,):
         return None
-    ok, basic_vars = h.getBasicVariables()
-    if ok != model._hs.HighsStatus.kOk:
+    fac = _HighsFactor(model._h, model._hs) if factor is None else factor
+    bv = fac.basic_variables()
+    if bv is None:
         return None
-    bv = np.asarray(basic_vars, np.int64)
     var = np.where(bv >= 0, bv, n - 1 - bv)  # basis position → variable (row i's logical: n + i)
     basic = np.zeros(n + m, bool)
     basic[var] = True
@@ -116,8 +149,7 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
     etas: list[tuple[int, np.ndarray]] = []
 
     def ftran(rhs: np.ndarray) -> np.ndarray:
-        _, s = h.getBasisSolve(rhs)
-        s = np.array(s, np.float64)
+        s = fac.solve(rhs)
         for p, al in etas:
             sp = s[p] / al[p]
             s -= sp * al
@@ -128,8 +160,7 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
         w = rhs.copy()
         for p, al in reversed(etas):
             w[p] = (w[p] - (al @ w - al[p] * w[p])) / al[p]
-        _, y = h.getBasisTransposeSolve(w)
-        return np.asarray(y, np.float64)
+        return fac.transpose_solve(w)
 
     d = np.empty(n + m)
     score = np.empty(n + m)
@@ -145,7 +176,10 @@ def reoptimize(model: Any, x: np.ndarray, c: np.ndarray, col_lower: np.ndarray, 
         score *= movable
         q = int(score.argmax())
         if score[q] == 0.0:
-            return _certified(sf, v[:n].copy(), lo, hi, lo_out, hi_out, d, basic, c, step)
+            got = _certified(sf, v[:n].copy(), lo, hi, lo_out, hi_out, d, basic, c, step)
+            if got is not None:
+                got.basic = var.copy()
+            return got
         if step == max_steps:
             return None
         s = 1.0 if d[q] > 0 else -1.0

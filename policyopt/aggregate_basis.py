@@ -1,0 +1,287 @@
+"""The aggregated re-solve's reduced LP answered from HiGHS's factorization of one of its bases.
+
+After an arrival or a completion the aggregated reduced LP (:mod:`policyopt.aggregate_resolve`)
+differs from the one HiGHS last solved only in the multiplicities ``m_g`` of a few classes: the
+costs ``m_g c_g``, the linking rows' entries ``m_g B_g`` and, for a class emptied or refilled, its
+bounds. The optimal basis of the last solve usually stays optimal (a class's share moves, its
+basis does not), and checking that needs no HiGHS run (a run costs its fixed work, ~0.1 ms on
+~170 rows even with nothing to do, plus pushing the changes in). :class:`KeptFactor` keeps what
+HiGHS's last simplex run left — its basis ``B₀`` and the factorization of it, over the entries the
+run saw — and :class:`Basis` solves with another basis matrix ``B``: the same or a few other basic
+variables (max-min fairness's ``fill`` stage ends a few simplex steps from the first stage's
+basis), over the *current* entries. Only the ``K`` linking rows' entries change with ``m_g``, so
+``B − B₀ = P Δ + U_S E_Sᵀ``: ``P`` the linking rows of the identity and ``Δ`` (``K × m``) every
+basic variable's change in them; ``U_S`` the other rows' change at the positions ``S`` whose basic
+variable is another, ``E_S`` those positions. With ``U = [P, U_S]``, ``Vᵀ = [Δ; E_Sᵀ]`` (rank
+``r = K + |S|``) and ``C = I_r + Vᵀ B₀⁻¹ U``, by the Sherman–Morrison–Woodbury identity
+
+.. math::  B^{-1} z = z_0 - B_0^{-1} U\\, C^{-1} V^T z_0, \\quad z_0 = B_0^{-1} z; \\qquad
+           B^{-T} c = y_0 - B_0^{-T} V C^{-T} U^T y_0, \\quad y_0 = B_0^{-T} c
+
+with ``B₀⁻¹ P`` (``K`` solves) kept with the factor and ``B₀⁻¹ U_S`` with the basis (the other
+rows' entries do not change): one solve with ``B₀`` each way, one more for the transpose (HiGHS's
+``getBasisSolve`` / ``getBasisTransposeSolve``, ~3 µs each). In HiGHS's convention the variables
+are the columns and the rows' logicals ``s = −A x`` (bounds ``[−u, −l]``, basis column ``e_i``);
+the nonbasic ones stay at the bound they were at in the basis's last point, the basic ones follow,
+``B v_B = −N v_N``, and the multipliers solve ``Bᵀ y = c_B`` (:meth:`Basis.point`). The caller
+certifies that pair on the reduced LP (:func:`policyopt.aggregate_resolve.certify`: feasible to
+1e-9, Lagrangian bound equal to the objective), so round-off or a basis that is no longer optimal
+can only make it refused (then HiGHS runs). A :class:`Basis` also serves
+:func:`policyopt.solvers.highs_steps.reoptimize` (primal simplex steps from it).
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from .standard_form import StandardForm, any_nonzero, matvec
+
+__all__ = ["Basis", "FactorLost", "KeptFactor", "bounds_of"]
+
+#: a nonbasic variable further than this from both its bounds (relative to the bound's magnitude)
+#: is not at a bound: such a point's basis is not kept
+_AT_BOUND = 1e-9
+
+
+class FactorLost(RuntimeError):
+    """HiGHS no longer holds the factorization (a basis was set, or the model changed there)."""
+
+
+def bounds_of(sf: StandardForm, col_lower: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Bounds of the columns (``col_lower`` instead of ``sf``'s where given) and of the rows'
+    logicals ``s = −A x`` (HiGHS's convention)."""
+    lo = sf.col_lower if col_lower is None else col_lower
+    return np.concatenate([lo, -sf.row_upper]), np.concatenate([sf.col_upper, -sf.row_lower])
+
+
+def _kinds(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, var: np.ndarray) -> np.ndarray | None:
+    """Per variable: ``-1`` basic (in ``var``), else ``0`` at its lower bound, ``1`` at its upper,
+    ``2`` free at 0; ``None`` if a nonbasic value of ``v`` is at none of these."""
+    basic = np.zeros(v.size, bool)
+    basic[var] = True
+    with np.errstate(invalid="ignore"):
+        dl, du = np.abs(v - lo), np.abs(v - hi)  # (inf at an infinite bound)
+    kind = np.where(dl <= du, 0, 1).astype(np.int8)
+    free = ~np.isfinite(lo) & ~np.isfinite(hi)
+    kind[free] = 2
+    near = np.minimum(dl, du) <= _AT_BOUND * np.maximum(1.0, np.minimum(np.abs(lo), np.abs(hi)))
+    if any_nonzero(~basic & ~free & ~near) or any_nonzero(~basic & free & (v != 0.0)):
+        return None
+    kind[basic] = -1
+    return kind
+
+
+class KeptFactor:
+    """HiGHS's factorization of the reduced LP's basis ``B₀`` at its last run, with the linking
+    rows' entries it saw (module docstring). Valid while the model has had no other run
+    (:attr:`runs`) and no basis was set: the owner drops it then."""
+
+    def __init__(self, model: Any, var0: np.ndarray, lin_pos: np.ndarray, link_rows: np.ndarray) -> None:
+        sf = model.sf
+        self.model, self.h = model, model._h
+        self._ok = model._hs.HighsStatus.kOk
+        self.runs = model.runs
+        n, m = sf.num_cols, sf.num_rows
+        self.n, self.m = n, m
+        self.var0 = var0  # B₀'s basic variable at each position (row i's logical: n + i)
+        self.link_rows = link_rows
+        K = link_rows.size
+        self.k_of = np.full(m, -1, np.int64)
+        self.k_of[link_rows] = np.arange(K)
+        # the linking rows' entries of every variable (K × (n+m), dense): now, and as factored
+        A = sf.A
+        ent_col = np.repeat(np.arange(n), np.diff(A.indptr))
+        kr = self.k_of[A.indices]
+        sel = (kr >= 0).nonzero()[0]
+        L = np.zeros((K, n + m))
+        L[kr[sel], ent_col[sel]] = A.data[sel]
+        L[np.arange(K), n + link_rows] = 1.0
+        self.L = L
+        self.lin_pos = lin_pos
+        self.lin_k, self.lin_col = self.k_of[A.indices[lin_pos]], ent_col[lin_pos]
+        self.L0 = L.copy()
+        self.stale = False  # linking entries changed in the standard form since L was read
+        self.version = 0  # times L was read again
+        W = np.empty((m, K))
+        e = np.zeros(m)
+        for k, r in enumerate(link_rows.tolist()):  # B₀⁻¹ P
+            e[r] = 1.0
+            W[:, k] = self.solve0(e)
+            e[r] = 0.0
+        self.W = W
+        self.base: Basis | None = None  # B₀ itself with the kinds of its last point (:meth:`take`)
+
+    @classmethod
+    def take(cls, model: Any, x: np.ndarray, lin_pos: np.ndarray, link_rows: np.ndarray) -> "KeptFactor | None":
+        """The factor HiGHS holds after ``model``'s last run, whose point is ``x`` (columns), with
+        :attr:`base` its basis, or ``None`` when HiGHS holds none
+        (:func:`policyopt.solvers.highs_steps.factored`) or a nonbasic variable of ``x`` is not at
+        one of its bounds. ``lin_pos``: the positions in ``model.sf.A.data`` of every entry that
+        may change later, all in ``link_rows``."""
+        from policyopt.solvers import highs_steps
+
+        sf = model.sf
+        n, m = sf.num_cols, sf.num_rows
+        if x.shape != (n,) or not highs_steps.factored(model):
+            return None
+        ok, bv = model._h.getBasicVariables()
+        if ok != model._hs.HighsStatus.kOk:
+            return None
+        bv = np.asarray(bv, np.int64)
+        var = np.where(bv >= 0, bv, n - 1 - bv)
+        if bv.size != m or np.unique(var).size != m:
+            return None
+        lo, hi = bounds_of(sf)
+        kind = _kinds(np.concatenate([x, -matvec(sf.A, x)]), lo, hi, var)
+        k_of = np.full(m, -1, np.int64)
+        k_of[link_rows] = 0
+        if kind is None or any_nonzero(k_of[sf.A.indices[lin_pos]] < 0):
+            return None
+        try:
+            fac = cls(model, var, lin_pos, link_rows)
+            fac.base = Basis(fac, var, kind)
+        except FactorLost:
+            return None
+        return fac
+
+    def solve0(self, rhs: np.ndarray) -> np.ndarray:
+        """``B₀⁻¹ rhs`` (HiGHS; :exc:`FactorLost` if HiGHS holds no factorization)."""
+        ok, z = self.h.getBasisSolve(rhs)
+        if ok != self._ok:
+            raise FactorLost("getBasisSolve")
+        return np.array(z, np.float64)
+
+    def tsolve0(self, rhs: np.ndarray) -> np.ndarray:
+        """``B₀⁻ᵀ rhs`` (HiGHS; :exc:`FactorLost` if HiGHS holds no factorization)."""
+        ok, y = self.h.getBasisTransposeSolve(rhs)
+        if ok != self._ok:
+            raise FactorLost("getBasisTransposeSolve")
+        return np.array(y, np.float64)
+
+    def read_entries(self) -> None:
+        """The linking entries from the standard form, when they changed (:attr:`stale`)."""
+        if self.stale:
+            self.L[self.lin_k, self.lin_col] = self.model.sf.A.data[self.lin_pos]
+            self.stale = False
+            self.version += 1
+
+    def basis(self, var: np.ndarray, x: np.ndarray, col_lower: np.ndarray | None = None) -> "Basis | None":
+        """The basis of basic variables ``var`` (by position) whose point is ``x`` (columns; bounds:
+        the model's, ``col_lower`` for the columns where given), or ``None`` where a nonbasic
+        variable of ``x`` is not at a bound."""
+        sf = self.model.sf
+        lo, hi = bounds_of(sf, col_lower)
+        kind = _kinds(np.concatenate([x, -matvec(sf.A, x)]), lo, hi, var)
+        if kind is None:
+            return None
+        try:
+            return Basis(self, var.copy(), kind)
+        except FactorLost:
+            return None
+
+
+class Basis:
+    """A basis of the reduced LP (basic variable by position, nonbasic variables' bounds) solved
+    through a :class:`KeptFactor` with the current entries (module docstring)."""
+
+    def __init__(self, factor: KeptFactor, var: np.ndarray, kind: np.ndarray) -> None:
+        self.factor = factor
+        self.var, self.kind = var, kind
+        f = factor
+        S = (var != f.var0).nonzero()[0]
+        self.S = S
+        # the other rows' change at the positions S (their entries do not change), and B₀⁻¹ of it
+        sf, n, m = f.model.sf, f.n, f.m
+        A = sf.A
+        U_S = np.zeros((m, S.size))
+        for j, p in enumerate(S.tolist()):
+            for v, sign in ((int(var[p]), 1.0), (int(f.var0[p]), -1.0)):
+                if v < n:
+                    a, b = A.indptr[v], A.indptr[v + 1]
+                    U_S[A.indices[a:b], j] += sign * A.data[a:b]
+                else:
+                    U_S[v - n, j] += sign
+        U_S[f.link_rows] = 0.0
+        self.U_S = U_S
+        self.BU = np.concatenate([f.W, np.column_stack([f.solve0(U_S[:, j]) for j in range(S.size)])], axis=1) \
+            if S.size else f.W
+        self._D: np.ndarray | None = None  # Δ, then C⁻¹ (None: B = B₀)
+        self._Cinv: np.ndarray | None = None
+        self._formed = (-1, False)  # the factor's entries' version C was formed for, and whether it is regular
+
+    def form(self) -> bool:
+        """``Δ`` and ``C⁻¹`` for the current entries (once per change of them); ``False`` if ``C`` is
+        singular (so is ``B``: the basis is not taken)."""
+        f = self.factor
+        f.read_entries()
+        if self._formed[0] == f.version:
+            return self._formed[1]
+        ok = self._form()
+        self._formed = (f.version, ok)
+        return ok
+
+    def _form(self) -> bool:
+        f = self.factor
+        D = f.L[:, self.var] - f.L0[:, f.var0]
+        if self.S.size == 0 and not any_nonzero(D):
+            self._D = self._Cinv = None
+            return True
+        K, S = D.shape[0], self.S
+        Vt_BU = np.concatenate([D @ self.BU, self.BU[S]], axis=0)
+        C = np.eye(K + S.size) + Vt_BU
+        try:
+            Cinv = np.linalg.inv(C)
+        except np.linalg.LinAlgError:
+            return False
+        if not np.isfinite(Cinv).all():
+            return False
+        self._D, self._Cinv = D, Cinv
+        return True
+
+    def basic_variables(self) -> np.ndarray:
+        """The basic variables by position, in HiGHS's encoding (``−1 − i``: row ``i``'s logical)."""
+        n = self.factor.n
+        return np.where(self.var < n, self.var, n - 1 - self.var)
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``B⁻¹ rhs`` with the current entries (after :meth:`form`)."""
+        z = self.factor.solve0(rhs)
+        if self._Cinv is not None and self._D is not None:
+            z -= self.BU @ (self._Cinv @ np.concatenate([self._D @ z, z[self.S]]))
+        return z
+
+    def transpose_solve(self, rhs: np.ndarray) -> np.ndarray:
+        """``B⁻ᵀ rhs`` with the current entries (after :meth:`form`)."""
+        f = self.factor
+        y = f.tsolve0(rhs)
+        if self._Cinv is not None and self._D is not None:
+            K = self._D.shape[0]
+            u = self._Cinv.T @ np.concatenate([y[f.link_rows], self.U_S.T @ y])
+            w = self._D.T @ u[:K]
+            w[self.S] += u[K:]
+            y -= f.tsolve0(w)
+        return y
+
+    def point(self, c: np.ndarray | None = None, col_lower: np.ndarray | None = None
+              ) -> tuple[np.ndarray, np.ndarray] | None:
+        """This basis's point (columns) and row multipliers on the model's current standard form
+        (its costs ``c`` and column lower bounds ``col_lower`` where given instead): nonbasic
+        variables at the bound they were at, ``B v_B = −N v_N``, ``Bᵀ y = c_B``; ``None`` where
+        such a bound is infinite now or ``C`` is singular. Not certified."""
+        f = self.factor
+        sf = f.model.sf
+        n = f.n
+        lo, hi = bounds_of(sf, col_lower)
+        kind = self.kind
+        v = np.where(kind == 0, lo, hi)
+        v[kind == 2] = 0.0
+        v[self.var] = 0.0
+        if not np.isfinite(v).all() or not self.form():
+            return None
+        rhs = -matvec(sf.A, v[:n])
+        rhs -= v[n:]
+        v[self.var] = self.solve(rhs)
+        cost = np.zeros(v.size)
+        cost[:n] = sf.c if c is None else c
+        return v[:n], self.transpose_solve(cost[self.var])
