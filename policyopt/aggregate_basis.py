@@ -57,18 +57,18 @@ def bounds_of(sf: StandardForm, col_lower: np.ndarray | None = None) -> tuple[np
 
 def _kinds(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, var: np.ndarray) -> np.ndarray | None:
     """Per variable: ``-1`` basic (in ``var``), else ``0`` at its lower bound, ``1`` at its upper,
-    ``2`` free at 0; ``None`` if a nonbasic value of ``v`` is at none of these."""
-    basic = np.zeros(v.size, bool)
-    basic[var] = True
-    with np.errstate(invalid="ignore"):
-        dl, du = np.abs(v - lo), np.abs(v - hi)  # (inf at an infinite bound)
-    kind = np.where(dl <= du, 0, 1).astype(np.int8)
-    free = ~np.isfinite(lo) & ~np.isfinite(hi)
-    kind[free] = 2
-    near = np.minimum(dl, du) <= _AT_BOUND * np.maximum(1.0, np.minimum(np.abs(lo), np.abs(hi)))
-    if any_nonzero(~basic & ~free & ~near) or any_nonzero(~basic & free & (v != 0.0)):
+    ``2`` free at 0; ``None`` if a nonbasic value of ``v`` (finite) is at none of these (to
+    :data:`_AT_BOUND` relative)."""
+    dl, du = np.abs(v - lo), np.abs(hi - v)  # (inf at an infinite bound)
+    kind = (du < dl).view(np.int8)
+    free = np.isinf(dl) & np.isinf(du)
+    off = np.minimum(dl, du) > _AT_BOUND * (1.0 + np.abs(v))
+    off[free] = v[free] != 0.0  # (a free nonbasic variable sits at 0)
+    off[var] = False
+    if any_nonzero(off):
         return None
-    kind[basic] = -1
+    kind[free] = 2
+    kind[var] = -1
     return kind
 
 
@@ -77,7 +77,8 @@ class KeptFactor:
     rows' entries it saw (module docstring). Valid while the model has had no other run
     (:attr:`runs`) and no basis was set: the owner drops it then."""
 
-    def __init__(self, model: Any, var0: np.ndarray, lin_pos: np.ndarray, link_rows: np.ndarray) -> None:
+    def __init__(self, model: Any, var0: np.ndarray, lin_pos: np.ndarray, link_rows: np.ndarray,
+                 ent_col: np.ndarray) -> None:
         sf = model.sf
         self.model, self.h = model, model._h
         self._ok = model._hs.HighsStatus.kOk
@@ -91,7 +92,6 @@ class KeptFactor:
         self.k_of[link_rows] = np.arange(K)
         # the linking rows' entries of every variable (K × (n+m), dense): now, and as factored
         A = sf.A
-        ent_col = np.repeat(np.arange(n), np.diff(A.indptr))
         kr = self.k_of[A.indices]
         sel = (kr >= 0).nonzero()[0]
         L = np.zeros((K, n + m))
@@ -101,6 +101,7 @@ class KeptFactor:
         self.lin_pos = lin_pos
         self.lin_k, self.lin_col = self.k_of[A.indices[lin_pos]], ent_col[lin_pos]
         self.L0 = L.copy()
+        self.L0v = self.L0.take(var0, axis=1)  # B₀'s linking rows
         self.stale = False  # linking entries changed in the standard form since L was read
         self.version = 0  # times L was read again
         W = np.empty((m, K))
@@ -113,12 +114,13 @@ class KeptFactor:
         self.base: Basis | None = None  # B₀ itself with the kinds of its last point (:meth:`take`)
 
     @classmethod
-    def take(cls, model: Any, x: np.ndarray, lin_pos: np.ndarray, link_rows: np.ndarray) -> "KeptFactor | None":
+    def take(cls, model: Any, x: np.ndarray, lin_pos: np.ndarray, link_rows: np.ndarray,
+             ent_col: np.ndarray | None = None) -> "KeptFactor | None":
         """The factor HiGHS holds after ``model``'s last run, whose point is ``x`` (columns), with
         :attr:`base` its basis, or ``None`` when HiGHS holds none
         (:func:`policyopt.solvers.highs_steps.factored`) or a nonbasic variable of ``x`` is not at
         one of its bounds. ``lin_pos``: the positions in ``model.sf.A.data`` of every entry that
-        may change later, all in ``link_rows``."""
+        may change later, all in ``link_rows``; ``ent_col``: each entry's column, if known."""
         from policyopt.solvers import highs_steps
 
         sf = model.sf
@@ -130,7 +132,7 @@ class KeptFactor:
             return None
         bv = np.asarray(bv, np.int64)
         var = np.where(bv >= 0, bv, n - 1 - bv)
-        if bv.size != m or np.unique(var).size != m:
+        if bv.size != m or np.count_nonzero(np.bincount(var, minlength=n + m) > 1):
             return None
         lo, hi = bounds_of(sf)
         kind = _kinds(np.concatenate([x, -matvec(sf.A, x)]), lo, hi, var)
@@ -138,8 +140,10 @@ class KeptFactor:
         k_of[link_rows] = 0
         if kind is None or any_nonzero(k_of[sf.A.indices[lin_pos]] < 0):
             return None
+        if ent_col is None:
+            ent_col = np.repeat(np.arange(n), np.diff(sf.A.indptr))
         try:
-            fac = cls(model, var, lin_pos, link_rows)
+            fac = cls(model, var, lin_pos, link_rows, ent_col)
             fac.base = Basis(fac, var, kind)
         except FactorLost:
             return None
@@ -188,6 +192,10 @@ class Basis:
     def __init__(self, factor: KeptFactor, var: np.ndarray, kind: np.ndarray) -> None:
         self.factor = factor
         self.var, self.kind = var, kind
+        self._at_lo, self._at_hi = (kind == 0).nonzero()[0], (kind == 1).nonzero()[0]
+        n = factor.n
+        is_col = var < n
+        self._cpos, self._ccol = is_col.nonzero()[0], var[is_col]  # positions of basic columns, and they
         f = factor
         S = (var != f.var0).nonzero()[0]
         self.S = S
@@ -223,13 +231,14 @@ class Basis:
 
     def _form(self) -> bool:
         f = self.factor
-        D = f.L[:, self.var] - f.L0[:, f.var0]
-        if self.S.size == 0 and not any_nonzero(D):
+        D = f.L.take(self.var, axis=1)
+        D -= f.L0v
+        S = self.S
+        if S.size == 0 and not any_nonzero(D):
             self._D = self._Cinv = None
             return True
-        K, S = D.shape[0], self.S
-        Vt_BU = np.concatenate([D @ self.BU, self.BU[S]], axis=0)
-        C = np.eye(K + S.size) + Vt_BU
+        C = D @ self.BU if S.size == 0 else np.concatenate([D @ self.BU, self.BU[S]], axis=0)
+        C += np.eye(C.shape[0])
         try:
             Cinv = np.linalg.inv(C)
         except np.linalg.LinAlgError:
@@ -248,7 +257,8 @@ class Basis:
         """``B⁻¹ rhs`` with the current entries (after :meth:`form`)."""
         z = self.factor.solve0(rhs)
         if self._Cinv is not None and self._D is not None:
-            z -= self.BU @ (self._Cinv @ np.concatenate([self._D @ z, z[self.S]]))
+            Vz = self._D @ z if self.S.size == 0 else np.concatenate([self._D @ z, z[self.S]])
+            z -= self.BU @ (self._Cinv @ Vz)
         return z
 
     def transpose_solve(self, rhs: np.ndarray) -> np.ndarray:
@@ -256,11 +266,14 @@ class Basis:
         f = self.factor
         y = f.tsolve0(rhs)
         if self._Cinv is not None and self._D is not None:
-            K = self._D.shape[0]
-            u = self._Cinv.T @ np.concatenate([y[f.link_rows], self.U_S.T @ y])
-            w = self._D.T @ u[:K]
-            w[self.S] += u[K:]
-            y -= f.tsolve0(w)
+            if self.S.size == 0:
+                y -= f.tsolve0(self._D.T @ (self._Cinv.T @ y[f.link_rows]))
+            else:
+                K = self._D.shape[0]
+                u = self._Cinv.T @ np.concatenate([y[f.link_rows], self.U_S.T @ y])
+                w = self._D.T @ u[:K]
+                w[self.S] += u[K:]
+                y -= f.tsolve0(w)
         return y
 
     def point(self, c: np.ndarray | None = None, col_lower: np.ndarray | None = None
@@ -273,15 +286,14 @@ class Basis:
         sf = f.model.sf
         n = f.n
         lo, hi = bounds_of(sf, col_lower)
-        kind = self.kind
-        v = np.where(kind == 0, lo, hi)
-        v[kind == 2] = 0.0
-        v[self.var] = 0.0
-        if not np.isfinite(v).all() or not self.form():
+        v = np.zeros(lo.size)
+        v[self._at_lo] = lo[self._at_lo]
+        v[self._at_hi] = hi[self._at_hi]
+        if np.count_nonzero(np.isinf(v)) or not self.form():
             return None
         rhs = -matvec(sf.A, v[:n])
         rhs -= v[n:]
         v[self.var] = self.solve(rhs)
-        cost = np.zeros(v.size)
-        cost[:n] = sf.c if c is None else c
-        return v[:n], self.transpose_solve(cost[self.var])
+        cB = np.zeros(self.var.size)
+        cB[self._cpos] = (sf.c if c is None else c)[self._ccol]
+        return v[:n], self.transpose_solve(cB)

@@ -9,8 +9,9 @@ by the group's multiplicity ``m_g``:
 .. math::  \\max\\ c_L z + \\sum_g m_g c_g x_g \\quad\\text{s.t.}\\quad
            R_g x_g + D_g z \\in [l_g, u_g],\\quad \\sum_g m_g B_g x_g + E z \\in [L, U]
 
-A job's block depends only on its data (throughputs ``T``, scale factor, weight) and the cluster, so
-each group is a *class*: a job with the data of the group's first job has the group's block. After
+A job's block depends only on its data (throughputs ``T``, scale factor, weight) and the cluster;
+the groups (found by a 64-bit hash of the blocks) are taken only where every job of a group has the
+same data, checked exactly once, so each group is a *class*: a job of its data has its block. After
 an arrival or a completion the new LP's reduced LP is the kept one with other multiplicities, so
 instead of building, compiling, detecting and aggregating the whole LP again
 (:class:`AggregateModel`):
@@ -50,7 +51,7 @@ from .aggregate_basis import Basis, FactorLost, KeptFactor
 from .allocation import AllocationSpace
 from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
-from .standard_form import StandardForm, rmatvec
+from .standard_form import StandardForm, matvec, rmatvec
 
 __all__ = ["AggregateModel", "ClassVariable", "Declined", "certify", "from_kept", "match_slots"]
 
@@ -71,8 +72,11 @@ def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
     end, a completion); only a middle part where both sides have jobs is looked up by id."""
     n, S = len(ids), len(old)
     m = min(n, S)
-    diff = (ids[:m] != old[:m]).nonzero()[0]
-    p = int(diff[0]) if diff.size else m
+    if ids.dtype == old.dtype and ids.dtype.kind in "SU" and ids[:m].tobytes() == old[:m].tobytes():
+        p = m  # (an arrival at the end: one comparison of the bytes, equal strings of one dtype)
+    else:
+        diff = (ids[:m] != old[:m]).nonzero()[0]
+        p = int(diff[0]) if diff.size else m
     q_max = m - p
     tail = (ids[n - q_max:][::-1] != old[S - q_max:][::-1]).nonzero()[0] if q_max else np.zeros(0, np.int64)
     q = int(tail[0]) if tail.size else q_max
@@ -98,30 +102,34 @@ def certify(sf: StandardForm, x: np.ndarray, y: np.ndarray, tol: float = 1e-9, c
     certificate of :func:`policyopt.solvers.blocks.certify`, by the matrix-vector kernels."""
     c = sf.c if c is None else c
     lo_c = sf.col_lower if col_lower is None else col_lower
-    primal = float(c @ x) + float(sf.offset)
+    primal = float(np.dot(c, x)) + float(sf.offset)
     d = c - rmatvec(sf.A, y)
     pick = np.maximum if sf.sense == "max" else np.minimum
     bound = float(sf.offset)
-    for mult, lo, hi in ((y, sf.row_lower, sf.row_upper), (d, lo_c, sf.col_upper)):
-        with np.errstate(invalid="ignore"):
+    with np.errstate(invalid="ignore"):
+        for mult, lo, hi in ((y, sf.row_lower, sf.row_upper), (d, lo_c, sf.col_upper)):
             v = pick(mult * lo, mult * hi)
-        bad = ~np.isfinite(v)
-        if np.count_nonzero(bad):  # 0·∞ and round-off on a free side count as zero
-            v = np.where(bad & (np.abs(mult) <= _ZERO_TOL), 0.0, v)
-        bound += float(v.sum())
-    viol = sf.violation(x) if col_lower is None else max(sf.violation(x), float(np.max(lo_c - x, initial=0.0)))
+            bad = ~np.isfinite(v)
+            if np.count_nonzero(bad):  # 0·∞ and round-off on a free side count as zero
+                v = np.where(bad & (np.abs(mult) <= _ZERO_TOL), 0.0, v)
+            bound += float(np.add.reduce(v))
+    # the largest violation of a row or a column bound (as StandardForm.violation, with col_lower)
+    act = matvec(sf.A, x)
+    top = np.maximum.reduce
+    viol = max(float(top(sf.row_lower - act, initial=0.0)), float(top(act - sf.row_upper, initial=0.0)),
+               float(top(lo_c - x, initial=0.0)), float(top(x - sf.col_upper, initial=0.0)))
     ok = bool(np.isfinite(bound) and viol <= tol and abs(bound - primal) <= tol * max(1.0, abs(primal)))
     return ok, primal, bound, viol
 
 
-def _uniform(cols: np.ndarray, vals: np.ndarray, n: int, what: str) -> None:
-    """Raise :exc:`Declined` unless every column in ``cols`` is given one value in ``vals``."""
-    if cols.size < 2:
-        return
-    first = np.empty(n)
-    first[cols[::-1]] = vals[::-1]  # (each column's first value: later writes win)
+def _uniform(cols: np.ndarray, vals: np.ndarray, n: int, what: str) -> np.ndarray:
+    """Each of the ``n`` columns' value in ``vals`` (0 where not given); :exc:`Declined` unless
+    every column in ``cols`` is given one value."""
+    first = np.zeros(n)
+    first[cols] = vals  # (one of each column's values: the rest must equal it)
     if np.count_nonzero(first[cols] != vals):
         raise Declined(f"{what} differ between jobs of one class column")
+    return first
 
 
 class _Loaded(LoadedModel):
@@ -143,17 +151,16 @@ class _Loaded(LoadedModel):
         :exc:`Declined`)."""
         cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
         n = self.small.sf.num_cols
-        _uniform(cols, costs, n, "costs")
-        hit = self._whole(cols, n, "costs", once=True)
+        first = _uniform(cols, costs, n, "costs")
+        hit, cnt = self._whole(cols, n, "costs", once=True)
         self.touched = True
-        tot = np.bincount(cols, costs, minlength=n)
-        self.small.sf.c[hit] = tot[hit]  # (pushed to HiGHS before its next run: AggregateModel.sync)
+        self.small.sf.c[hit] = first[hit] * cnt[hit]  # (pushed to HiGHS before its next run: sync)
 
-    def _whole(self, cols: np.ndarray, n: int, what: str, once: bool) -> np.ndarray:
-        """The reduced columns given in ``cols``; :exc:`Declined` unless each class column among
-        them is given once per job of its class (``m_g`` times: given to part of a class, the
-        change is not one of the reduced LP) and, with ``once``, each linking column once (a sum
-        of costs would double it)."""
+    def _whole(self, cols: np.ndarray, n: int, what: str, once: bool) -> tuple[np.ndarray, np.ndarray]:
+        """The reduced columns given in ``cols`` and each column's count in it; :exc:`Declined`
+        unless each class column among them is given once per job of its class (``m_g`` times:
+        given to part of a class, the change is not one of the reduced LP) and, with ``once``, each
+        linking column once (a sum of costs would double it)."""
         cnt = np.bincount(cols, minlength=n)
         hit = cnt.nonzero()[0]
         g = self.owner.col_group[hit]
@@ -161,7 +168,7 @@ class _Loaded(LoadedModel):
         bad = cnt[hit] != want if once else (g >= 0) & (cnt[hit] != want)
         if np.count_nonzero(bad):
             raise Declined(f"{what} given to a class column other than once per job of its class")
-        return hit
+        return hit, cnt
 
     def set_col_bounds(self, cols: np.ndarray, lower: np.ndarray, upper: np.ndarray) -> None:
         """Bounds per job column: the jobs of a class column must be given equal bounds."""
@@ -229,7 +236,7 @@ class _Loaded(LoadedModel):
             if x is not None and y is not None:
                 ok, primal, bound, viol = certify(small.sf, x, y)
                 if ok:
-                    owner.factor = KeptFactor.take(small, x, owner.lin_pos, owner.link_rows)
+                    owner.factor = KeptFactor.take(small, x, owner.lin_pos, owner.link_rows, owner.ent_col)
                     return self._result(x, y, primal, bound, viol, "HiGHS", t0)
         raise Declined("the aggregated re-solve ended without a certified optimum")
 
@@ -258,9 +265,8 @@ class _Loaded(LoadedModel):
         sf = self.small.sf
         cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
         n = sf.num_cols
-        _uniform(cols, costs, n, "costs")
-        self._whole(cols, n, "costs", once=True)
-        c = np.bincount(cols, costs, minlength=n)
+        first = _uniform(cols, costs, n, "costs")
+        c = first * self._whole(cols, n, "costs", once=True)[1]  # (m_g c_g: as set_costs)
         lower = sf.col_lower.copy()
         lower[t_col] = t_low
         try:
@@ -282,11 +288,29 @@ class _Loaded(LoadedModel):
         return got
 
 
-def _per_class(owner: np.ndarray, G: int) -> list[np.ndarray]:
-    """For each class ``0 … G−1``, the positions ``i`` with ``owner[i]`` equal to it (−1: none)."""
-    order = np.argsort(owner, kind="stable")
-    bounds = np.searchsorted(owner[order], np.arange(G + 1))
-    return [order[bounds[g]:bounds[g + 1]] for g in range(G)]
+class _PerClass:
+    """For each class ``g`` of ``0 … G−1``, the positions ``i`` with ``owner[i] == g`` (``[g]``;
+    sorted once, at the first use)."""
+
+    def __init__(self, owner: np.ndarray, G: int) -> None:
+        self.owner, self.G = owner, G
+        self._order: np.ndarray | None = None
+        self._bounds: list[int] = []
+
+    def __getitem__(self, g: int) -> np.ndarray:
+        if self._order is None:
+            self._order = np.argsort(self.owner, kind="stable")
+            self._bounds = np.searchsorted(self.owner[self._order], np.arange(self.G + 1)).tolist()
+        return self._order[self._bounds[g]:self._bounds[g + 1]]
+
+
+def _signature(policy: Any, space: AllocationSpace) -> tuple[Any, ...]:
+    """:func:`policyopt.incremental._signature` (imported at the first call: that module imports this one)."""
+    global _signature
+    from .incremental import _signature as sig
+
+    _signature = sig
+    return sig(policy, space)
 
 
 class AggregateModel:
@@ -308,16 +332,15 @@ class AggregateModel:
         self.ids, self.group = ids, group
         self.T, self.scale, self.weights = data
         self.mult = np.bincount(group, minlength=rep.size)
-        # each class's data (from its first job; a class keeps it while it has no job)
+        # each class's data (from one of its jobs; a class keeps it while it has no job)
         self.rep_T, self.rep_scale, self.rep_weights = self.T[rep], self.scale[rep], self.weights[rep]
         self.col_group, self.row_group = col_group, row_group  # per reduced column / row: its class, -1 linking
         self.base = base  # unit costs, column bounds, row bounds (scaled) of the reduced columns/rows
         self.lin_pos, self.lin_group, self.lin_unit = lin  # linking-row entries of class columns
         self._all = (np.arange(col_group.size), np.arange(row_group.size), np.arange(self.lin_pos.size))
-        G = rep.size
         # per class: its reduced columns and its linking-row entries (positions in lin_pos)
-        self._cls_cols = _per_class(col_group, G)
-        self._cls_lin = _per_class(self.lin_group, G)
+        self._cls_cols = _PerClass(col_group, rep.size)
+        self._cls_lin = _PerClass(self.lin_group, rep.size)
         self.variables = variables  # per variable: (per job, dims, class columns (G × width) or columns)
         self.start: Any = None
         self.start_runs = 0
@@ -325,8 +348,10 @@ class AggregateModel:
         self.factor_answers = 0  # LP answers read from the kept factorization, without a HiGHS run
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
-        self._cls_mask: np.ndarray | None = None  # each class's row of the space's single_mask
+        self._by_bytes: dict[bytes, int] | None = None  # class by its data's bytes (_classes_of)
         self.link_rows = (row_group < 0).nonzero()[0]
+        A = small.sf.A
+        self.ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))  # each entry's column
         sf = small.sf
         # what HiGHS holds (changes are made in the standard form and pushed before HiGHS's next run)
         self._held = (sf.A.data[self.lin_pos].copy(), sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(),
@@ -349,7 +374,7 @@ class AggregateModel:
         sol = small._h.getSolution()
         if sol.value_valid:
             self.factor = KeptFactor.take(small, np.asarray(sol.col_value, np.float64), self.lin_pos,
-                                          self.link_rows)
+                                          self.link_rows, self.ent_col)
 
     def kept_factor(self) -> KeptFactor | None:
         """The kept factorization while it is still HiGHS's (no run and no basis set since)."""
@@ -409,8 +434,6 @@ class AggregateModel:
         """Bring the reduced LP to ``space``'s job set (the caller holds :attr:`lock`): the policy's
         variables over ``space`` on the reduced LP's columns, or ``None`` (nothing changed) when the
         change is not one of the job set or a job has data no class has."""
-        from .incremental import _signature
-
         n = len(space.jobs)
         if _signature(policy, space) != self.signature or space.num_pairs or n == 0:
             return None
@@ -421,23 +444,30 @@ class AggregateModel:
         S = len(self.ids)
         # kept jobs of unchanged data keep their class: the common prefix and suffix by slices
         # (one comparison each when nothing changed), jobs found in the middle by their slots
+        changed = False  # (a kept job in the prefix or suffix whose data changed)
         for a, b, sl in ((0, p, slice(0, p)), (n - q, n, slice(S - q, S))):
             if b > a:
                 same = self._same(T[a:b], scale[a:b], weights[a:b], sl)
-                g[a:b] = np.where(same, self.group[sl], -1)
-        mid = ((slot >= 0) & (g < 0)).nonzero()[0]
-        if mid.size:
-            sm = slot[mid]
-            same = self._same(T[mid], scale[mid], weights[mid], sm)
-            g[mid[same]] = self.group[sm[same]]
+                if same is None:
+                    g[a:b] = self.group[sl]
+                else:
+                    g[a:b] = np.where(same, self.group[sl], -1)
+                    changed = True
+        if changed or (n - q > p and S - q > p):  # (jobs found in the middle by id)
+            mid = ((slot >= 0) & (g < 0)).nonzero()[0]
+            if mid.size:
+                sm = slot[mid]
+                same = self._same(T[mid], scale[mid], weights[mid], sm)
+                if same is None:
+                    g[mid] = self.group[sm]
+                else:
+                    g[mid[same]] = self.group[sm[same]]
         new = (g < 0).nonzero()[0]
         if new.size:  # arrivals (and kept jobs whose data changed): the class of equal data
-            eq = ((T[new][:, None, :] == self.rep_T[None, :, :]).all(axis=2)
-                  & (scale[new][:, None] == self.rep_scale[None, :])
-                  & (weights[new][:, None] == self.rep_weights[None, :]))
-            if not eq.any(axis=1).all():
+            got = self._classes_of(T[new], scale[new], weights[new])
+            if got is None:
                 return None  # a job of a new kind: the whole LP is built cold
-            g[new] = eq.argmax(axis=1)
+            g[new] = got
         mult = np.bincount(g, minlength=self.mult.size)
         self.classes_emptied += int(np.count_nonzero((mult == 0) & (self.mult > 0)))
         self._restore(mult)
@@ -446,19 +476,40 @@ class AggregateModel:
         self.T, self.scale, self.weights = T.copy(), scale.copy(), weights.copy()
         self._slot_of = None  # (the table was of the old ids)
         self.updates += 1
-        if "single_mask" not in space.__dict__:  # (where each job can run: its class's row, one gather)
-            if self._cls_mask is None:
-                self._cls_mask = space.single_mask_of(self.rep_T, self.rep_scale)
-            space.single_mask = self._cls_mask[g]
+        # each job has its class's data: what depends on it only is computed per class (one job of
+        # each class that has one here), then gathered
+        if "single_mask" not in space.__dict__ and "_eq_share" not in space.__dict__:
+            rows = np.zeros(mult.size, np.int64)
+            rows[g] = np.arange(n)
+            space.declare_classes(g, rows)
         return self._variables(space)
 
-    def _same(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray, at: Any) -> np.ndarray:
-        """Per job, whether its data equals the kept job's at ``at`` (a slice or positions)."""
+    def _same(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray, at: Any) -> np.ndarray | None:
+        """Per job, whether its data equals the kept job's at ``at`` (a slice or positions);
+        ``None`` when all do."""
         dT = T != self.T[at]
         if not (np.count_nonzero(dT) or np.count_nonzero(scale != self.scale[at])
                 or np.count_nonzero(weights != self.weights[at])):
-            return np.ones(scale.size, bool)
+            return None
         return ~dT.any(axis=1) & (scale == self.scale[at]) & (weights == self.weights[at])
+
+    def _classes_of(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
+        """The class of equal data of each of these jobs, or ``None`` if one has no class: by the
+        data's bytes for a few jobs (kept per class), else compared with every class's data."""
+        if scale.size <= 8:
+            if self._by_bytes is None:
+                rT, rs, rw = self.rep_T, self.rep_scale, self.rep_weights
+                self._by_bytes = {rT[k].tobytes() + rs[k:k + 1].tobytes() + rw[k:k + 1].tobytes(): k
+                                  for k in range(rs.size)}
+            keys = [T[i].tobytes() + scale[i:i + 1].tobytes() + weights[i:i + 1].tobytes() for i in range(scale.size)]
+            got = [self._by_bytes.get(k) for k in keys]
+            if None not in got:  # (equal bytes: equal data; else compared by value below)
+                return np.array(got, np.int64)
+        eq = ((T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
+              & (scale[:, None] == self.rep_scale[None, :]) & (weights[:, None] == self.rep_weights[None, :]))
+        if not eq.any(axis=1).all():
+            return None
+        return eq.argmax(axis=1)
 
     def _restore(self, mult: np.ndarray) -> None:
         """The reduced LP of multiplicities ``mult`` with the compiled costs and bounds (undoing a
@@ -642,13 +693,17 @@ def from_kept(st: Any) -> AggregateModel | None:
         return None  # a job without a block or in two, or a block of several jobs (or of none)
     group = agg.group[block]
     rep = np.full(G, -1, np.int64)
-    rep[group[::-1]] = np.arange(n)[::-1]  # each group's first job
+    rep[group] = np.arange(n)  # (a job of each group: any one, all hold its data, as checked next)
     if np.count_nonzero(rep < 0):
         return None
-    # (a group may hold jobs of unequal data whose blocks are equal: its class is its first job's
-    # data, and an arriving job of another member's data is of a new kind; costs set later per job
-    # must be equal within a class column, which _Loaded.set_costs checks)
+    # every job of a group has its representative's data, so its block is the representative's (a
+    # job's block depends on its data only): the groups, found by a 64-bit hash of the blocks, are
+    # exact. (Where a group holds jobs of unequal data — equal blocks, as max_min_fairness_agnostic's,
+    # or a hash collision — the whole LP is built as before.)
     T, scale, weights = st.T, st.scale, st.weights
+    of = rep[group]
+    if np.count_nonzero(T != T[of]) or np.count_nonzero(scale != scale[of]) or np.count_nonzero(weights != weights[of]):
+        return None
     kc, kr = agg.keep_cols, agg.keep_rows
     col_group = np.where(cb[kc] >= 0, agg.group[np.maximum(cb[kc], 0)], -1)
     row_group = np.where(rb[kr] >= 0, agg.group[np.maximum(rb[kr], 0)], -1)
@@ -671,7 +726,7 @@ def from_kept(st: Any) -> AggregateModel | None:
             variables[name] = (False, tuple(v.dims), red)
     c, lo, hi, rlo, rhi = st.base
     A = small.sf.A
-    ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))
+    ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))  # (AggregateModel's ent_col)
     pos = ((row_group[A.indices] < 0) & (col_group[ent_col] >= 0)).nonzero()[0]
     lin_group = col_group[ent_col[pos]]
     m_old = agg.keep_mult[ent_col[pos]]

@@ -81,8 +81,19 @@ class AllocationSpace:
     @functools.cached_property
     def single_mask(self) -> np.ndarray:
         """``(n × configs)``: where each job can run alone (:meth:`_single_mask`), computed when first
-        read (a caller that knows it, such as an aggregated re-solve, sets it instead)."""
+        read (per class, then gathered, where :meth:`declare_classes` said so)."""
+        cls = self.__dict__.get("_classes")
+        if cls is not None:
+            group, rows = cls
+            return self.single_mask_of(self.T[rows], self.scale[rows])[group]
         return self._single_mask()
+
+    def declare_classes(self, group: np.ndarray, rows: np.ndarray) -> None:
+        """Declare that job ``j`` has the data (``T`` row, scale factor, weight) of job
+        ``rows[group[j]]`` (a caller that knows it, such as an aggregated re-solve): what depends on
+        a job's data only (:attr:`single_mask`, :meth:`equal_share_throughput`) is then computed for
+        the jobs ``rows`` and gathered — the same rows, fewer computed. Before either is read."""
+        self.__dict__["_classes"] = (group, rows)
 
     @functools.cached_property
     def mask(self) -> np.ndarray:
@@ -143,9 +154,12 @@ class AllocationSpace:
     # ------------------------------------------------------------------ numeric helpers
     def best_placement_throughput(self, T: np.ndarray | None = None) -> np.ndarray:
         """``(n × types)``: each job's throughput per physical type at its best allowed placement."""
-        T = self.T if T is None else T
-        allowed = np.where(self.single_mask, T, 0.0)
-        out = np.zeros((len(self.jobs), len(self.worker_types)))
+        return self._best_placement(self.T if T is None else T, self.single_mask)
+
+    def _best_placement(self, T: np.ndarray, mask: np.ndarray) -> np.ndarray:
+        """:meth:`best_placement_throughput` of the jobs of data ``T`` and mask rows ``mask``."""
+        allowed = np.where(mask, T, 0.0)
+        out = np.zeros((T.shape[0], len(self.worker_types)))
         for c, t in enumerate(self.config_type.tolist()):  # one vectorized max per configuration
             np.maximum(out[:, t], allowed[:, c], out=out[:, t])
         return out
@@ -157,8 +171,13 @@ class AllocationSpace:
         own = T is None or T is self.T
         hit = self.__dict__.get("_eq_share") if own else None
         if hit is None:
-            best = self.best_placement_throughput(T)
-            hit = best @ (self.counts / self.counts.sum())
+            cls = self.__dict__.get("_classes") if own else None
+            w = self.counts / self.counts.sum()
+            if cls is not None:  # (declare_classes: per class, then one gather)
+                group, rows = cls
+                hit = (self._best_placement(self.T[rows], self.single_mask[rows]) @ w)[group]
+            else:
+                hit = self.best_placement_throughput(T) @ w
             if own:
                 self.__dict__["_eq_share"] = hit
         return hit.copy()

@@ -55,8 +55,12 @@ def check(pol: Policy, name: str, opts: dict[str, Any], jobs: list[Job]) -> Poli
     assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
     assert not got.space.check(got.X, tol=1e-9)
     assert list(got.space.jobs.labels) == [j.id for j in jobs]
-    # (an aggregated re-solve sets the space's mask from its classes': the same as computed)
-    assert np.array_equal(got.space.single_mask, got.space.single_mask_of(got.space.T, got.space.scale))
+    # (an aggregated re-solve declares the space's classes: its mask and equal shares, computed per
+    # class, are those of every job)
+    sp_ = got.space
+    assert np.array_equal(sp_.single_mask, sp_.single_mask_of(sp_.T, sp_.scale))
+    w = sp_.counts / sp_.counts.sum()
+    assert np.array_equal(sp_.equal_share_throughput(), sp_._best_placement(sp_.T, sp_.single_mask) @ w)
     if name.startswith("max_min") and "fill" not in opts:
         assert got.extra["fill"]["normalized_throughput_after"] == pytest.approx(
             ref.extra["fill"]["normalized_throughput_after"], rel=1e-7)
@@ -225,6 +229,26 @@ def test_kept_factor_solves_with_the_current_entries(name: str) -> None:
         if tried == 4:
             break
     assert tried == 4
+
+
+def test_a_group_of_jobs_of_unequal_data_is_not_taken() -> None:
+    """The fast path groups blocks by a 64-bit hash; a group whose jobs do not all hold the same data
+    (what a hash collision would make: blocks of unequal data in one group) is not taken as a class:
+    the kept model stays a whole-LP one and the re-solve is built cold, exactly."""
+    name = "max_sum_throughput"
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    st_ = incremental.state(pol)
+    assert isinstance(st_, JobSetModel)
+    # job 7 (kind 0) stands, in the kept model's records, for data of another kind, as if its block
+    # had been hashed into kind 0's group
+    st_.T = st_.T.copy()
+    st_.T[7] = st_.T[1]
+    assert aggregate_resolve.from_kept(st_) is None
+    jobs.append(kind_job(N, 2))
+    check(pol, name, {}, jobs)
+    assert not isinstance(incremental.state(pol), AggregateModel)
 
 
 def test_a_lost_factorization_is_answered_by_highs() -> None:
