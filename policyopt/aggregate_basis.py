@@ -31,6 +31,7 @@ can only make it refused (then HiGHS runs). A :class:`Basis` also serves
 """
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -70,6 +71,26 @@ def _kinds(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, var: np.ndarray) -> np
     kind[free] = 2
     kind[var] = -1
     return kind
+
+
+def _inverse(C: np.ndarray) -> np.ndarray | None:
+    """``C⁻¹`` of a small square matrix (3 × 3 by its adjugate, in Python floats: numpy's ``inv``
+    costs more in its wrapper than in the arithmetic), or ``None`` if ``C`` is singular or the
+    inverse not finite."""
+    if C.shape == (3, 3):
+        (a, b, c), (d, e, f), (g, h, i) = C.tolist()
+        co = (e * i - f * h, f * g - d * i, d * h - e * g)
+        det = a * co[0] + b * co[1] + c * co[2]
+        if not (det != 0.0 and math.isfinite(det)):
+            return None
+        out = np.array([[co[0], c * h - b * i, b * f - c * e], [co[1], a * i - c * g, c * d - a * f],
+                        [co[2], b * g - a * h, a * e - b * d]]) / det
+    else:
+        try:
+            out = np.linalg.inv(C)
+        except np.linalg.LinAlgError:
+            return None
+    return out if np.isfinite(out).all() else None
 
 
 class KeptFactor:
@@ -239,11 +260,8 @@ class Basis:
             return True
         C = D @ self.BU if S.size == 0 else np.concatenate([D @ self.BU, self.BU[S]], axis=0)
         C += np.eye(C.shape[0])
-        try:
-            Cinv = np.linalg.inv(C)
-        except np.linalg.LinAlgError:
-            return False
-        if not np.isfinite(Cinv).all():
+        Cinv = _inverse(C)
+        if Cinv is None:
             return False
         self._D, self._Cinv = D, Cinv
         return True

@@ -349,6 +349,7 @@ class AggregateModel:
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
         self._by_bytes: dict[bytes, int] | None = None  # class by its data's bytes (_classes_of)
+        self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
         self.link_rows = (row_group < 0).nonzero()[0]
         A = small.sf.A
         self.ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))  # each entry's column
@@ -476,12 +477,12 @@ class AggregateModel:
         self.T, self.scale, self.weights = T.copy(), scale.copy(), weights.copy()
         self._slot_of = None  # (the table was of the old ids)
         self.updates += 1
-        # each job has its class's data: what depends on it only is computed per class (one job of
-        # each class that has one here), then gathered
+        # each job has its class's data: what depends on it only is the class's (computed once per
+        # class: the cluster and configurations are the signature's), gathered
         if "single_mask" not in space.__dict__ and "_eq_share" not in space.__dict__:
-            rows = np.zeros(mult.size, np.int64)
-            rows[g] = np.arange(n)
-            space.declare_classes(g, rows)
+            if self._cls_rows is None:
+                self._cls_rows = space.class_rows(self.rep_T, self.rep_scale)
+            space.declare_classes(g, *self._cls_rows)
         return self._variables(space)
 
     def _same(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray, at: Any) -> np.ndarray | None:

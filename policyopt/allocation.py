@@ -81,19 +81,26 @@ class AllocationSpace:
     @functools.cached_property
     def single_mask(self) -> np.ndarray:
         """``(n × configs)``: where each job can run alone (:meth:`_single_mask`), computed when first
-        read (per class, then gathered, where :meth:`declare_classes` said so)."""
+        read (gathered from its class's row where :meth:`declare_classes` said so)."""
         cls = self.__dict__.get("_classes")
         if cls is not None:
-            group, rows = cls
-            return self.single_mask_of(self.T[rows], self.scale[rows])[group]
+            return cls[1][cls[0]]
         return self._single_mask()
 
-    def declare_classes(self, group: np.ndarray, rows: np.ndarray) -> None:
-        """Declare that job ``j`` has the data (``T`` row, scale factor, weight) of job
-        ``rows[group[j]]`` (a caller that knows it, such as an aggregated re-solve): what depends on
-        a job's data only (:attr:`single_mask`, :meth:`equal_share_throughput`) is then computed for
-        the jobs ``rows`` and gathered — the same rows, fewer computed. Before either is read."""
-        self.__dict__["_classes"] = (group, rows)
+    def class_rows(self, T: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """:attr:`single_mask` and :meth:`equal_share_throughput` of jobs of data ``T`` (jobs ×
+        configs) and scale factors ``scale`` on this space's cluster and configurations (both
+        depend on a job's data only)."""
+        mask = self.single_mask_of(T, scale)
+        return mask, self._best_placement(T, mask) @ (self.counts / self.counts.sum())
+
+    def declare_classes(self, group: np.ndarray, mask_rows: np.ndarray, equal_share: np.ndarray) -> None:
+        """Declare that job ``j`` has the data of class ``group[j]``, whose :meth:`class_rows` (on a
+        space of this cluster and these configurations) are ``mask_rows`` and ``equal_share`` (a
+        caller that knows it, such as an aggregated re-solve): :attr:`single_mask` and
+        :meth:`equal_share_throughput` are then gathered from them — the same numbers. Before
+        either is read."""
+        self.__dict__["_classes"] = (group, mask_rows, equal_share)
 
     @functools.cached_property
     def mask(self) -> np.ndarray:
@@ -172,12 +179,10 @@ class AllocationSpace:
         hit = self.__dict__.get("_eq_share") if own else None
         if hit is None:
             cls = self.__dict__.get("_classes") if own else None
-            w = self.counts / self.counts.sum()
-            if cls is not None:  # (declare_classes: per class, then one gather)
-                group, rows = cls
-                hit = (self._best_placement(self.T[rows], self.single_mask[rows]) @ w)[group]
+            if cls is not None:  # (declare_classes: the class's, gathered)
+                hit = cls[2][cls[0]]
             else:
-                hit = self.best_placement_throughput(T) @ w
+                hit = self.best_placement_throughput(T) @ (self.counts / self.counts.sum())
             if own:
                 self.__dict__["_eq_share"] = hit
         return hit.copy()
