@@ -214,10 +214,13 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     Two workloads: Gavel's (jobs repeat: the structured fast path), and the same with every job's
     throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
     picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``aggregated``
-    (the kept reduced LP, :mod:`policyopt.aggregate_resolve`), ``in place`` (the kept whole LP,
+    (the kept reduced LP, :mod:`policyopt.aggregate_resolve`; ``aggregated, factor``: an LP stage
+    answered from the kept factorization of its last basis, :mod:`policyopt.aggregate_basis`,
+    without a HiGHS run), ``in place`` (the kept whole LP,
     :mod:`policyopt.incremental`; a max-sum completion's jobs held at 0 there too), ``rebuilt from
     prices`` (a fresh build started from the kept capacity prices) or ``rebuilt``. ``steady_*``: the
-    same change after a re-solve (the object's previous problem was answered warm too)."""
+    same change after a re-solve (the object's previous problem was answered warm too); ``steady_path``
+    how that one was answered."""
     import dataclasses
 
     from policies_bench import workload
@@ -261,34 +264,41 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
                     pol = get_policy(name)
                     pol.solve(first_p)
                     pol.solve(prev_p)
+                    before = _answered(pol)
                     c0 = time.process_time()
                     w = pol.solve(new_p)
                     steady_t.append(time.process_time() - c0)
                     objs.append(_rel(r.objective, w.objective))
+                    steady_path = _path(pol, before)
                 rows.append({"workload": label, "change": change, "policy": name, "jobs": len(new), "path": path,
+                             "steady_path": steady_path,
                              "cold_cpu_s": min(cold_t), "warm_cpu_s": min(warm_t),
                              "warm_over_cold": min(warm_t) / min(cold_t), "steady_cpu_s": min(steady_t),
                              "steady_over_cold": min(steady_t) / min(cold_t), "obj_rel_diff": max(objs)})
     return rows
 
 
-def _answered(pol: Any) -> tuple[Any, int, int]:
-    """The policy's kept model, how many problems it answered in place, and how many fresh builds
-    of the policy started from a kept model's prices."""
+def _answered(pol: Any) -> tuple[Any, int, int, int]:
+    """The policy's kept model, how many problems it answered in place, how many fresh builds of
+    the policy started from a kept model's prices, and how many LP answers an aggregated model read
+    from its kept factorization."""
     from policyopt import incremental
 
     st = incremental.state(pol)
-    return st, (st.updates if st is not None else 0), incremental.seeded(pol)
+    return (st, (st.updates if st is not None else 0), incremental.seeded(pol),
+            getattr(st, "factor_answers", 0))
 
 
-def _path(pol: Any, before: tuple[Any, int, int]) -> str:
+def _path(pol: Any, before: tuple[Any, int, int, int]) -> str:
     """How the last solve was answered, from the kept model before and after it."""
     from policyopt.aggregate_resolve import AggregateModel
 
-    st, n, seeded = _answered(pol)
+    st, n, seeded, factored = _answered(pol)
     if st is None or (st is before[0] and n == before[1]) or (st is not before[0] and n == 0):
         return "rebuilt from prices" if seeded > before[2] else "rebuilt"
-    return "aggregated" if isinstance(st, AggregateModel) else "in place"
+    if isinstance(st, AggregateModel):  # (factor: no HiGHS run; a max-min solve has two LP stages)
+        return "aggregated, factor" if factored > (before[3] if st is before[0] else 0) else "aggregated"
+    return "in place"
 
 
 def run_all(labels: list[str], sizes: list[int], seed: int, old_max: int, ss_max: int,
