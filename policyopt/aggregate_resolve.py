@@ -349,6 +349,7 @@ class AggregateModel:
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
         self._by_bytes: dict[bytes, int] | None = None  # class by its data's bytes (_classes_of)
+        self._class_lookups = 0
         self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
         self.link_rows = (row_group < 0).nonzero()[0]
         A = small.sf.A
@@ -364,7 +365,8 @@ class AggregateModel:
 
     def adopt_factor(self) -> None:
         """Keep HiGHS's factorization after the fast path's last run of the reduced LP, if that run
-        solved the reduced LP as compiled (not a later stage's costs or bounds)."""
+        solved the reduced LP as compiled (not a later stage's costs or bounds); the next update
+        then changes only the classes whose count changes (:attr:`_Loaded.touched` cleared)."""
         sf, small = self.small.sf, self.small
         c, lo, hi, rlo, rhi = self.base
         want_c = c * np.append(self.mult, 1).astype(np.float64)[self.col_group]
@@ -372,6 +374,7 @@ class AggregateModel:
                 or np.count_nonzero(sf.col_upper != hi) or np.count_nonzero(sf.row_lower != rlo)
                 or np.count_nonzero(sf.row_upper != rhi) or not getattr(small, "_passed", False)):
             return
+        self.loaded.touched = False
         sol = small._h.getSolution()
         if sol.value_valid:
             self.factor = KeptFactor.take(small, np.asarray(sol.col_value, np.float64), self.lin_pos,
@@ -497,7 +500,8 @@ class AggregateModel:
     def _classes_of(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
         """The class of equal data of each of these jobs, or ``None`` if one has no class: by the
         data's bytes for a few jobs (kept per class), else compared with every class's data."""
-        if scale.size <= 8:
+        self._class_lookups += 1
+        if scale.size <= 8 and self._class_lookups > 1:  # (the table is built at the second lookup)
             if self._by_bytes is None:
                 rT, rs, rw = self.rep_T, self.rep_scale, self.rep_weights
                 self._by_bytes = {rT[k].tobytes() + rs[k:k + 1].tobytes() + rw[k:k + 1].tobytes(): k
