@@ -74,10 +74,12 @@ def _kinds(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, var: np.ndarray) -> np
 
 
 def _inverse(C: np.ndarray) -> np.ndarray | None:
-    """``C⁻¹`` of a small square matrix (3 × 3 by its adjugate, in Python floats: numpy's ``inv``
-    costs more in its wrapper than in the arithmetic), or ``None`` if ``C`` is singular or the
-    inverse not finite."""
-    if C.shape == (3, 3):
+    """``C⁻¹`` of a small square matrix, in Python floats (3 × 3 by its adjugate, up to 8 × 8 by
+    Gauss–Jordan elimination with partial pivoting; numpy's ``inv`` costs ~45 µs on its first call
+    after other work, its wrapper and LAPACK out of the cache), else numpy's; ``None`` if ``C`` is
+    singular or the inverse not finite."""
+    r = C.shape[0]
+    if r == 3:
         (a, b, c), (d, e, f), (g, h, i) = C.tolist()
         co = (e * i - f * h, f * g - d * i, d * h - e * g)
         det = a * co[0] + b * co[1] + c * co[2]
@@ -85,6 +87,20 @@ def _inverse(C: np.ndarray) -> np.ndarray | None:
             return None
         out = np.array([[co[0], c * h - b * i, b * f - c * e], [co[1], a * i - c * g, c * d - a * f],
                         [co[2], b * g - a * h, a * e - b * d]]) / det
+    elif r <= 8:
+        M = [row + [1.0 if j == k else 0.0 for j in range(r)] for k, row in enumerate(C.tolist())]
+        for k in range(r):
+            p = max(range(k, r), key=lambda q: abs(M[q][k]))
+            piv = M[p][k]
+            if piv == 0.0 or not math.isfinite(piv):
+                return None
+            M[k], M[p] = M[p], M[k]
+            rowk = M[k] = [v / piv for v in M[k]]
+            for q in range(r):
+                f = M[q][k]
+                if q != k and f != 0.0:
+                    M[q] = [u - f * v for u, v in zip(M[q], rowk)]
+        out = np.array([row[r:] for row in M])
     else:
         try:
             out = np.linalg.inv(C)

@@ -252,16 +252,18 @@ def test_a_group_of_jobs_of_unequal_data_is_not_taken() -> None:
 
 
 def test_small_inverse_equals_numpy() -> None:
-    """The Woodbury capacitance matrix's inverse (3 × 3 by its adjugate, else numpy's) equals
-    numpy's; a singular matrix has none."""
+    """The Woodbury capacitance matrix's inverse (3 × 3 by its adjugate, up to 8 × 8 by Gauss–Jordan,
+    else numpy's) inverts it; a singular matrix has none."""
     rng = np.random.default_rng(11)
-    for r in (2, 3, 5):
+    for r in (1, 2, 3, 5, 8, 10):
         for _ in range(20):
             C = np.eye(r) + 0.5 * rng.standard_normal((r, r))
             got = aggregate_basis._inverse(C)
             assert got is not None and np.allclose(got @ C, np.eye(r), atol=1e-10)
     assert aggregate_basis._inverse(np.ones((3, 3))) is None
     assert aggregate_basis._inverse(np.zeros((2, 2))) is None
+    assert aggregate_basis._inverse(np.zeros((5, 5))) is None
+    assert aggregate_basis._inverse(np.zeros((10, 10))) is None
 
 
 def test_a_lost_factorization_is_answered_by_highs() -> None:
