@@ -255,8 +255,6 @@ class AggregateModel:
         self.factor_answers = 0  # LP answers read from the kept factorization, without a HiGHS run
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
-        self._by_bytes: dict[bytes, int] | None = None  # class by its data's bytes (_classes_of)
-        self._class_lookups = 0
         self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
         self.link_rows = (row_group < 0).nonzero()[0]
         A = small.sf.A
@@ -405,18 +403,8 @@ class AggregateModel:
         return ~dT.any(axis=1) & (scale == self.scale[at]) & (weights == self.weights[at])
 
     def _classes_of(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
-        """The class of equal data of each of these jobs, or ``None`` if one has no class: by the
-        data's bytes for a few jobs (kept per class), else compared with every class's data."""
-        self._class_lookups += 1
-        if scale.size <= 8 and self._class_lookups > 1:  # (the table is built at the second lookup)
-            if self._by_bytes is None:
-                rT, rs, rw = self.rep_T, self.rep_scale, self.rep_weights
-                self._by_bytes = {rT[k].tobytes() + rs[k:k + 1].tobytes() + rw[k:k + 1].tobytes(): k
-                                  for k in range(rs.size)}
-            keys = [T[i].tobytes() + scale[i:i + 1].tobytes() + weights[i:i + 1].tobytes() for i in range(scale.size)]
-            got = [self._by_bytes.get(k) for k in keys]
-            if None not in got:  # (equal bytes: equal data; else compared by value below)
-                return np.array(got, np.int64)
+        """The class of equal data of each of these jobs (compared with every class's data), or
+        ``None`` if one has no class."""
         eq = ((T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
               & (scale[:, None] == self.rep_scale[None, :]) & (weights[:, None] == self.rep_weights[None, :]))
         if not eq.any(axis=1).all():
