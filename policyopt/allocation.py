@@ -354,6 +354,7 @@ class AllocationSpace:
         sub._thr_matrix = None
         sub.__dict__.pop("_slot_cache", None)
         sub.__dict__.pop("_eq_share", None)
+        sub.__dict__.pop("_classes", None)  # (declare_classes: its group is over this space's jobs)
         return sub
 
     # ------------------------------------------------------------------ model building
