@@ -69,16 +69,20 @@ def test_threads_asked_after_a_default_lp_in_the_same_thread() -> None:
 def test_an_lp_solve_starts_no_worker_threads() -> None:
     """An LP solve without ``threads`` leaves no HiGHS worker thread behind (they would spin for
     tens of milliseconds of CPU); a MIP after it gets HiGHS's default scheduler."""
-    def count() -> int:
-        return len(os.listdir("/proc/self/task"))
+    def tasks() -> set[str]:
+        return set(os.listdir("/proc/self/task"))
 
-    def body() -> tuple[int, int, int]:
-        before = count()
+    def body() -> tuple[set[str], set[str], float]:
+        before = tasks()
         _solve(_lp())
-        after_lp = count()
-        _solve(_lp(integer=True))
-        return before, after_lp, count()
+        after = tasks()
+        return before, after, _solve(_lp(integer=True))
 
-    before, after_lp, after_mip = _in_new_thread(body)
-    assert after_lp == before
-    assert after_mip >= after_lp
+    # (compared as sets of thread ids: a thread of the process ending meanwhile leaves no trace; one
+    # started by something else meanwhile would, so the check is repeated before it fails)
+    for _ in range(3):
+        before, after_lp, mip = _in_new_thread(body)
+        if not after_lp - before:
+            break
+    assert after_lp - before == set()
+    assert mip == pytest.approx(12.0)
