@@ -23,7 +23,7 @@ from __future__ import annotations
 import math
 import weakref
 from dataclasses import dataclass
-from typing import Any, Sequence, Union
+from typing import Any, Callable, Sequence, Union
 
 import numpy as np
 import scipy.sparse as sp
@@ -252,6 +252,11 @@ def _read_only(a: np.ndarray) -> np.ndarray:
 _NO_TERMS: Terms = ((_read_only(np.zeros(0, np.int64)), _read_only(np.zeros(0, np.int64)), _read_only(np.zeros(0))),)
 
 
+def _no_model() -> None:
+    """The model of a variable whose model was gone when it was pickled or copied."""
+    return None
+
+
 def _finite(value: float) -> float:
     """``value`` as a float, refused (as :meth:`LinExpr._factor` refuses data) when NaN or infinite."""
     v = float(value)
@@ -294,7 +299,7 @@ class Variable:
 
     def __init__(self, model: "Model", name: str, dims: tuple[IndexSet, ...], cols: np.ndarray,
                  lower: np.ndarray, upper: np.ndarray, integer: bool, first: int | None = None) -> None:
-        self._model_ref = weakref.ref(model)
+        self._model_ref: Callable[[], Model | None] = weakref.ref(model)
         self.name = name
         self.dims = dims
         self.cols = cols
@@ -321,6 +326,23 @@ class Variable:
     @property
     def shape(self) -> tuple[int, ...]:
         return _shape(self.dims)
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Pickled and deep-copied with its model held strongly (a weak reference has no pickle;
+        copied as is, a deep copy's variables would name the original model)."""
+        state = self.__dict__.copy()
+        ref = state.pop("_model_ref", None)
+        if ref is not None:
+            state["_model_held"] = ref()
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        state = dict(state)
+        held = "_model_held" in state
+        model = state.pop("_model_held", None)
+        self.__dict__.update(state)
+        if held:
+            self._model_ref = _no_model if model is None else weakref.ref(model)
 
     @property
     def model(self) -> "Model | None":

@@ -148,6 +148,27 @@ def test_a_model_is_freed_without_the_cyclic_collector() -> None:
         gc.enable()
 
 
+def test_a_model_pickles_and_deep_copies_with_its_variables() -> None:
+    """A model round-trips through pickle and ``copy.deepcopy``: the copy's variables name the copy
+    (not the original), and it compiles to the same standard form."""
+    import copy
+    import pickle
+
+    m = Model("m")
+    jobs = IndexSet("jobs", [f"j{i}" for i in range(5)])
+    x = m.add_variables("x", (jobs,), 0.0, 1.0)
+    m.add_constraints(x.sum() <= 2.0, "cap")
+    m.maximize(x.sum())
+    for m2 in (pickle.loads(pickle.dumps(m)), copy.deepcopy(m)):
+        x2 = m2.variables["x"]
+        assert x2.model is m2 and x.model is m
+        a, b = m.compile(), m2.compile()
+        assert np.array_equal(a.c, b.c) and (a.A != b.A).nnz == 0
+        assert np.array_equal(a.row_upper, b.row_upper)
+    lone = pickle.loads(pickle.dumps(x))  # (a variable alone does not keep its model alive)
+    assert lone.name == "x" and np.array_equal(lone.cols, x.cols)
+
+
 @pytest.mark.parametrize("policy", ["max_sum_throughput", "max_min_fairness"])
 def test_a_policy_solve_leaves_no_cyclic_garbage(policy: str) -> None:
     """A solve's model, compiled form and loaded solver are freed by reference counting: the cyclic
