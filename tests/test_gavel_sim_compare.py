@@ -211,7 +211,7 @@ def test_drawn_trace_is_the_trace_gavels_simulator_generates(bench, tmp_path: Pa
     sched = bench.gavel_scheduler_dir(os.environ["POLICYOPT_GAVEL_REPO"])
     python = os.environ.get("POLICYOPT_GAVEL_PYTHON", sys.executable)
     out = tmp_path / "live.txt"
-    program = ("import sys, os\nsys.path.insert(0, os.getcwd())\nimport scheduler, utils\n"
+    program = ("import scheduler, utils\n"  # (python -c: the working directory, Gavel's scheduler/, is on the path)
                "s = scheduler.Scheduler(utils.get_policy('fifo', solver='ECOS', seed=0),"
                " throughputs_file='simulation_throughputs.json', seed=1, time_per_iteration=360, simulate=True)\n"
                f"s.simulate({{'v100': 36, 'p100': 36, 'k80': 36}}, lam=3600.0 / 2.6, num_total_jobs=150,"
