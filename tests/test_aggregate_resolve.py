@@ -145,7 +145,8 @@ def test_a_changed_job_joins_the_class_of_its_new_data() -> None:
 def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """Where the reduced LP's answer does not certify (from the kept factorization where one is
     kept, then by HiGHS warm, then cold), the policy solves the whole LP cold and keeps that model
-    instead."""
+    instead. Max-sum's first re-solve has the fast path's factorization of the compiled LP (three
+    answers refused); max-min's fast path ended on its ``fill`` stage, so none is kept (two)."""
     pol = get_policy(name)
     jobs = first_jobs()
     check(pol, name, {}, jobs)
@@ -159,7 +160,7 @@ def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(aggregate_resolve, "certify", refuse)
     jobs.append(kind_job(N, 4))
     check(pol, name, {}, jobs)
-    assert len(calls) in (2, 3)
+    assert len(calls) == (3 if name == "max_sum_throughput" else 2), len(calls)
     assert isinstance(incremental.state(pol), JobSetModel)
 
 
