@@ -289,6 +289,17 @@ def per_job_agreement(ours: dict[int, float], gavel: dict[int, float]) -> dict[s
     return {"median": float(np.median(rel)), "p90": float(np.quantile(rel, 0.9)), "jobs": len(ids)}
 
 
+def by_scale_factor(ours: dict[int, float], gavel: dict[int, float],
+                    trace: Sequence[TraceJob]) -> list[dict[str, Any]]:
+    """Per scale factor, over the jobs both report: count and each simulator's average JCT (s)."""
+    ids = sorted(set(ours) & set(gavel))
+    sf = np.array([trace[i].scale_factor for i in ids], dtype=int)
+    a = np.array([ours[i] for i in ids], dtype=float)
+    g = np.array([gavel[i] for i in ids], dtype=float)
+    return [{"scale_factor": int(k), "jobs": int((sf == k).sum()), "ours_avg_jct_s": float(a[sf == k].mean()),
+             "gavel_avg_jct_s": float(g[sf == k].mean())} for k in np.unique(sf)]
+
+
 def _override(text: str) -> tuple[str, Any]:
     key, sep, value = text.partition("=")
     if not sep or key not in SimConfig.__dataclass_fields__:
@@ -398,8 +409,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                     print(f"[{arm}] ours ({variant}): the window outlasted the trace's arrivals "
                           "(more --keep-arriving chunks needed for the published methodology)", flush=True)
                 agree = per_job_agreement(ours["per_job"], gavel.get("per_job", {}))
+                sizes = by_scale_factor(ours["per_job"], gavel.get("per_job", {}), trace) if agree["jobs"] else []
+                for r in sizes:
+                    print(f"[{arm}] ours ({variant}) / Gavel, {r['jobs']} jobs of {r['scale_factor']} GPU(s): "
+                          f"{r['ours_avg_jct_s'] / 3600:.1f} / {r['gavel_avg_jct_s'] / 3600:.1f} h", flush=True)
                 rows.append({"arm": arm, "variant": variant, "gavel_policy": gpol, "ours_policy": opol,
-                             "gavel": gavel, "ours": ours, "per_job": agree})
+                             "gavel": gavel, "ours": ours, "per_job": agree, "by_scale_factor": sizes})
     h = 3600.0
     print(f"\n{len(trace)} jobs ({'multi' if args.multi_gpu else 'single'}-GPU), {args.rate:g} jobs/h, "
           f"seed {args.seed}, trace drawn by {'Gavel' if args.trace_source == 'gavel' else 'policyopt'}, "

@@ -224,3 +224,13 @@ def test_drawn_trace_is_the_trace_gavels_simulator_generates(bench, tmp_path: Pa
         assert j.job_type == f"{row[0]}#{row[6]}" and j.scale_factor == int(row[6])
         assert int(row[5]) <= j.steps <= int(row[5]) + 1  # Gavel writes the steps truncated, we round up
         assert abs(j.arrival - float(row[9])) <= 1e-6 * max(1.0, j.arrival)
+
+
+def test_by_scale_factor_averages_the_jobs_both_report(bench) -> None:
+    from policyopt.sim.traces import TraceJob
+
+    trace = [TraceJob(str(i), float(i), f"ResNet-18 (batch size 32)#{sf}", sf, 10.0)
+             for i, sf in enumerate([1, 8, 1, 8])]
+    rows = bench.by_scale_factor({0: 10.0, 1: 100.0, 2: 30.0, 3: 50.0}, {0: 20.0, 1: 300.0, 2: 40.0}, trace)
+    assert rows == [{"scale_factor": 1, "jobs": 2, "ours_avg_jct_s": 20.0, "gavel_avg_jct_s": 30.0},
+                    {"scale_factor": 8, "jobs": 1, "ours_avg_jct_s": 100.0, "gavel_avg_jct_s": 300.0}]
