@@ -317,17 +317,23 @@ def test_match_slots_is_a_lookup_by_id(old: list[int], new: list[int]) -> None:
     assert slot[:p].tolist() == list(range(p)) and slot[len(n) - q:].tolist() == list(range(len(o) - q, len(o)))
 
 
-def test_unequal_costs_within_a_class_column_are_refused() -> None:
-    """Costs (or bounds) set per job must agree within a class column: the reduced LP sums them."""
-    pol = get_policy("max_sum_throughput")
+def _aggregated_after_one_arrival(name: str) -> tuple[AggregateModel, np.ndarray]:
+    """Policy ``name`` after a cold solve of :func:`first_jobs` and one arrival answered by the
+    aggregated model: that model and the class columns of its ``X`` (one per job)."""
+    pol = get_policy(name)
     jobs = first_jobs()
-    check(pol, "max_sum_throughput", {}, jobs)
+    check(pol, name, {}, jobs)
     jobs.append(kind_job(N, 2))
-    got = check(pol, "max_sum_throughput", {}, jobs)
+    got = check(pol, name, {}, jobs)
     st_ = incremental.state(pol)
     assert isinstance(st_, AggregateModel)
     X = st_._variables(got.space)["X"]
-    cols = X.cols[X.cols >= 0]
+    return st_, X.cols[X.cols >= 0]
+
+
+def test_unequal_costs_within_a_class_column_are_refused() -> None:
+    """Costs (or bounds) set per job must agree within a class column: the reduced LP sums them."""
+    st_, cols = _aggregated_after_one_arrival("max_sum_throughput")
     st_.loaded.set_costs(cols, np.ones(cols.size))  # equal: accepted, summed per column
     assert st_.small.sf.c[cols[0]] == float(np.count_nonzero(cols == cols[0]))
     costs = np.ones(cols.size)
@@ -398,15 +404,7 @@ def test_costs_or_bounds_given_to_part_of_a_class_are_refused() -> None:
     """A class column stands for every job of its class: a cost or bound given to some of those jobs
     only (or to one job twice, or a linking column twice) is no change of the reduced LP, and row
     bounds or rows of the whole LP have no rows there — all end the aggregated model."""
-    pol = get_policy("max_min_fairness")
-    jobs = first_jobs()
-    check(pol, "max_min_fairness", {}, jobs)
-    jobs.append(kind_job(N, 2))
-    got = check(pol, "max_min_fairness", {}, jobs)
-    st_ = incremental.state(pol)
-    assert isinstance(st_, AggregateModel)
-    X = st_._variables(got.space)["X"]
-    cols = X.cols[X.cols >= 0]
+    st_, cols = _aggregated_after_one_arrival("max_min_fairness")
     c0 = cols[0]
     m0 = int(np.count_nonzero(cols == c0))
     assert m0 > 1
