@@ -59,12 +59,13 @@ from typing import ClassVar
 import numpy as np
 
 from policyopt import incremental
+from policyopt._aggregate_parts import class_values
 from policyopt.aggregate_resolve import AggregateModel, Declined
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
 from policyopt.problem import Problem
-from policyopt.result import PolicyResult, Status, Timings
+from policyopt.result import PolicyResult, SolveResult, Status, Timings
 from policyopt.solvers import highs_steps
 from policyopt.warm_start import BasisSnapshot, carry_basis, recall, remember
 
@@ -170,8 +171,12 @@ class MaxMinFairness(LPPolicy):
             Xf, msg = self.fallback(space, raw, X)
             return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)
         T, Tp = self.data(space)
-        cols, costs = normalized_throughput_costs(space, X, T, Tp)
         t_col = LoadedLP.cols(t)  # t's one column
+        if isinstance(st, AggregateModel) and T is space.T:
+            by_class = self._fill_by_class(space, lp, X, st, raw, t_col, timings)
+            if by_class is not None:
+                return by_class
+        cols, costs = normalized_throughput_costs(space, X, T, Tp)
         t_star = float(raw.x[t_col[0]])
         before = _dot(costs, raw.x[cols])
         t1 = time.perf_counter()
@@ -195,6 +200,47 @@ class MaxMinFairness(LPPolicy):
                 "steps": None if steps is None else steps.steps}
         return self.result(space, Xv, Status.OPTIMAL, t_star, raw.solver, timings, message, fill=fill)
 
+    def _fill_by_class(self, space: AllocationSpace, lp: LoadedLP, X: Variable, st: AggregateModel,
+                       raw: SolveResult, t_col: np.ndarray, timings: Timings) -> PolicyResult | None:
+        """The ``fill`` stage and the result of an aggregated re-solve computed per class of jobs of
+        equal data (their costs, levels and allocation rows are equal) and gathered once: each class
+        column's cost in the reduced LP is ``m_g`` times its jobs' ``T[g,c]/thr(g, X_equal)`` (what
+        :meth:`_Loaded.set_costs` sums per job), the levels' minimum is over classes with jobs, and
+        the normalized throughput totals are ``Σ_g m_g (…)``. ``None`` where the stage is not taken
+        by steps on the kept factorization or the answer is not per class (then per job, as a cold
+        solve)."""
+        assert raw.x is not None
+        Xc = class_values(X, space, raw.x)
+        cls = space.declared_classes()
+        if Xc is None or cls is None or type(space).throughput_matrix is not AllocationSpace.throughput_matrix:
+            return None
+        _, mask_c, eq_c = cls
+        T_c = st.rep_T
+        unit = np.zeros(T_c.shape)  # (classes × configs) T[g,c]/thr(g, X_equal) where the class can run
+        np.divide(T_c, eq_c[:, None], out=unit, where=mask_c)
+        cc = X.class_cols  # type: ignore[attr-defined]
+        ok = cc >= 0
+        cols = cc[ok]
+        per_job = unit[ok]
+        costs = per_job * np.broadcast_to(st.mult[:, None].astype(np.float64), cc.shape)[ok]  # m_g c_g
+        t_star = float(raw.x[t_col[0]])
+        t1 = time.perf_counter()
+        t_low = t_star - FILL_TOLERANCE * abs(t_star)
+        steps = st.loaded.reoptimize_costs(raw.x, cols, costs, t_col, t_low)
+        if steps is None:
+            return None
+        x = steps.x
+        Xc_fill = class_values(X, space, x)
+        assert Xc_fill is not None
+        live = st.mult > 0
+        norm_c = st.rep_scale / (st.rep_weights * eq_c)  # (the normalizer of each class's jobs)
+        level = norm_c[live] * _class_throughputs(np.minimum(np.maximum(Xc_fill[live], 0.0), 1.0), T_c[live],
+                                                  mask_c[live])
+        fill = {"seconds": time.perf_counter() - t1, "min_level": float(level.min()) if level.size else t_star,
+                "normalized_throughput_before": _dot(costs, raw.x[cols]),
+                "normalized_throughput_after": _dot(costs, x[cols]), "steps": steps.steps}
+        return self.class_result(space, Xc_fill, Status.OPTIMAL, t_star, raw.solver, timings, "", fill=fill)
+
     @staticmethod
     def _fill_steps(lp: LoadedLP, runs: int | None, x: np.ndarray, cols: np.ndarray, costs: np.ndarray,
                     t_col: np.ndarray, t_low: float) -> highs_steps.Steps | None:
@@ -213,6 +259,17 @@ class MaxMinFairness(LPPolicy):
         lower = sf.col_lower.copy()
         lower[t_col] = t_low
         return highs_steps.reoptimize(lp.loaded, x, c, lower, sf.col_upper)
+
+
+def _class_throughputs(X: np.ndarray, T: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``thr`` of rows ``X`` of data ``T`` and mask ``mask`` (classes × configs), by the running
+    sum over the configurations of :meth:`AllocationSpace.throughput_values` (the same numbers as a
+    job's of that class)."""
+    P = np.where(mask, T * X, 0.0)
+    out = P[:, 0].copy()
+    for c in range(1, P.shape[1]):
+        out += P[:, c]
+    return out + 0.0
 
 
 def proportional_optimum(space: AllocationSpace, a: np.ndarray) -> tuple[np.ndarray, float] | None:

@@ -9,7 +9,7 @@ import numpy as np
 from .modeling import Model, Variable
 from .standard_form import StandardForm, matvec, rmatvec
 
-__all__ = ["ClassVariable", "Declined", "certify", "match_slots"]
+__all__ = ["ClassVariable", "Declined", "certify", "class_values", "match_slots"]
 
 #: reduced costs and multipliers below this on an infinite side count as zero (as in ``blocks``)
 _ZERO_TOL = 1e-12
@@ -166,6 +166,27 @@ class ClassVariable(Variable):
     def value(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
         if self._cols_given:
             return super().value(x, fill)
+        return self.class_value(x, fill)[self._group].reshape(self.shape)
+
+    @property
+    def class_cols(self) -> np.ndarray:
+        """Each class's columns (classes × the variable's other dimensions; ``-1``: no column)."""
+        return self._cls[0]
+
+    def class_value(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
+        """The answer per class (classes × the variable's other dimensions): :meth:`value` is its
+        row ``group[j]`` for job ``j`` (unless columns were set from outside since)."""
         cc = self._cls[0]
-        per_class = np.where(cc >= 0, x[cc], fill)  # (column -1 reads x's last entry, replaced)
-        return per_class[self._group].reshape(self.shape)
+        return np.where(cc >= 0, x[cc], fill)  # (column -1 reads x's last entry, replaced)
+
+
+def class_values(var: Variable, space: Any, x: np.ndarray) -> np.ndarray | None:
+    """``var``'s answer per class when it is a :class:`ClassVariable` over the classes declared on
+    ``space`` (:meth:`~policyopt.allocation.AllocationSpace.declared_classes`, the same ``group``)
+    and its columns were not set from outside; else ``None`` (read it per job, :meth:`Variable.value`)."""
+    if not isinstance(var, ClassVariable) or var._cols_given:
+        return None
+    cls = space.declared_classes()
+    if cls is None or cls[0] is not var._group:
+        return None
+    return var.class_value(x)

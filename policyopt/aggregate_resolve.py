@@ -179,6 +179,20 @@ class _Loaded(LoadedModel):
         (:func:`policyopt.solvers.highs_steps.reoptimize`, certified on the reduced LP; the loaded
         model is not changed): its :class:`~policyopt.solvers.highs_steps.Steps`, or ``None``
         (then the caller runs the stage by :meth:`set_costs` and :meth:`solve`)."""
+        fac = self.owner.kept_factor()
+        if fac is None or fac.base is None:
+            return None
+        cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
+        n = self.small.sf.num_cols
+        first = _uniform(cols, costs, n, "costs")
+        cnt = self._whole(cols, n, "costs", once=True)[1]
+        hit = cnt.nonzero()[0]
+        return self.reoptimize_costs(x, hit, first[hit] * cnt[hit], t_col, t_low)  # (m_g c_g: as set_costs)
+
+    def reoptimize_costs(self, x: np.ndarray, cols: np.ndarray, costs: np.ndarray, t_col: np.ndarray,
+                         t_low: float) -> Any:
+        """:meth:`reoptimize` with the reduced LP's own costs: ``costs`` of its columns ``cols``
+        (each once; a class column's is ``m_g c_g``), 0 elsewhere."""
         from policyopt.solvers import highs_steps
 
         owner = self.owner
@@ -186,10 +200,8 @@ class _Loaded(LoadedModel):
         if fac is None or fac.base is None:
             return None
         sf = self.small.sf
-        cols, costs = np.asarray(cols, np.int64), np.asarray(costs, np.float64)
-        n = sf.num_cols
-        first = _uniform(cols, costs, n, "costs")
-        c = first * self._whole(cols, n, "costs", once=True)[1]  # (m_g c_g: as set_costs)
+        c = np.zeros(sf.num_cols)
+        c[cols] = costs
         lower = sf.col_lower.copy()
         lower[t_col] = t_low
         try:

@@ -102,6 +102,13 @@ class AllocationSpace:
         either is read."""
         self.__dict__["_classes"] = (group, mask_rows, equal_share)
 
+    def declared_classes(self) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(group, mask_rows, equal_share)`` given to :meth:`declare_classes` (job ``j`` of class
+        ``group[j]``, whose :attr:`single_mask` row is ``mask_rows[group[j]]``), or ``None`` when
+        none were declared or the space has pair rows (then :attr:`mask` is not the jobs' rows)."""
+        cls = self.__dict__.get("_classes")
+        return None if cls is None or self.num_pairs else cls
+
     @functools.cached_property
     def mask(self) -> np.ndarray:
         """``(rows × configs)``: :attr:`single_mask`, then the pair rows' :attr:`pair_mask`."""

@@ -34,6 +34,7 @@ from .problem import Problem
 from .result import PolicyResult, SolveResult, Status, Timings
 from .solver_api import Feature, Solver, SolverOptions, get_solver
 from . import incremental
+from ._aggregate_parts import class_values
 from .aggregate_resolve import Declined
 from .warm_start import BasisSnapshot, carry_basis, recall, remember
 
@@ -212,10 +213,28 @@ class Policy(ABC):
         (``allocation``, ``colocated_allocation``, ``effective_throughputs``) are built from ``res.X``
         on first access (:meth:`PolicyResult.defer`): the simulator and the mechanism read the array."""
         t0 = time.perf_counter()
-        X = np.maximum(X, 0.0)  # clipped to [0, 1] (a new array; NaN stays NaN, as np.clip keeps it)
-        np.minimum(X, 1.0, out=X)
-        X += 0.0  # turns -0.0 into 0.0
-        X[~space.mask] = 0.0
+        X = _clip_masked(X, space.mask)
+        return self._package(space, X, status, objective, solver, timings, message, extra, t0)
+
+    def class_result(self, space: AllocationSpace, Xc: np.ndarray, status: Status, objective: float | None,
+                     solver: str, timings: Timings, message: str = "", **extra: Any) -> PolicyResult:
+        """:meth:`result` of the allocation ``Xc[group]``, where ``Xc`` holds one row per class of
+        jobs of equal data declared on the space (:meth:`AllocationSpace.declare_classes`: job ``j``
+        is of class ``group[j]``): clipped and masked per class (each job's mask row is its
+        class's), then gathered once — the same numbers as clipping and masking ``Xc[group]``. A
+        policy with its own :meth:`result` gets ``Xc[group]`` there."""
+        cls = space.declared_classes()
+        if cls is None:
+            raise ValueError("class_result needs the space's classes (AllocationSpace.declare_classes)")
+        if type(self).result is not Policy.result:
+            return self.result(space, Xc[cls[0]], status, objective, solver, timings, message, **extra)
+        t0 = time.perf_counter()
+        X = _clip_masked(Xc, cls[1])[cls[0]]
+        return self._package(space, X, status, objective, solver, timings, message, extra, t0)
+
+    def _package(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
+                 solver: str, timings: Timings, message: str, extra: dict[str, Any], t0: float) -> PolicyResult:
+        """The :class:`PolicyResult` of the clipped and masked allocation ``X``."""
         res = PolicyResult.deferred(
             self.name, solver, status, objective, timings, message, extra,
             {"allocation": lambda: space.allocation_dict(X), "colocated_allocation": lambda: space.colocated_list(X),
@@ -240,6 +259,16 @@ class Policy(ABC):
                 return iso, (f"{status}: the solver's best point is feasible but no job is faster under it than "
                              "under the isolated allocation; returning the isolated allocation (fallback)")
         return iso, f"{status}: returning the isolated allocation (fallback)"
+
+
+def _clip_masked(X: np.ndarray, mask: np.ndarray) -> np.ndarray:
+    """``X`` clipped to [0, 1] (a new array; NaN stays NaN, as ``np.clip`` keeps it, and −0.0 reads
+    0.0) and 0 where ``mask`` is False."""
+    X = np.maximum(X, 0.0)
+    np.minimum(X, 1.0, out=X)
+    X += 0.0  # turns -0.0 into 0.0
+    X[~mask] = 0.0
+    return X
 
 
 class LPPolicy(Policy):
@@ -316,6 +345,10 @@ class LPPolicy(Policy):
     def _lp_result(self, space: AllocationSpace, raw: SolveResult, X: Variable, obj_var: Variable | None,
                    timings: Timings) -> PolicyResult:
         if raw.status is Status.OPTIMAL and raw.x is not None:
+            Xc = class_values(X, space, raw.x)  # (the aggregated re-solve: per class, gathered once)
+            if Xc is not None:
+                return self.class_result(space, Xc, raw.status, self.objective_value(raw, obj_var), raw.solver,
+                                         timings)
             return self.result(space, X.value(raw.x), raw.status, self.objective_value(raw, obj_var),
                                raw.solver, timings)
         Xf, msg = self.fallback(space, raw, X)
