@@ -280,22 +280,41 @@ class AggregateModel:
         #: the basis a second stage (max-min's ``fill``) ended with on that factor
         self.second_basis: Basis | None = None
 
-    def adopt_factor(self) -> None:
-        """Keep HiGHS's factorization after the fast path's last run of the reduced LP, if that run
-        solved the reduced LP as compiled (not a later stage's costs or bounds); the next update
-        then changes only the classes whose count changes (:attr:`_Loaded.touched` cleared)."""
+    def adopt_factor(self, first: tuple[Any, np.ndarray] | None = None) -> None:
+        """Keep HiGHS's factorization after the fast path's last run of the reduced LP. If that run
+        solved the reduced LP as compiled, its basis is the next re-solve's start and the next
+        update changes only the classes whose count changes (:attr:`_Loaded.touched` cleared). If
+        it was a later stage's (other costs or lower bounds: max-min's ``fill``) and ``first`` —
+        the basis (HiGHS's object) and point of the first stage's run
+        (:meth:`~policyopt.solvers.highs.HighsModel.first_stage`) — is given, the start is that
+        first basis, solved on the later one's factorization (the positions whose basic variable
+        differs as more Woodbury columns), and the later stage's basis is the one its next run
+        tries first (:attr:`second_basis`)."""
         sf, small = self.small.sf, self.small
         c, lo, hi, rlo, rhi = self.base
-        want_c = c * np.append(self.mult, 1).astype(np.float64)[self.col_group]
-        if (np.count_nonzero(sf.c != want_c) or np.count_nonzero(sf.col_lower != lo)
-                or np.count_nonzero(sf.col_upper != hi) or np.count_nonzero(sf.row_lower != rlo)
+        if (np.count_nonzero(sf.col_upper != hi) or np.count_nonzero(sf.row_lower != rlo)
                 or np.count_nonzero(sf.row_upper != rhi) or not getattr(small, "_passed", False)):
             return
-        self.loaded.touched = False
+        want_c = c * np.append(self.mult, 1).astype(np.float64)[self.col_group]
+        compiled = not (np.count_nonzero(sf.c != want_c) or np.count_nonzero(sf.col_lower != lo))
+        if not compiled and first is None:
+            return
         sol = small._h.getSolution()
-        if sol.value_valid:
-            self.factor = KeptFactor.take(small, np.asarray(sol.col_value, np.float64), self.lin_pos,
-                                          self.link_rows, self.ent_col)
+        if not sol.value_valid:
+            return
+        fac = KeptFactor.take(small, np.asarray(sol.col_value, np.float64), self.lin_pos, self.link_rows,
+                              self.ent_col)
+        if fac is None:
+            return
+        if compiled:
+            self.loaded.touched = False
+        else:
+            assert first is not None
+            start = _first_basis(fac, first[0], first[1], lo)
+            if start is None:
+                return
+            self.second_basis, fac.base = fac.base, start
+        self.factor = fac
 
     def kept_factor(self) -> KeptFactor | None:
         """The kept factorization while it is still HiGHS's (no run and no basis set since)."""
@@ -506,6 +525,25 @@ class AggregateModel:
         return out
 
 
+def _first_basis(fac: KeptFactor, basis: Any, x: np.ndarray, col_lower: np.ndarray) -> Basis | None:
+    """The basis of HiGHS's statuses ``basis`` (a basis object of the reduced LP) with point ``x``
+    under the column lower bounds ``col_lower`` as a :class:`Basis` on ``fac``'s factorization: its
+    basic variables kept at their positions in ``fac``'s basis, the others in the positions of those
+    that are not basic in it; ``None`` if it is not a basis of ``fac``'s size or ``x`` is not its
+    point."""
+    if not basis.valid:
+        return None
+    status = np.concatenate([np.array(basis.col_status, np.int8), np.array(basis.row_status, np.int8)])
+    basic = status == 1  # (HighsBasisStatus.kBasic)
+    if status.size != fac.n + fac.m or np.count_nonzero(basic) != fac.m:
+        return None
+    was = np.zeros(status.size, bool)
+    was[fac.var0] = True
+    var = fac.var0.copy()
+    var[(~basic[fac.var0]).nonzero()[0]] = (basic & ~was).nonzero()[0]
+    return fac.basis(var, x, col_lower)
+
+
 def from_kept(st: Any) -> AggregateModel | None:
     """An :class:`AggregateModel` from a kept :class:`~policyopt.incremental.JobSetModel` whose
     loaded model was answered by the block-aggregation fast path and never passed whole to the
@@ -517,6 +555,7 @@ def from_kept(st: Any) -> AggregateModel | None:
     got = loaded.aggregation()
     if got is None:
         return None
+    first = loaded.first_stage() if hasattr(loaded, "first_stage") else None
     agg, small = got
     if not hasattr(small, "set_entries") or agg.structure is None or agg.group is None or agg.keep_mult is None:
         return None
@@ -581,5 +620,5 @@ def from_kept(st: Any) -> AggregateModel | None:
     out = AggregateModel(st.signature, small, st.obj_name, st.ids, (T, scale, weights), group, rep,
                          col_group, row_group, (c[kc], lo[kc], hi[kc], rlo[kr], rhi[kr]),
                          (pos, lin_group, A.data[pos] / m_old), variables)
-    out.adopt_factor()
+    out.adopt_factor(first)
     return out

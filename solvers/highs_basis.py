@@ -33,6 +33,7 @@ class BasisMixin:
     _structure: Any
     _agg: Any
     _small: Any
+    _stage0: Any
     _gub_of: Any
 
     runs: int
@@ -131,7 +132,14 @@ class BasisMixin:
             return None
         if take:
             self._agg = self._small = None
+            self._stage0 = None
         return agg, small
+
+    def first_stage(self) -> tuple[Any, np.ndarray] | None:
+        """The basis (HiGHS's own object) and point the loaded reduced LP's first run ended with,
+        when a later stage (other costs or bounds: max-min fairness's ``fill``) re-solved it since;
+        else ``None``. Read before :meth:`aggregation` with ``take``."""
+        return self._stage0 if self._small is not None else None
 
     def set_entries(self, pos: np.ndarray, vals: np.ndarray) -> None:
         """Set existing entries of the (scaled) matrix, at positions ``pos`` of ``sf.A.data`` (CSC),
