@@ -285,7 +285,7 @@ class AggregateModel:
         solved the reduced LP as compiled, its basis is the next re-solve's start and the next
         update changes only the classes whose count changes (:attr:`_Loaded.touched` cleared). If
         it was a later stage's (other costs or lower bounds: max-min's ``fill``) and ``first`` —
-        the basis (HiGHS's object) and point of the first stage's run
+        the basic variables and point of the first stage's run
         (:meth:`~policyopt.solvers.highs.HighsModel.first_stage`) — is given, the start is that
         first basis, solved on the later one's factorization (the positions whose basic variable
         differs as more Woodbury columns), and the later stage's basis is the one its next run
@@ -525,23 +525,20 @@ class AggregateModel:
         return out
 
 
-def _first_basis(fac: KeptFactor, basis: Any, x: np.ndarray, col_lower: np.ndarray) -> Basis | None:
-    """The basis of HiGHS's statuses ``basis`` (a basis object of the reduced LP) with point ``x``
-    under the column lower bounds ``col_lower`` as a :class:`Basis` on ``fac``'s factorization: its
-    basic variables kept at their positions in ``fac``'s basis, the others in the positions of those
-    that are not basic in it; ``None`` if it is not a basis of ``fac``'s size or ``x`` is not its
-    point."""
-    if not basis.valid:
+def _first_basis(fac: KeptFactor, basic: np.ndarray, x: np.ndarray, col_lower: np.ndarray) -> Basis | None:
+    """The basis of basic variables ``basic`` (HiGHS's encoding) with point ``x`` under the column
+    lower bounds ``col_lower`` as a :class:`Basis` on ``fac``'s factorization: those basic in
+    ``fac``'s basis kept at their positions, the others in the positions of those that are not
+    basic here; ``None`` if it is not a basis of ``fac``'s size or ``x`` is not its point."""
+    n, m = fac.n, fac.m
+    var = np.where(basic >= 0, basic, n - 1 - basic)
+    if var.size != m or np.count_nonzero(np.bincount(var, minlength=n + m) > 1):
         return None
-    status = np.concatenate([np.array(basis.col_status, np.int8), np.array(basis.row_status, np.int8)])
-    basic = status == 1  # (HighsBasisStatus.kBasic)
-    if status.size != fac.n + fac.m or np.count_nonzero(basic) != fac.m:
-        return None
-    was = np.zeros(status.size, bool)
-    was[fac.var0] = True
-    var = fac.var0.copy()
-    var[(~basic[fac.var0]).nonzero()[0]] = (basic & ~was).nonzero()[0]
-    return fac.basis(var, x, col_lower)
+    now, was = np.zeros(n + m, bool), np.zeros(n + m, bool)
+    now[var], was[fac.var0] = True, True
+    out = fac.var0.copy()
+    out[(~now[fac.var0]).nonzero()[0]] = var[(~was[var]).nonzero()[0]]
+    return fac.basis(out, x, col_lower)
 
 
 def from_kept(st: Any) -> AggregateModel | None:

@@ -136,7 +136,8 @@ class BasisMixin:
         return agg, small
 
     def first_stage(self) -> tuple[Any, np.ndarray] | None:
-        """The basis (HiGHS's own object) and point the loaded reduced LP's first run ended with,
+        """The basic variables (HiGHS's ``getBasicVariables``: by position, ``−1 − i`` row ``i``'s
+        logical) and point the loaded reduced LP's first run ended with,
         when a later stage (other costs or bounds: max-min fairness's ``fill``) re-solved it since;
         else ``None``. Read before :meth:`aggregation` with ``take``."""
         return self._stage0 if self._small is not None else None
