@@ -90,18 +90,18 @@ def _uniform(cols: np.ndarray, vals: np.ndarray, n: int, what: str) -> np.ndarra
 
 class _PerClass:
     """For each class ``g`` of ``0 … G−1``, the positions ``i`` with ``owner[i] == g`` (``[g]``;
-    sorted once, at the first use)."""
+    found at the first use of each class and kept: an update touches the few classes whose count
+    changed)."""
 
     def __init__(self, owner: np.ndarray, G: int) -> None:
         self.owner, self.G = owner, G
-        self._order: np.ndarray | None = None
-        self._bounds: list[int] = []
+        self._of: dict[int, np.ndarray] = {}
 
     def __getitem__(self, g: int) -> np.ndarray:
-        if self._order is None:
-            self._order = np.argsort(self.owner, kind="stable")
-            self._bounds = np.searchsorted(self.owner[self._order], np.arange(self.G + 1)).tolist()
-        return self._order[self._bounds[g]:self._bounds[g + 1]]
+        got = self._of.get(g)
+        if got is None:
+            got = self._of[g] = (self.owner == g).nonzero()[0]
+        return got
 
 
 class ClassVariable(Variable):

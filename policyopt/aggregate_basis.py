@@ -73,34 +73,84 @@ def _kinds(v: np.ndarray, lo: np.ndarray, hi: np.ndarray, var: np.ndarray) -> np
     return kind
 
 
+def _adjugate3(C: list[list[float]]) -> list[list[float]] | None:
+    """The inverse of a 3 × 3 matrix (lists of Python floats) by its adjugate; ``None`` if singular."""
+    (a, b, c), (d, e, f), (g, h, i) = C
+    co = (e * i - f * h, f * g - d * i, d * h - e * g)
+    det = a * co[0] + b * co[1] + c * co[2]
+    if not (det != 0.0 and math.isfinite(det)):
+        return None
+    w = 1.0 / det
+    return [[co[0] * w, (c * h - b * i) * w, (b * f - c * e) * w],
+            [co[1] * w, (a * i - c * g) * w, (c * d - a * f) * w],
+            [co[2] * w, (b * g - a * h) * w, (a * e - b * d) * w]]
+
+
+def _bordered(C: list[list[float]]) -> list[list[float]] | None:
+    """The inverse of an ``r × r`` matrix, ``3 < r``, from its leading 3 × 3 block's adjugate, one
+    row and column at a time by the Schur complement ``s = d − cᵀA⁻¹b``
+    (``[[A, b], [cᵀ, d]]⁻¹ = [[A⁻¹ + A⁻¹b cᵀA⁻¹/s, −A⁻¹b/s], [−cᵀA⁻¹/s, 1/s]]``); ``None`` where a
+    leading block is singular or a complement small against its row's entries (then Gauss–Jordan
+    with pivoting decides)."""
+    inv = _adjugate3([row[:3] for row in C[:3]])
+    if inv is None:
+        return None
+    for k in range(3, len(C)):
+        b = [C[q][k] for q in range(k)]
+        c = C[k][:k]
+        if k == 3:  # (unrolled: the usual size, K = 3 linking rows and one more position)
+            (i0, i1, i2) = inv
+            b0, b1, b2 = b
+            c0, c1, c2 = c
+            Ab = [i0[0] * b0 + i0[1] * b1 + i0[2] * b2, i1[0] * b0 + i1[1] * b1 + i1[2] * b2,
+                  i2[0] * b0 + i2[1] * b1 + i2[2] * b2]
+            cA = [c0 * i0[0] + c1 * i1[0] + c2 * i2[0], c0 * i0[1] + c1 * i1[1] + c2 * i2[1],
+                  c0 * i0[2] + c1 * i1[2] + c2 * i2[2]]
+            s = C[3][3] - (c0 * Ab[0] + c1 * Ab[1] + c2 * Ab[2])
+        else:
+            Ab = [math.fsum(x * y for x, y in zip(row, b)) for row in inv]  # A⁻¹ b
+            cA = [math.fsum(c[q] * inv[q][j] for q in range(k)) for j in range(k)]  # cᵀ A⁻¹
+            s = C[k][k] - math.fsum(x * y for x, y in zip(c, Ab))
+        if not (abs(s) > 1e-8 * max(1.0, max(map(abs, C[k]))) and math.isfinite(s)):
+            return None
+        w = 1.0 / s
+        cw = [v * w for v in cA]
+        inv = [[v + a * u for v, u in zip(row, cw)] + [-a * w] for row, a in zip(inv, Ab)]
+        inv.append([-v for v in cw] + [w])
+    return inv
+
+
 def _inverse(C: np.ndarray) -> np.ndarray | None:
-    """``C⁻¹`` of a small square matrix, in Python floats (3 × 3 by its adjugate, up to 8 × 8 by
-    Gauss–Jordan elimination with partial pivoting; numpy's ``inv`` costs ~45 µs on its first call
-    after other work, its wrapper and LAPACK out of the cache), else numpy's; ``None`` if ``C`` is
-    singular or the inverse not finite."""
+    """``C⁻¹`` of a small square matrix, in Python floats (3 × 3 by its adjugate; up to 8 × 8 by
+    bordering that adjugate (:func:`_bordered`), else — a leading block singular or a small pivot —
+    by Gauss–Jordan elimination with partial pivoting; numpy's ``inv`` costs ~45 µs on its first
+    call after other work, its wrapper and LAPACK out of the cache), else numpy's; ``None`` if ``C``
+    is singular or the inverse not finite."""
     r = C.shape[0]
     if r == 3:
-        (a, b, c), (d, e, f), (g, h, i) = C.tolist()
-        co = (e * i - f * h, f * g - d * i, d * h - e * g)
-        det = a * co[0] + b * co[1] + c * co[2]
-        if not (det != 0.0 and math.isfinite(det)):
+        inv = _adjugate3(C.tolist())
+        if inv is None:
             return None
-        out = np.array([[co[0], c * h - b * i, b * f - c * e], [co[1], a * i - c * g, c * d - a * f],
-                        [co[2], b * g - a * h, a * e - b * d]]) / det
+        out = np.array(inv)
     elif r <= 8:
-        M = [row + [1.0 if j == k else 0.0 for j in range(r)] for k, row in enumerate(C.tolist())]
-        for k in range(r):
-            p = max(range(k, r), key=lambda q: abs(M[q][k]))
-            piv = M[p][k]
-            if piv == 0.0 or not math.isfinite(piv):
-                return None
-            M[k], M[p] = M[p], M[k]
-            rowk = M[k] = [v / piv for v in M[k]]
-            for q in range(r):
-                f = M[q][k]
-                if q != k and f != 0.0:
-                    M[q] = [u - f * v for u, v in zip(M[q], rowk)]
-        out = np.array([row[r:] for row in M])
+        rows = C.tolist()
+        got = _bordered(rows) if r > 3 else None
+        if got is not None:
+            out = np.array(got)
+        else:
+            M = [row + [1.0 if j == k else 0.0 for j in range(r)] for k, row in enumerate(rows)]
+            for k in range(r):
+                p = max(range(k, r), key=lambda q: abs(M[q][k]))
+                piv = M[p][k]
+                if piv == 0.0 or not math.isfinite(piv):
+                    return None
+                M[k], M[p] = M[p], M[k]
+                rowk = M[k] = [v / piv for v in M[k]]
+                for q in range(r):
+                    f = M[q][k]
+                    if q != k and f != 0.0:
+                        M[q] = [u - f * v for u, v in zip(M[q], rowk)]
+            out = np.array([row[r:] for row in M])
     else:
         try:
             out = np.linalg.inv(C)

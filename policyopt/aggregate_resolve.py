@@ -261,6 +261,8 @@ class AggregateModel:
         self._cls_cols = _PerClass(col_group, rep.size)
         self._cls_lin = _PerClass(self.lin_group, rep.size)
         self.variables = variables  # per variable: (per job, dims, class columns (G × width) or columns)
+        # the reduced columns' bounds and a 0 for column -1 (a masked slot), refilled at each update
+        self._ext = (np.zeros(col_group.size + 1), np.zeros(col_group.size + 1))
         self.start: Any = None
         self.start_runs = 0
         self.updates = 0  # problems answered by the aggregated re-solve (tests and benchmarks read it)
@@ -514,7 +516,8 @@ class AggregateModel:
         """The policy's variables over ``space``: a job's columns are its class's columns."""
         out: dict[str, Variable] = {}
         sf = self.small.sf
-        lo_ext, hi_ext = np.append(sf.col_lower, 0.0), np.append(sf.col_upper, 0.0)
+        lo_ext, hi_ext = self._ext  # (each variable's bounds are gathered from them: copies)
+        lo_ext[:-1], hi_ext[:-1] = sf.col_lower, sf.col_upper
         for name, (per_job, dims, cols) in self.variables.items():
             lo, hi = lo_ext[cols], hi_ext[cols]  # (column -1, a masked slot, reads the last entry)
             if per_job:

@@ -280,10 +280,15 @@ def test_a_group_of_jobs_of_unequal_data_is_not_taken() -> None:
 
 
 def test_small_inverse_equals_numpy() -> None:
-    """The Woodbury capacitance matrix's inverse (3 × 3 by its adjugate, up to 8 × 8 by Gauss–Jordan,
-    else numpy's) inverts it; a singular matrix has none."""
+    """The Woodbury capacitance matrix's inverse (3 × 3 by its adjugate, up to 8 × 8 by bordering it
+    or, a leading block singular, by Gauss–Jordan, else numpy's) inverts it; a singular matrix has
+    none."""
     rng = np.random.default_rng(11)
-    for r in (1, 2, 3, 5, 8, 10):
+    swap = np.array([[0.0, 1, 0, 0], [1, 0, 0, 0], [0, 0, 0, 1], [0, 0, 1, 0]])  # (leading 3 × 3 singular)
+    assert aggregate_basis._bordered(swap.tolist()) is None
+    got = aggregate_basis._inverse(swap)
+    assert got is not None and np.allclose(got @ swap, np.eye(4), atol=1e-12)
+    for r in (1, 2, 3, 4, 5, 8, 10):
         for _ in range(20):
             C = np.eye(r) + 0.5 * rng.standard_normal((r, r))
             got = aggregate_basis._inverse(C)
