@@ -241,7 +241,8 @@ class AggregateModel:
                  data: tuple[np.ndarray, np.ndarray, np.ndarray], group: np.ndarray, rep: np.ndarray,
                  col_group: np.ndarray, row_group: np.ndarray, base: tuple[np.ndarray, ...],
                  lin: tuple[np.ndarray, np.ndarray, np.ndarray],
-                 variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]]) -> None:
+                 variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]],
+                 ent_col: np.ndarray | None = None) -> None:
         self.lock = threading.Lock()
         self.signature = signature
         self.loaded = _Loaded(small, self)
@@ -272,7 +273,8 @@ class AggregateModel:
         self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
         self.link_rows = (row_group < 0).nonzero()[0]
         A = small.sf.A
-        self.ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))  # each entry's column
+        # each entry's column
+        self.ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr)) if ent_col is None else ent_col
         sf = small.sf
         # what HiGHS holds (changes are made in the standard form and pushed before HiGHS's next run)
         self._held = (sf.A.data[self.lin_pos].copy(), sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(),
@@ -601,16 +603,15 @@ def from_kept(st: Any) -> AggregateModel | None:
             cls_cols = red[rep]
             if np.count_nonzero(red != cls_cols[group]):
                 return None
-            exist = cls_cols >= 0
-            owner = np.broadcast_to(np.arange(G)[:, None], cls_cols.shape)
-            if np.count_nonzero(col_group[cls_cols[exist]] != owner[exist]):
+            owner, at = (cls_cols >= 0).nonzero()  # (the class of each existing column, and where)
+            if np.count_nonzero(col_group[cls_cols[owner, at]] != owner):
                 return None  # a job's column is not one of its class's (a linking column, say)
             variables[name] = (True, tuple(v.dims), cls_cols)
         else:
             variables[name] = (False, tuple(v.dims), red)
     c, lo, hi, rlo, rhi = st.base
     A = small.sf.A
-    ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))  # (AggregateModel's ent_col)
+    ent_col = np.repeat(np.arange(A.shape[1]), np.diff(A.indptr))  # (each entry's column)
     pos = ((row_group[A.indices] < 0) & (col_group[ent_col] >= 0)).nonzero()[0]
     lin_group = col_group[ent_col[pos]]
     m_old = agg.keep_mult[ent_col[pos]]
@@ -619,6 +620,6 @@ def from_kept(st: Any) -> AggregateModel | None:
     loaded.aggregation(take=True)  # (the reduced LP is this model's alone from now on)
     out = AggregateModel(st.signature, small, st.obj_name, st.ids, (T, scale, weights), group, rep,
                          col_group, row_group, (c[kc], lo[kc], hi[kc], rlo[kr], rhi[kr]),
-                         (pos, lin_group, A.data[pos] / m_old), variables)
+                         (pos, lin_group, A.data[pos] / m_old), variables, ent_col)
     out.adopt_factor(first)
     return out
