@@ -16,11 +16,12 @@ variable is another, ``E_S`` those positions. With ``U = [P, U_S]``, ``Vᵀ = [�
 ``r = K + |S|``) and ``C = I_r + Vᵀ B₀⁻¹ U``, by the Sherman–Morrison–Woodbury identity
 
 .. math::  B^{-1} z = z_0 - B_0^{-1} U\\, C^{-1} V^T z_0, \\quad z_0 = B_0^{-1} z; \\qquad
-           B^{-T} c = y_0 - B_0^{-T} V C^{-T} U^T y_0, \\quad y_0 = B_0^{-T} c
+           B^{-T} c = B_0^{-T} \\big(c - V C^{-T} (B_0^{-1} U)^T c\\big)
 
 with ``B₀⁻¹ P`` (``K`` solves) kept with the factor and ``B₀⁻¹ U_S`` with the basis (the other
-rows' entries do not change): one solve with ``B₀`` each way, one more for the transpose (HiGHS's
-``getBasisSolve`` / ``getBasisTransposeSolve``, ~3 µs each). In HiGHS's convention the variables
+rows' entries do not change): one solve with ``B₀`` each way (HiGHS's ``getBasisSolve`` /
+``getBasisTransposeSolve``, ~4–7 µs each; the transpose's correction is applied to its right-hand
+side through the kept ``B₀⁻¹ U``, so it needs no second solve). In HiGHS's convention the variables
 are the columns and the rows' logicals ``s = −A x`` (bounds ``[−u, −l]``, basis column ``e_i``);
 the nonbasic ones stay at the bound they were at in the basis's last point, the basic ones follow,
 ``B v_B = −N v_N``, and the multipliers solve ``Bᵀ y = c_B`` (:meth:`Basis.point`). The caller
@@ -348,17 +349,15 @@ class Basis:
     def transpose_solve(self, rhs: np.ndarray) -> np.ndarray:
         """``B⁻ᵀ rhs`` with the current entries (after :meth:`form`)."""
         f = self.factor
-        y = f.tsolve0(rhs)
-        if self._Cinv is not None and self._D is not None:
-            if self.S.size == 0:
-                y -= f.tsolve0(self._D.T @ (self._Cinv.T @ y[f.link_rows]))
-            else:
-                K = self._D.shape[0]
-                u = self._Cinv.T @ np.concatenate([y[f.link_rows], self.U_S.T @ y])
-                w = self._D.T @ u[:K]
-                w[self.S] += u[K:]
-                y -= f.tsolve0(w)
-        return y
+        if self._Cinv is None or self._D is None:
+            return f.tsolve0(rhs)
+        # B⁻ᵀ = B₀⁻ᵀ − B₀⁻ᵀ V C⁻ᵀ (B₀⁻¹U)ᵀ: one solve with B₀ᵀ of rhs − V C⁻ᵀ (B₀⁻¹U)ᵀ rhs
+        u = self._Cinv.T @ (self.BU.T @ rhs)
+        K = self._D.shape[0]
+        w = rhs - self._D.T @ u[:K]
+        if self.S.size:
+            w[self.S] -= u[K:]
+        return f.tsolve0(w)
 
     def point(self, c: np.ndarray | None = None, col_lower: np.ndarray | None = None
               ) -> tuple[np.ndarray, np.ndarray] | None:
