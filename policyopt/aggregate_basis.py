@@ -326,7 +326,7 @@ class Basis:
             self._D = self._Cinv = None
             return True
         C = D @ self.BU if S.size == 0 else np.concatenate([D @ self.BU, self.BU[S]], axis=0)
-        C += np.eye(C.shape[0])
+        C.ravel()[::C.shape[0] + 1] += 1.0  # (C + I: C is a new contiguous array)
         Cinv = _inverse(C)
         if Cinv is None:
             return False
