@@ -125,7 +125,7 @@ class ClassVariable(Variable):
     def _gather(self, k: int) -> np.ndarray:
         a = self._full[k]
         if a is None:
-            a = self._full[k] = self._cls[k][self._group].reshape(self.shape)
+            a = self._full[k] = self._cls[k].take(self._group, axis=0).reshape(self.shape)
         return a
 
     @property
@@ -166,7 +166,7 @@ class ClassVariable(Variable):
     def value(self, x: np.ndarray, fill: float = 0.0) -> np.ndarray:
         if self._cols_given:
             return super().value(x, fill)
-        return self.class_value(x, fill)[self._group].reshape(self.shape)
+        return self.class_value(x, fill).take(self._group, axis=0).reshape(self.shape)
 
     @property
     def class_cols(self) -> np.ndarray:
@@ -177,7 +177,7 @@ class ClassVariable(Variable):
         """The answer per class (classes × the variable's other dimensions): :meth:`value` is its
         row ``group[j]`` for job ``j`` (unless columns were set from outside since)."""
         cc = self._cls[0]
-        return np.where(cc >= 0, x[cc], fill)  # (column -1 reads x's last entry, replaced)
+        return np.where(cc >= 0, x.take(cc), fill)  # (column -1 reads x's last entry, replaced)
 
 
 def class_values(var: Variable, space: Any, x: np.ndarray) -> np.ndarray | None:

@@ -588,7 +588,8 @@ def from_kept(st: Any) -> AggregateModel | None:
     # or a hash collision — the whole LP is built as before.)
     T, scale, weights = st.T, st.scale, st.weights
     of = rep[group]
-    if np.count_nonzero(T != T[of]) or np.count_nonzero(scale != scale[of]) or np.count_nonzero(weights != weights[of]):
+    if (np.count_nonzero(T != T.take(of, axis=0)) or np.count_nonzero(scale != scale.take(of))
+            or np.count_nonzero(weights != weights.take(of))):
         return None
     kc, kr = agg.keep_cols, agg.keep_rows
     col_group = np.where(cb[kc] >= 0, agg.group[np.maximum(cb[kc], 0)], -1)
@@ -597,11 +598,11 @@ def from_kept(st: Any) -> AggregateModel | None:
     variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]] = {}
     for name, (per_job, _) in st.var_layout.items():
         v = model.variables[name]
-        red = src[v.cols]
+        red = src.take(v.cols)
         if per_job:
             red = red.reshape(n, -1)
-            cls_cols = red[rep]
-            if np.count_nonzero(red != cls_cols[group]):
+            cls_cols = red.take(rep, axis=0)
+            if np.count_nonzero(red != cls_cols.take(group, axis=0)):
                 return None
             owner, at = (cls_cols >= 0).nonzero()  # (the class of each existing column, and where)
             if np.count_nonzero(col_group[cls_cols[owner, at]] != owner):

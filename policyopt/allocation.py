@@ -84,7 +84,7 @@ class AllocationSpace:
         read (gathered from its class's row where :meth:`declare_classes` said so)."""
         cls = self.__dict__.get("_classes")
         if cls is not None:
-            return cls[1][cls[0]]
+            return cls[1].take(cls[0], axis=0)  # (take: ~4× fancy indexing's speed on rows)
         return self._single_mask()
 
     def class_rows(self, T: np.ndarray, scale: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,7 +187,7 @@ class AllocationSpace:
         if hit is None:
             cls = self.__dict__.get("_classes") if own else None
             if cls is not None:  # (declare_classes: the class's, gathered)
-                hit = cls[2][cls[0]]
+                hit = cls[2].take(cls[0])
             else:
                 hit = self.best_placement_throughput(T) @ (self.counts / self.counts.sum())
             if own:

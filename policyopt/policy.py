@@ -227,9 +227,9 @@ class Policy(ABC):
         if cls is None:
             raise ValueError("class_result needs the space's classes (AllocationSpace.declare_classes)")
         if type(self).result is not Policy.result:
-            return self.result(space, Xc[cls[0]], status, objective, solver, timings, message, **extra)
+            return self.result(space, Xc.take(cls[0], axis=0), status, objective, solver, timings, message, **extra)
         t0 = time.perf_counter()
-        X = _clip_masked(Xc, cls[1])[cls[0]]
+        X = _clip_masked(Xc, cls[1]).take(cls[0], axis=0)  # (take: ~4× fancy indexing's speed on rows)
         return self._package(space, X, status, objective, solver, timings, message, extra, t0)
 
     def _package(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
