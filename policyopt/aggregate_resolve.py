@@ -270,6 +270,7 @@ class AggregateModel:
         self.factor_answers = 0  # LP answers read from the kept factorization, without a HiGHS run
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
+        self._sig_hit: tuple[Any, ...] | None = None  # (the last signature match: _same_signature)
         self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
         self.link_rows = (row_group < 0).nonzero()[0]
         A = small.sf.A
@@ -379,7 +380,7 @@ class AggregateModel:
         variables over ``space`` on the reduced LP's columns, or ``None`` (nothing changed) when the
         change is not one of the job set or a job has data no class has."""
         n = len(space.jobs)
-        if _signature(policy, space) != self.signature or space.num_pairs or n == 0:
+        if space.num_pairs or n == 0 or not self._same_signature(policy, space):
             return None
         ids = space.jobs.labels
         slot, p, q, self._slot_of = match_slots(self.ids, ids, self._slot_of)
@@ -427,6 +428,23 @@ class AggregateModel:
                 self._cls_rows = space.class_rows(self.rep_T, self.rep_scale)
             space.declare_classes(g, *self._cls_rows)
         return self._variables(space)
+
+    def _same_signature(self, policy: Any, space: AllocationSpace) -> bool:
+        """Whether ``policy`` on ``space`` has the kept model's signature (``incremental._signature``).
+        The last match is remembered — the policy's class, its options when all are plain values
+        (``None``, bool, int, float, str), the cluster object and the configuration labels — and the
+        same again matches without building the signature (sorted reprs of the options)."""
+        items = tuple(policy.config.items())
+        plain = all(v is None or type(v) in (bool, int, float, str) for _, v in items)
+        labels, cluster = space.configs.labels, space.problem.cluster
+        hit = self._sig_hit
+        if (plain and hit is not None and hit[0] is type(policy) and hit[2] is cluster and items == hit[1]
+                and (hit[3] is labels or np.array_equal(hit[3], labels))):
+            return True
+        if _signature(policy, space) != self.signature:
+            return False
+        self._sig_hit = (type(policy), items, cluster, labels) if plain else None
+        return True
 
     def _same(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray, at: Any) -> np.ndarray | None:
         """Per job, whether its data equals the kept job's at ``at`` (a slice or positions);

@@ -458,3 +458,29 @@ def test_costs_or_bounds_given_to_part_of_a_class_are_refused() -> None:
         st_.loaded.add_rows(sp.csr_matrix((1, st_.small.sf.num_cols)), np.zeros(1), np.ones(1))
     st_.loaded.set_costs(cols, np.ones(cols.size))  # every job of every class once: accepted
     assert float(st_.small.sf.c[c0]) == float(m0)
+
+
+def test_another_signature_builds_cold() -> None:
+    """A kept aggregated model answers only problems of its signature: after a change of an option or
+    of the cluster (a remembered match must not hide either) the whole LP is built cold, and the
+    next change of the job set is aggregated again."""
+    name = "max_sum_throughput"
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    for k in (1, 2):  # two aggregated re-solves (the second matches the remembered signature)
+        jobs.append(kind_job(N + k, k))
+        check(pol, name, {}, jobs)
+    assert updates(pol) == 2
+    pol.config["time_limit"] = 100.0
+    jobs.append(kind_job(N + 3, 3))
+    check(pol, name, {}, jobs)
+    assert isinstance(incremental.state(pol), JobSetModel)
+    jobs.append(kind_job(N + 4, 4))
+    check(pol, name, {}, jobs)
+    assert updates(pol) == 1
+    other = Cluster.from_counts({t: N // 4 + 1 for t in TYPES})
+    got = pol.solve(Problem(other, tuple(jobs)))
+    ref = get_policy(name, algorithm="simplex").solve(Problem(other, tuple(jobs)))
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9)
+    assert isinstance(incremental.state(pol), JobSetModel)
