@@ -31,11 +31,20 @@ Deficits across resets: at ``set_allocation`` every combination that survives th
 allocation still gives it time (``X_new > 0``); elsewhere the deficit is dropped because it
 could never be repaid there. ``r`` and ``T`` restart at 0. A job short-changed before a reset is
 thus served first after it, and one that was ahead waits until it is even.
+
+``ordering="gavel"`` replaces the single walk by Gavel's (:mod:`policyopt.mechanism.gavel_order`):
+the types are walked one after another (in ``worker_counts`` order, or shuffled every round by a
+seeded ``random.Random`` with ``shuffle_types``, as Gavel does for heterogeneity-agnostic policies);
+within a type by ``X / (L/2 + r)`` (Gavel's share of the type's job-time), the deficit only breaking
+ties and carried unclipped (unless ``deficit_cap`` is given) also where ``X_new = 0``; entries with
+``X = 0`` that can run (``runnable``) are taken last, on the workers still idle.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 from typing import Any, Iterable, Mapping, Sequence
+
+import random
 
 import numpy as np
 
@@ -45,6 +54,7 @@ from policyopt.mechanism.allocation import (
     build_allocation_arrays,
     validate_worker_counts,
 )
+from policyopt.mechanism.gavel_order import ORDERINGS, gavel_priorities, gavel_walk_order, shuffled_type_order
 
 __all__ = ["Combination", "RoundAssignment", "RoundMechanism"]
 
@@ -94,6 +104,7 @@ class _State:
     active: np.ndarray  # (K,) bool, false once a member job was removed
     elapsed: float = 0.0
     combo_index: dict[tuple[str, ...], int] = field(default_factory=dict)
+    runnable: np.ndarray | None = None  # (K, C) bool: X = 0 entries that may run (ordering="gavel")
 
 
 class RoundMechanism:
@@ -116,6 +127,14 @@ class RoundMechanism:
         Optional initial job -> scale factor map; ``set_allocation`` can extend it.
     renewal_credit:
         Seconds of credit for the entry a combination ran on last round (module docstring).
+    ordering:
+        ``"default"`` (one walk over all entries by ``X·T/(r − D)``) or ``"gavel"`` (Gavel's per-type
+        walks, module docstring); ``"gavel"`` needs ``work_conserving`` and no renewal credit.
+    shuffle_types:
+        With ``ordering="gavel"``: walk the types in an order shuffled every round (Gavel, for
+        heterogeneity-agnostic policies) instead of ``worker_counts`` order.
+    shuffle_seed:
+        Seed of that shuffle's ``random.Random`` (Gavel's is its simulator seed + 5).
     """
 
     def __init__(
@@ -127,8 +146,23 @@ class RoundMechanism:
         work_conserving: bool = True,
         scale_factors: Mapping[str, int] | None = None,
         renewal_credit: float = 0.0,
+        ordering: str = "default",
+        shuffle_types: bool = False,
+        shuffle_seed: int = 0,
     ) -> None:
         self._counts = validate_worker_counts(worker_counts)
+        if ordering not in ORDERINGS:
+            raise InputError("ordering", ordering, f"must be one of {list(ORDERINGS)}")
+        self.ordering = ordering
+        if not isinstance(shuffle_types, bool):
+            raise InputError("shuffle_types", shuffle_types, "must be true or false")
+        if shuffle_types and ordering != "gavel":
+            raise InputError("shuffle_types", shuffle_types, "shuffles the per-type walks of ordering='gavel' only")
+        if isinstance(shuffle_seed, bool) or not isinstance(shuffle_seed, (int, np.integer)):
+            raise InputError("shuffle_seed", shuffle_seed, "must be an integer")
+        self.shuffle_types = shuffle_types
+        self.shuffle_seed = int(shuffle_seed)
+        self._shuffler = random.Random(self.shuffle_seed)
         if not np.isfinite(renewal_credit) or renewal_credit < 0:
             raise InputError("renewal_credit", renewal_credit, "must be a finite number of seconds >= 0")
         self.renewal_credit = float(renewal_credit)
@@ -137,11 +171,16 @@ class RoundMechanism:
         if not np.isfinite(round_length) or round_length <= 0:
             raise InputError("round_length", round_length, "must be a positive number of seconds")
         self.round_length = float(round_length)
-        cap = self.round_length if deficit_cap is None else float(deficit_cap)
+        gavel = ordering == "gavel"
+        cap = (float("inf") if gavel else self.round_length) if deficit_cap is None else float(deficit_cap)
         if np.isnan(cap) or cap < 0:
             raise InputError("deficit_cap", deficit_cap, "must be >= 0 seconds")
         self.deficit_cap = cap
         self.work_conserving = bool(work_conserving)
+        if gavel and not self.work_conserving:
+            raise InputError("work_conserving", work_conserving, "ordering='gavel' is work-conserving (Gavel's)")
+        if gavel and self.renewal_credit > 0:
+            raise InputError("renewal_credit", renewal_credit, "ordering='gavel' has no renewal credit (use 0)")
         self._scale_factors: dict[str, int] = dict(scale_factors or {})
         self._state: _State | None = None
         self._last_type: dict[str, int] = {}  # job -> type index it ran on last round
@@ -168,19 +207,40 @@ class RoundMechanism:
         allocation: Mapping[str, Mapping[str, float]],
         colocated: Sequence[Mapping[str, Any]] = (),
         scale_factors: Mapping[str, int] | None = None,
+        runnable: Mapping[str, Iterable[str]] | None = None,
     ) -> None:
-        """Install a new allocation (a reset); carry deficits as the module docstring says."""
+        """Install a new allocation (a reset); carry deficits as the module docstring says.
+
+        ``runnable`` (job -> worker types it can run on alone, e.g. where its throughput is positive):
+        with ``ordering="gavel"``, the entries with ``X = 0`` it names are taken last on idle workers."""
         if scale_factors is not None:
             self._scale_factors.update(scale_factors)
-        self.set_allocation_arrays(build_allocation_arrays(allocation, colocated, self._scale_factors, self._counts))
+        arrays = build_allocation_arrays(allocation, colocated, self._scale_factors, self._counts)
+        mask = None
+        if runnable is not None:
+            mask = np.zeros(arrays.x.shape, dtype=bool)
+            row = {j: i for i, j in enumerate(arrays.job_ids)}
+            for j, types in runnable.items():
+                if j not in row:
+                    raise UnknownNameError("runnable", j, arrays.job_ids)
+                for t in types:
+                    if t not in self._type_index:
+                        raise UnknownNameError(f"runnable.{j}", t, self.worker_types)
+                    mask[row[j], self._type_index[t]] = True
+        self.set_allocation_arrays(arrays, mask)
 
-    def set_allocation_arrays(self, arrays: AllocationArrays) -> None:
+    def set_allocation_arrays(self, arrays: AllocationArrays, runnable: np.ndarray | None = None) -> None:
         """:meth:`set_allocation` for an allocation already in array form (its ``worker_types`` must
-        be this mechanism's, in order; the constraints of :func:`build_allocation_arrays` must hold)."""
+        be this mechanism's, in order; the constraints of :func:`build_allocation_arrays` must hold).
+        ``runnable``: ``(K, C)`` bool, the entries with ``X = 0`` that ``ordering="gavel"`` may take."""
         if arrays.worker_types != self.worker_types:
             raise InputError("arrays.worker_types", arrays.worker_types, f"must be {self.worker_types}")
         self._scale_factors.update(zip(arrays.job_ids, arrays.scale[:arrays.num_singles].tolist()))
         k, nc = arrays.x.shape
+        if runnable is not None:
+            runnable = np.asarray(runnable, dtype=bool)
+            if runnable.shape != (k, nc):
+                raise InputError("runnable", runnable.shape, f"must have the allocation's shape {(k, nc)}")
         deficit = np.zeros((k, nc))
         combo_index = {combo: i for i, combo in enumerate(arrays.combos)}
         old = self._state
@@ -192,9 +252,10 @@ class RoundMechanism:
             if pairs:
                 src, dst = (np.array(v, dtype=np.int64) for v in zip(*pairs))
                 deficit[dst] = carried[src]
-            deficit[arrays.x <= 0.0] = 0.0
+            if self.ordering != "gavel":
+                deficit[arrays.x <= 0.0] = 0.0
         self._state = _State(arrays, np.zeros((k, nc)), deficit, np.ones(k, dtype=bool),
-                             0.0, combo_index)
+                             0.0, combo_index, runnable)
         known = set(arrays.job_ids)
         self._last_type = {j: c for j, c in self._last_type.items() if j in known}
         self.num_resets += 1
@@ -249,9 +310,12 @@ class RoundMechanism:
 
     def priorities(self, deficit: np.ndarray | None = None) -> np.ndarray:
         """``p[k, c]`` as in the module docstring; ``0`` where the entry cannot run (``deficit``:
-        ``D`` to use instead of the carried one)."""
+        ``D`` to use instead of the carried one). With ``ordering="gavel"``, Gavel's priority
+        (:func:`~policyopt.mechanism.gavel_order.gavel_priorities`; ``0`` for ``X = 0``)."""
         st = self._require_state()
         x = st.arrays.x * st.active[:, None]
+        if self.ordering == "gavel":
+            return gavel_priorities(x, st.received, self.round_length)
         eff = st.received - (st.deficit if deficit is None else deficit)
         with np.errstate(divide="ignore", invalid="ignore"):
             prio = np.where(eff > 0, x * st.elapsed / np.where(eff > 0, eff, 1.0), np.inf)
@@ -283,17 +347,22 @@ class RoundMechanism:
             deficit = st.deficit + self.renewal_credit * (renew & self._same_combination()[:, None])
         prio = self.priorities(deficit)
         eligible = x > 0
-        if not self.work_conserving:
-            L, T = self.round_length, st.elapsed
-            eligible &= st.received + L <= x * (T + L) + deficit + 0.5 * L
-
-        flat = np.flatnonzero(eligible.ravel())
-        order = flat[np.lexsort((
-            -renew.ravel()[flat].astype(np.int8),
-            -x.ravel()[flat],
-            -deficit.ravel()[flat],
-            -prio.ravel()[flat],
-        ))]
+        if self.ordering == "gavel":
+            if st.runnable is not None:
+                eligible |= st.runnable & st.active[:, None]
+            types = shuffled_type_order(self._shuffler, nc) if self.shuffle_types else range(nc)
+            order = gavel_walk_order(eligible, prio, deficit, x, types)
+        else:
+            if not self.work_conserving:
+                L, T = self.round_length, st.elapsed
+                eligible &= st.received + L <= x * (T + L) + deficit + 0.5 * L
+            flat = np.flatnonzero(eligible.ravel())
+            order = flat[np.lexsort((
+                -renew.ravel()[flat].astype(np.int8),
+                -x.ravel()[flat],
+                -deficit.ravel()[flat],
+                -prio.ravel()[flat],
+            ))]
         ks, cs = np.divmod(order, nc)
         left = [self._counts[t] for t in self.worker_types]
         open_types = sum(1 for n in left if n > 0)

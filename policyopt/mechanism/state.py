@@ -7,6 +7,7 @@ base64 of their bytes (exact).
 from __future__ import annotations
 
 import base64
+import random
 from typing import Any, Mapping
 
 import numpy as np
@@ -19,6 +20,17 @@ __all__ = ["mechanism_to_state", "mechanism_from_state", "with_worker_counts"]
 
 def _cap_to_json(cap: float) -> float | None:
     return None if not np.isfinite(cap) else float(cap)
+
+
+def _rng_to_json(rng: random.Random) -> list[Any]:
+    """``random.Random.getstate()`` as JSON lists (exact: integers, and a float or null)."""
+    version, internal, gauss = rng.getstate()
+    return [version, list(internal), gauss]
+
+
+def _rng_from_json(rng: random.Random, data: Any) -> None:
+    version, internal, gauss = data
+    rng.setstate((int(version), tuple(int(v) for v in internal), gauss))
 
 
 def _pack(a: np.ndarray) -> dict[str, Any]:
@@ -43,6 +55,11 @@ def mechanism_to_state(mech: RoundMechanism) -> dict[str, Any]:
         "deficit_cap": _cap_to_json(mech.deficit_cap),
         "work_conserving": mech.work_conserving,
         "renewal_credit": mech.renewal_credit,
+        "ordering": mech.ordering,
+        "shuffle_types": mech.shuffle_types,
+        "shuffle_seed": mech.shuffle_seed,
+        "shuffler": _rng_to_json(mech._shuffler),  # noqa: SLF001
+        "runnable": None if st.runnable is None else _pack(st.runnable),
         "scale_factors": {j: int(s) for j, s in mech._scale_factors.items()},  # noqa: SLF001
         "num_resets": mech.num_resets,
         "last_type": {j: arr.worker_types[c] for j, c in mech._last_type.items()},  # noqa: SLF001
@@ -63,6 +80,9 @@ def _new_mechanism(state: Mapping[str, Any], counts: Mapping[str, int]) -> Round
                           deficit_cap=float("inf") if cap is None else float(cap),
                           work_conserving=bool(state["work_conserving"]),
                           renewal_credit=float(state.get("renewal_credit", 0.0)),
+                          ordering=str(state.get("ordering", "default")),
+                          shuffle_types=bool(state.get("shuffle_types", False)),
+                          shuffle_seed=int(state.get("shuffle_seed", 0)),
                           scale_factors=state["scale_factors"])
 
 
@@ -85,6 +105,10 @@ def mechanism_from_state(state: Mapping[str, Any]) -> RoundMechanism:
         raise RuntimeError("the mechanism's allocation arrays did not rebuild identically")
     st.received, st.deficit = _unpack(state["received"]), _unpack(state["deficit"])
     st.active = _unpack(state["active"])
+    if state.get("runnable") is not None:
+        st.runnable = _unpack(state["runnable"])
+    if state.get("shuffler") is not None:
+        _rng_from_json(mech._shuffler, state["shuffler"])  # noqa: SLF001
     st.elapsed = float(state["elapsed"])
     index = {t: i for i, t in enumerate(mech.worker_types)}
     mech._last_type = {j: index[t] for j, t in state["last_type"].items()}  # noqa: SLF001
@@ -103,5 +127,6 @@ def with_worker_counts(mech: RoundMechanism, counts: Mapping[str, int]) -> Round
     new._state = mech._state  # noqa: SLF001
     new._last_type = dict(mech._last_type)  # noqa: SLF001
     new._last_partner = dict(mech._last_partner)  # noqa: SLF001
+    new._shuffler = mech._shuffler  # noqa: SLF001
     new.num_resets = mech.num_resets
     return new

@@ -202,7 +202,9 @@ class SimulationRun:
         if kind == "static_split":
             self.scheduler = PartitionedScheduler(policy, L, credit)
         elif self.alloc_mode:
-            self.scheduler = AllocationScheduler(policy, sim.counts, L, credit, cfg.backfill)
+            shuffle = cfg.ordering == "gavel" and "agnostic" in sim.resolved.name
+            self.scheduler = AllocationScheduler(policy, sim.counts, L, credit, cfg.backfill, ordering=cfg.ordering,
+                                                 shuffle_types=shuffle, shuffle_seed=int(cfg.seed) + 5)
         else:
             self.scheduler = PriorityScheduler(policy)
         self.placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)

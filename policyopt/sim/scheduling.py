@@ -139,20 +139,46 @@ def mechanism_allocation(result: PolicyResult, counts: Mapping[str, int], scale:
     return out, coloc
 
 
-def runnable_types(result: PolicyResult, worker_types: Sequence[str]) -> dict[str, tuple[int, ...]]:
-    """Per job of ``result``: the indices into ``worker_types`` of the types where it can run alone (a
-    configuration of that type with a positive throughput), in that order; empty without the result's
-    array form (``result.space``)."""
+def runnable_matrix(result: PolicyResult, worker_types: Sequence[str]) -> tuple[list[str], np.ndarray] | None:
+    """``(jobs, runs)``: ``runs[i, c]`` whether job ``jobs[i]`` of ``result`` can run alone on
+    ``worker_types[c]`` (a configuration of that type with a positive throughput); None without the
+    result's array form (``result.space``)."""
     space = result.space
     if space is None:
-        return {}
+        return None
     pos = {t: k for k, t in enumerate(worker_types)}
     col_type = np.array([pos.get(physical_type(str(c)), -1) for c in space.configs.labels.tolist()], np.int64)
     ok = (np.asarray(space.T) > 0) & space.single_mask & (col_type >= 0)[None, :]
     runs = np.zeros((ok.shape[0], len(worker_types)), bool)
     rows, cols = np.nonzero(ok)
     runs[rows, col_type[cols]] = True
-    return {str(j): tuple(np.flatnonzero(r).tolist()) for j, r in zip(space.jobs.labels.tolist(), runs)}
+    return [str(j) for j in space.jobs.labels.tolist()], runs
+
+
+def runnable_types(result: PolicyResult, worker_types: Sequence[str]) -> dict[str, tuple[int, ...]]:
+    """Per job of ``result``: the indices into ``worker_types`` of the types where it can run alone (a
+    configuration of that type with a positive throughput), in that order; empty without the result's
+    array form (``result.space``)."""
+    found = runnable_matrix(result, worker_types)
+    if found is None:
+        return {}
+    return {j: tuple(np.flatnonzero(r).tolist()) for j, r in zip(*found)}
+
+
+def runnable_rows(result: PolicyResult, arrays: AllocationArrays) -> np.ndarray | None:
+    """``(K, C)`` bool over the rows of ``arrays``: a single job's row on the types where it can run
+    alone (:func:`runnable_matrix`); pair rows false. None without the result's array form."""
+    found = runnable_matrix(result, arrays.worker_types)
+    if found is None:
+        return None
+    jobs, runs = found
+    pos = {j: i for i, j in enumerate(jobs)}
+    n = arrays.num_singles
+    idx = np.fromiter((pos.get(j, -1) for j in arrays.job_ids), np.int64, n)
+    mask = np.zeros(arrays.x.shape, dtype=bool)
+    known = np.flatnonzero(idx >= 0)
+    mask[known] = runs[idx[known]]
+    return mask
 
 
 def mechanism_arrays(result: PolicyResult, worker_types: Sequence[str], counts: Mapping[str, int],
@@ -221,20 +247,25 @@ class AllocationScheduler:
     ``install`` sets a new allocation (a reset; deficits carry over, see ``docs/mechanism.md``).
     When the available worker counts change (failures, repairs) the mechanism is rebuilt for the
     new counts, which drops carried deficits (they referred to the old capacity).
+    ``ordering`` / ``shuffle_types`` / ``shuffle_seed``: the mechanism's (``RoundMechanism``); with
+    ``ordering="gavel"`` every installed job may also run, last, where its ``X`` is 0 and its
+    throughput alone positive (:func:`runnable_types`), as in Gavel's scheduler.
     """
 
     kind = "allocation"
 
     def __init__(self, policy: SolvesProblems, counts: Mapping[str, int], round_length: float,
-                 renewal_credit: float = 0.0, backfill: bool = False) -> None:
+                 renewal_credit: float = 0.0, backfill: bool = False, *, ordering: str = "default",
+                 shuffle_types: bool = False, shuffle_seed: int = 0) -> None:
         self.policy = policy
         self.round_length = float(round_length)
         self.renewal_credit = float(renewal_credit)
         self.backfill = bool(backfill)
+        self._mech_options: dict[str, Any] = {"ordering": ordering, "shuffle_types": shuffle_types,
+                                              "shuffle_seed": shuffle_seed}
         self._runs: dict[str, tuple[int, ...]] = {}  # job -> mechanism type indices it can run on (backfill)
         self.counts = dict(counts)
-        self.mechanism = RoundMechanism(self.counts, round_length=self.round_length,
-                                        renewal_credit=self.renewal_credit)
+        self.mechanism = self._new_mechanism()
         self.installed = False
         self._known: set[str] = set()
         self._row: dict[str, int] = {}
@@ -248,19 +279,26 @@ class AllocationScheduler:
     def install(self, result: PolicyResult, scale: Mapping[str, int], counts: Mapping[str, int]) -> None:
         if dict(counts) != self.counts:
             self.counts = dict(counts)
-            self.mechanism = RoundMechanism(self.counts, round_length=self.round_length,
-                                            renewal_credit=self.renewal_credit)
-        arrays = mechanism_arrays(result, self.mechanism.worker_types, self.counts, scale)
+            self.mechanism = self._new_mechanism()
+        types = self.mechanism.worker_types
+        arrays = mechanism_arrays(result, types, self.counts, scale)
+        gavel = self.mechanism.ordering == "gavel"
         if arrays is not None:
-            self.mechanism.set_allocation_arrays(arrays)
+            self.mechanism.set_allocation_arrays(arrays, runnable_rows(result, arrays) if gavel else None)
         else:
             alloc, coloc = mechanism_allocation(result, self.counts, scale)
-            self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc})
+            runnable = {j: [types[c] for c in cs] for j, cs in runnable_types(result, types).items()
+                        if j in alloc} if gavel else None
+            self.mechanism.set_allocation(alloc, coloc, {j: int(scale[j]) for j in alloc}, runnable=runnable)
         self._known = set(self.mechanism.arrays.job_ids)
         self._row = {j: i for i, j in enumerate(self.mechanism.arrays.job_ids)}
         if self.backfill:
-            self._runs = runnable_types(result, self.mechanism.worker_types)
+            self._runs = runnable_types(result, types)
         self.installed = True
+
+    def _new_mechanism(self) -> RoundMechanism:
+        return RoundMechanism(self.counts, round_length=self.round_length, renewal_credit=self.renewal_credit,
+                              **self._mech_options)
 
     def allows(self, job: str, worker_type: str) -> bool:
         """Whether the installed allocation gives ``job`` time alone on ``worker_type`` (``X > 0``)."""

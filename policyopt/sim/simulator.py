@@ -34,6 +34,10 @@ round at time ``t``:
    that do not run, in job order, each on the first type where it can run alone and has room,
    whatever its ``X`` there — Gavel's simulator does this under every policy but FIFO (jobs with zero
    priority still take idle workers), which matters where the allocation leaves capacity unused.
+   ``ordering="gavel"`` has the mechanism walk as Gavel's scheduler does (``docs/mechanism.md``): one
+   type after another (shuffled every round, seed ``seed + 5`` as Gavel's, for ``*_agnostic``
+   policies), by Gavel's priority, each type's idle workers then going to the installed jobs that can
+   run there with ``X = 0`` (no renewal credit).
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
@@ -62,6 +66,7 @@ from ..cluster_counts import parse_cluster
 from ..errors import InputError, UnknownNameError
 from ..placement import (MIGRATION_MINIMIZERS, PLACERS, PRIORITY_POLICIES, ClusterLayout, JobInfo,
                          PairThroughputTable)
+from ..mechanism.gavel_order import ORDERINGS
 from ..policy import get_policy
 from ..problem import Entity
 from ..result import json_default
@@ -100,6 +105,7 @@ class SimConfig:
     keep_types: bool | None = None  # None: on with migration="matching" (placement.sticky.keep_types)
     renewal_credit: float | None = None  # seconds; None: default_renewal_credit (0 unless migration="matching")
     backfill: bool = False  # idle workers to installed jobs with X = 0 there (Gavel's simulator)
+    ordering: str = "default"  # the mechanism's walk: default | gavel (RoundMechanism(ordering=...))
     round_seconds: float = 360.0
     recompute_interval: float | None = None  # None: one round
     checkpoint_seconds: float = 10.0
@@ -136,6 +142,10 @@ class SimConfig:
             positive("renewal_credit", self.renewal_credit, True)
         if not isinstance(self.backfill, bool):
             raise InputError("backfill", self.backfill, "must be true or false")
+        if self.ordering not in ORDERINGS:
+            raise InputError("ordering", self.ordering, f"must be one of {list(ORDERINGS)}")
+        if self.ordering == "gavel" and self.renewal_credit:
+            raise InputError("renewal_credit", self.renewal_credit, "ordering='gavel' has no renewal credit (use 0)")
         if self.keep_types is not None and not isinstance(self.keep_types, bool):
             raise InputError("keep_types", self.keep_types,
                              "must be true, false or null (on with migration='matching')")
@@ -230,9 +240,9 @@ def default_renewal_credit(cfg: SimConfig) -> float:
     seconds. A combination that keeps its type then switches only once it is about half a round
     ahead of its share there -- within the rounding the mechanism makes anyway (it hands out whole
     rounds, so a fraction is met only to within about half a round) -- and never for a gain
-    smaller than what the switch costs. Other rules: ``0`` (Gavel's mechanism).
+    smaller than what the switch costs. Other rules, and ``ordering="gavel"``: ``0`` (Gavel's mechanism).
     """
-    if cfg.migration != "matching":
+    if cfg.migration != "matching" or cfg.ordering == "gavel":
         return 0.0
     return max(0.5 * cfg.round_seconds, cfg.checkpoint_seconds + cfg.restore_seconds)
 

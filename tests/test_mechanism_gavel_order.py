@@ -1,0 +1,182 @@
+"""``RoundMechanism(ordering="gavel")``: Gavel's per-type walks, its priority ``X / (L/2 + r)`` (within a
+type), the deficit as a tie-break only (carried unclipped), and zero-priority entries taken last.
+
+Every expected pick below is worked by hand from Gavel's rules (``docs/mechanism.md``)."""
+from __future__ import annotations
+
+import random
+
+import numpy as np
+import pytest
+
+from policyopt.errors import InputError
+from policyopt.mechanism import Combination, RoundAssignment, RoundMechanism
+from policyopt.sim import SimConfig
+
+L = 360.0
+
+
+def _picks(m: RoundMechanism) -> dict[str, str]:
+    """Schedule and record one round; job -> worker type it ran on."""
+    a = m.schedule_round()
+    m.record_round(a)
+    return {c.jobs[0]: c.worker_type for c in a.combinations}
+
+
+def _sizes_124(**kw: object) -> RoundMechanism:
+    """Jobs a / b / c of 1 / 2 / 4 GPUs on 4 V100 + 4 K80, each X = 0.5 on both types (3.5 GPUs a type)."""
+    m = RoundMechanism({"v100": 4, "k80": 4}, round_length=L, ordering="gavel", **kw)  # type: ignore[arg-type]
+    m.set_allocation({j: {"v100": 0.5, "k80": 0.5} for j in "abc"}, scale_factors={"a": 1, "b": 2, "c": 4})
+    return m
+
+
+def test_sizes_1_2_4_on_two_types_hand_worked() -> None:
+    """Round 1: all priorities equal (nothing ran) -> job order; V100 first: a (1), b (2), c skipped (4 > 1
+    left); K80: c. Round 2, with W = 3·L/2 + job-time run: V100 a, b at .5/(3L/2 / 7L/2), c at .5/(L/2 / 7L/2)
+    -> c first, fills V100; K80 a, b at .5/(L/2 / 5L/2) > c -> a, b. Round 3: every job ran L on each type ->
+    equal priorities -> job order again: round 1's picks (the default ordering would keep round 2's by lease
+    renewal)."""
+    m = _sizes_124()
+    assert _picks(m) == {"a": "v100", "b": "v100", "c": "k80"}
+    pr = m.priorities()
+    assert pr[2, 0] > pr[0, 0] == pr[1, 0] and pr[0, 1] == pr[1, 1] > pr[2, 1]
+    assert _picks(m) == {"c": "v100", "a": "k80", "b": "k80"}
+    assert _picks(m) == {"a": "v100", "b": "v100", "c": "k80"}
+    d = RoundMechanism({"v100": 4, "k80": 4}, round_length=L)
+    d.set_allocation({j: {"v100": 0.5, "k80": 0.5} for j in "abc"}, scale_factors={"a": 1, "b": 2, "c": 4})
+    assert [_picks(d) for _ in range(3)][2] == {"c": "v100", "a": "k80", "b": "k80"}
+
+
+def test_shuffled_type_order_is_gavels_shuffle() -> None:
+    """With ``shuffle_types`` the walk takes the types in ``random.Random(seed).shuffle`` order every round;
+    when K80 comes first in round 1, a and b fill it (3 of 4) and c takes the V100s."""
+    seed = next(s for s in range(100) if _shuffled(s) == [1, 0])
+    m = _sizes_124(shuffle_types=True, shuffle_seed=seed)
+    assert _picks(m) == {"a": "k80", "b": "k80", "c": "v100"}
+    fixed = next(s for s in range(100) if _shuffled(s) == [0, 1])
+    assert _picks(_sizes_124(shuffle_types=True, shuffle_seed=fixed)) == {"a": "v100", "b": "v100", "c": "k80"}
+
+
+def _shuffled(seed: int) -> list[int]:
+    order = [0, 1]
+    random.Random(seed).shuffle(order)
+    return order
+
+
+def test_zero_priority_entries_take_idle_workers_last() -> None:
+    """1 V100 + 1 K80; a: X = .5 on both, b: .5 on V100 only. Round 1: V100 a (job order), K80: a busy, b has
+    X = 0 there but can run -> b (work-conserving). The default ordering leaves the K80 idle. Round 2: V100 b
+    (.5/(L/2) > a's .5/(3L/2)), K80 a (.5/(L/2) over b's zero priority)."""
+    alloc = {"a": {"v100": 0.5, "k80": 0.5}, "b": {"v100": 0.5}}
+    m = RoundMechanism({"v100": 1, "k80": 1}, round_length=L, ordering="gavel")
+    m.set_allocation(alloc, scale_factors={"a": 1, "b": 1}, runnable={"a": ["v100", "k80"], "b": ["v100", "k80"]})
+    assert _picks(m) == {"a": "v100", "b": "k80"}
+    assert _picks(m) == {"b": "v100", "a": "k80"}
+    # not runnable on the K80 (e.g. zero throughput there): the K80 stays idle, as in the default ordering
+    n = RoundMechanism({"v100": 1, "k80": 1}, round_length=L, ordering="gavel")
+    n.set_allocation(alloc, scale_factors={"a": 1, "b": 1})
+    assert _picks(n) == {"a": "v100"}
+    d = RoundMechanism({"v100": 1, "k80": 1}, round_length=L)
+    d.set_allocation(alloc, scale_factors={"a": 1, "b": 1})
+    assert _picks(d) == {"a": "v100"}
+
+
+def test_gavel_priority_lets_a_large_share_run_before_a_job_that_has_not_run() -> None:
+    """One V100; a: X = .9, b: X = .1. Gavel ranks .9/(L/2 + r_a) against .1/(L/2): a runs while
+    L/2 + r_a < 9·L/2, i.e. rounds 1-4. The default ordering ranks b (never ran: +inf) first in round 2."""
+    alloc = {"a": {"v100": 0.9}, "b": {"v100": 0.1}}
+    m = RoundMechanism({"v100": 1}, round_length=L, ordering="gavel")
+    m.set_allocation(alloc, scale_factors={"a": 1, "b": 1})
+    assert [_picks(m) for _ in range(4)] == [{"a": "v100"}] * 4
+    d = RoundMechanism({"v100": 1}, round_length=L)
+    d.set_allocation(alloc, scale_factors={"a": 1, "b": 1})
+    assert [_picks(d) for _ in range(2)] == [{"a": "v100"}, {"b": "v100"}]
+
+
+def test_deficit_unclipped_kept_where_x_is_zero_and_only_a_tie_break() -> None:
+    """One V100, a and b at X = .5; a runs four rounds alone: b is owed .5·4L = 2L, a is 2L ahead. After the
+    reset Gavel keeps ±2L (the default caps at one round), also on a type where b's new X is 0; with equal
+    priorities (r = 0) the deficit breaks the tie: b first."""
+    alloc = {"a": {"v100": 0.5, "k80": 0.5}, "b": {"v100": 0.5, "k80": 0.5}}
+    for ordering, cap in (("gavel", 2 * L), ("default", L)):
+        m = RoundMechanism({"v100": 1, "k80": 1}, round_length=L, ordering=ordering)
+        m.set_allocation(alloc, scale_factors={"a": 1, "b": 1})
+        for _ in range(4):
+            m.record_round(RoundAssignment((Combination(("a",), "v100", 1),)))
+        m.set_allocation({"a": {"v100": 0.5, "k80": 0.5}, "b": {"v100": 0.5}})
+        assert m.deficits[:, 0].tolist() == [-cap, cap]
+        assert m.deficits[1, 1] == (0.5 * 4 * L if ordering == "gavel" else 0.0)
+    after = _gavel_after_reset()
+    assert after.priorities()[0, 0] == after.priorities()[1, 0] > 0
+    assert _picks(after) == {"b": "v100", "a": "k80"}
+
+
+def _gavel_after_reset() -> RoundMechanism:
+    m = RoundMechanism({"v100": 1, "k80": 1}, round_length=L, ordering="gavel")
+    m.set_allocation({"a": {"v100": 0.5}, "b": {"v100": 0.5}}, scale_factors={"a": 1, "b": 1})
+    for _ in range(4):
+        m.record_round(RoundAssignment((Combination(("a",), "v100", 1),)))
+    m.set_allocation({"a": {"v100": 0.5, "k80": 0.5}, "b": {"v100": 0.5}})
+    return m
+
+
+def test_state_round_trip_keeps_the_ordering_the_shuffle_and_runnable() -> None:
+    m = _sizes_124(shuffle_types=True, shuffle_seed=3)
+    m.set_allocation({"a": {"v100": 0.5}, "b": {"k80": 0.5}, "c": {"v100": 0.5}},
+                     runnable={j: ["v100", "k80"] for j in "abc"})
+    for _ in range(3):
+        m.record_round(m.schedule_round())
+    r = RoundMechanism.from_state(m.to_state())
+    assert (r.ordering, r.shuffle_types, r.shuffle_seed, r.deficit_cap) == ("gavel", True, 3, float("inf"))
+    for _ in range(20):
+        a1, a2 = m.schedule_round(), r.schedule_round()
+        assert a1 == a2
+        m.record_round(a1)
+        r.record_round(a2)
+
+
+def test_invalid_ordering_options_name_the_field() -> None:
+    with pytest.raises(InputError, match="ordering.*'global'"):
+        RoundMechanism({"v100": 1}, ordering="global")
+    with pytest.raises(InputError, match="shuffle_types"):
+        RoundMechanism({"v100": 1}, shuffle_types=True)
+    with pytest.raises(InputError, match="work_conserving"):
+        RoundMechanism({"v100": 1}, ordering="gavel", work_conserving=False)
+    with pytest.raises(InputError, match="renewal_credit"):
+        RoundMechanism({"v100": 1}, ordering="gavel", renewal_credit=10.0)
+    m = RoundMechanism({"v100": 1}, ordering="gavel")
+    with pytest.raises(InputError, match="runnable"):
+        m.set_allocation({"a": {"v100": 1.0}}, scale_factors={"a": 1}, runnable={"zz": ["v100"]})
+    with pytest.raises(InputError, match="ordering.*'fast'"):
+        SimConfig(ordering="fast")
+    with pytest.raises(InputError, match="renewal_credit"):
+        SimConfig(ordering="gavel", renewal_credit=60.0)
+
+
+def test_allocation_scheduler_passes_where_jobs_can_run() -> None:
+    """v100 = 2, k80 = 1; X gives ``a`` one V100 and nothing else (``b`` cannot run on a V100, ``c`` needs
+    two GPUs). V100 walk: a, then the zero-priority tail in job order: b cannot run there, c does not fit
+    the one V100 left, d takes it; K80: b. The default ordering runs ``a`` alone."""
+    import policyopt
+    from policyopt.policy import get_policy
+    from policyopt.result import Status, Timings
+    from policyopt.sim.scheduling import AllocationScheduler
+
+    problem = policyopt.Problem.from_dict({
+        "cluster": {"worker_types": {"v100": {"count": 2}, "k80": {"count": 1}}},
+        "jobs": [{"id": "a", "throughputs": {"v100": 2.0, "k80": 1.0}},
+                 {"id": "b", "throughputs": {"v100": 0.0, "k80": 1.0}},
+                 {"id": "c", "throughputs": {"v100": 3.0, "k80": 1.0}, "scale_factor": 2},
+                 {"id": "d", "throughputs": {"v100": 1.0, "k80": 1.0}}]})
+    policy = get_policy("max_min_fairness")
+    space = policy.make_space(problem)
+    X = np.zeros(space.mask.shape)
+    X[space.jobs.labels.tolist().index("a"), space.configs.labels.tolist().index("v100")] = 1.0
+    result = policy.result(space, X, Status.OPTIMAL, None, "given", Timings())
+    counts = {"v100": 2, "k80": 1}
+    picks = {}
+    for ordering in ("gavel", "default"):
+        sched = AllocationScheduler(policy, counts, L, ordering=ordering)
+        sched.install(result, {"a": 1, "b": 1, "c": 2, "d": 1}, counts)
+        picks[ordering] = {c.jobs[0]: c.worker_type for c in sched.select([], counts).combinations}
+    assert picks == {"gavel": {"a": "v100", "d": "v100", "b": "k80"}, "default": {"a": "v100"}}
