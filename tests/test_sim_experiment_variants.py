@@ -42,6 +42,17 @@ def test_gavel_solve_variant_overrides_the_aware_arm_only_where_asked() -> None:
         {"policy_options": {"reference": "fastest", "fill": False}}
 
 
+def test_gavel_order_variant_is_gavel_solve_with_gavels_ordering() -> None:
+    from policyopt.sim import experiments as ex
+
+    solve = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS["las_multi"], "published", variant="gavel_solve").arms}
+    order = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS["las_multi"], "published", variant="gavel_order").arms}
+    plain = {a.label: a.config for a in ex.scaled(ex.EXPERIMENTS["las_multi"], "published").arms}
+    for arm in ("aware", "agnostic"):
+        assert order[arm] == {**solve[arm], "ordering": "gavel"}
+        assert "ordering" not in plain[arm]
+
+
 def test_variant_errors_name_the_field() -> None:
     from policyopt.errors import InputError
     from policyopt.sim import experiments as ex

@@ -32,7 +32,8 @@ finished, as in the published runs).
 ``las_single`` / ``las_multi`` ``gavel_solve`` solve both arms' LPs as Gavel's simulator solves them
 (``GAVEL_LP_SOLVE``: Clarabel, the centre of the face of optima, no fill stage), the aware arm too;
 ``las_single`` ``vertex`` solves the agnostic arm's LP by our default solve (a vertex) instead of the
-published setup's closed-form optimum (``AGNOSTIC_PROPORTIONAL``); files
+published setup's closed-form optimum (``AGNOSTIC_PROPORTIONAL``); ``las_multi`` ``gavel_order`` is
+``gavel_solve`` with both arms realized by Gavel's round ordering (``SimConfig(ordering="gavel")``); files
 ``NAME[_published]_VARIANT[_arriving].*``.
 
 ``--workers N`` runs the simulations in N local processes; ``--ray-address ADDR`` runs each as a Ray
@@ -117,7 +118,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--variant", default=None,
                    help="a named variant of the experiment's arms (las_single, las_multi: gavel_solve, both LPs "
                         "solved as Gavel's simulator solves them; las_single: vertex, the agnostic LP by our "
-                        "default solve); files NAME[_published]_VARIANT[_arriving].*")
+                        "default solve; las_multi: gavel_order, gavel_solve with Gavel's round ordering); "
+                        "files NAME[_published]_VARIANT[_arriving].*")
     args = p.parse_args(argv)
     logging.basicConfig(level=logging.INFO, format="%(message)s")  # progress and the summary tables
     if args.replot:
