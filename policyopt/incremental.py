@@ -43,7 +43,7 @@ from typing import Any
 
 import numpy as np
 
-from . import aggregate_resolve
+from . import aggregate_cold, aggregate_resolve
 from .aggregate_resolve import AggregateModel
 from .allocation import AllocationSpace
 from .errors import SolverError
@@ -495,9 +495,16 @@ def update(policy: Any, space: AllocationSpace
     another thread, or the change is not a pure change of the job set. The caller releases
     ``JobSetModel.lock`` after its solve."""
     st = _STATE.get(policy)
-    if st is None or not eligible(policy, space):
-        return None
-    if not st.lock.acquire(blocking=False):
+    if st is None:
+        # none kept: where the jobs repeat, the reduced LP built on the class space (aggregate_cold)
+        if not eligible(policy, space):
+            return None
+        st = aggregate_cold.build(policy, space, _signature(policy, space))
+        if st is None:
+            return None
+        st.lock.acquire()
+        _STATE[policy] = st
+    elif not eligible(policy, space) or not st.lock.acquire(blocking=False):
         return None
     if _STATE.get(policy) is not st:  # replaced meanwhile (by an aggregated model): build cold
         st.lock.release()

@@ -444,20 +444,7 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
             small.set_algorithm("simplex")
             raw = small.resolve()
         else:
-            alg = auto_algorithm(red, structured=False, degenerate=self.options.degenerate)
-            if alg == "simplex":
-                # a cold reduced LP by primal simplex: on Gavel's 1,024- and 2,048-job reduced LPs
-                # (~355 columns) 0.41 ms against dual simplex's 0.53 (max-sum), 1.24 against 1.49
-                # (max-min); the certificate below checks its answer either way
-                alg = "primal"
-            variant = {"simplex_strategy": _STRATEGY[alg]} if alg in _STRATEGY else {}
-            small = HighsModel(red, self.options.with_(algorithm="simplex" if alg in _NO_PRESOLVE else alg,
-                                                       extra={**variant, **self.options.extra, **_TIGHT}))
-            if alg == "primal" and not self.options.degenerate and _feasible_at_zero(red):
-                # from the slack basis, feasible, without the bound perturbation, under an iteration
-                # cap (a stall is solved again with it), as auto_algorithm's small cold LPs: Gavel's
-                # 2,048-job max-sum reduced LP (356 × 86) 0.31 ms against 0.36
-                small._cap("primal")
+            small = reduced_model(red, self.options)
             raw = small.solve()
             self._stage0 = None
         self._agg, self._small, self._small_x = agg, small, raw.x
@@ -545,6 +532,29 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
                          and self.options.algorithm == "auto" and not self.sf.is_mip)
         res.timings = Timings(solve=t1 - t0, extract=time.perf_counter() - t1)
         return res
+
+
+def reduced_model(red: StandardForm, options: SolverOptions, cap: bool = True) -> HighsModel:
+    """A reduced (aggregated) LP loaded cold as the structured fast path solves it: the algorithm of
+    :func:`auto_algorithm` (simplex taken as primal simplex), tight tolerances, no presolve; with
+    ``cap``, a feasible-at-zero LP of a policy that is not degenerate runs primal simplex from the
+    slack basis without the bound perturbation, under an iteration cap (:meth:`HighsModel.solve`
+    repeats a stalled run with it; a caller that runs the model otherwise passes ``cap=False``)."""
+    alg = auto_algorithm(red, structured=False, degenerate=options.degenerate)
+    if alg == "simplex":
+        # a cold reduced LP by primal simplex: on Gavel's 1,024- and 2,048-job reduced LPs
+        # (~355 columns) 0.41 ms against dual simplex's 0.53 (max-sum), 1.24 against 1.49
+        # (max-min); the caller's certificate checks its answer either way
+        alg = "primal"
+    variant = {"simplex_strategy": _STRATEGY[alg]} if alg in _STRATEGY else {}
+    small = HighsModel(red, options.with_(algorithm="simplex" if alg in _NO_PRESOLVE else alg,
+                                          extra={**variant, **options.extra, **_TIGHT}))
+    if cap and alg == "primal" and not options.degenerate and _feasible_at_zero(red):
+        # from the slack basis, feasible, without the bound perturbation, under an iteration
+        # cap (a stall is solved again with it), as auto_algorithm's small cold LPs: Gavel's
+        # 2,048-job max-sum reduced LP (356 × 86) 0.31 ms against 0.36
+        small._cap("primal")
+    return small
 
 
 @register_solver

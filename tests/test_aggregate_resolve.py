@@ -15,8 +15,8 @@ import scipy.sparse as sp
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyopt import (AllocationSpace, Cluster, Job, Policy, PolicyResult, Problem, aggregate_basis, aggregate_resolve,
-                       get_policy, incremental)
+from policyopt import (AllocationSpace, Cluster, Job, Policy, PolicyResult, Problem, aggregate_basis, aggregate_cold,
+                       aggregate_resolve, get_policy, incremental)
 from policyopt.aggregate_resolve import AggregateModel, ClassVariable, match_slots
 from policyopt.incremental import JobSetModel
 from policyopt.modeling import IndexSet, Model, Variable
@@ -31,6 +31,14 @@ POLICIES = [("max_min_fairness", {}), ("max_min_fairness", {"fill": False}), ("m
             ("max_sum_throughput", {"normalize": True})]
 N = 200  # ≥ 500 columns: the cold solve takes the structured fast path
 CLUSTER = Cluster.from_counts({t: N // 4 for t in TYPES})
+
+
+@pytest.fixture(autouse=True)
+def _whole_lp_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """These tests re-solve a model whose first answer came from the whole LP's fast path (its
+    reduced LP taken over by ``from_kept``): the class route of a first call (``aggregate_cold``,
+    tested in test_aggregate_cold.py) is held off."""
+    monkeypatch.setattr(aggregate_cold, "MIN_JOBS", 2**62)
 
 
 def kind_job(i: int, k: int) -> Job:

@@ -398,6 +398,9 @@ def test_warm_degenerate_lps_go_to_highs_below_the_warm_threshold(monkeypatch: p
     from policyopt import solver_api
 
     monkeypatch.setattr(solver_api, "STRUCTURED_MIN_COLS", 500)  # (the defaults, not this file's fixture)
+    from policyopt import aggregate_cold
+
+    monkeypatch.setattr(aggregate_cold, "MIN_JOBS", 2**62)  # (the whole LP first, not the class route)
 
     def form(n: int) -> StandardForm:
         return StandardForm("max", np.zeros(n), 0.0, np.zeros(n), np.ones(n), np.zeros(n, np.int8),

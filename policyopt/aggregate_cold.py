@@ -1,0 +1,162 @@
+"""A first solve on the class space: the reduced LP built straight from the job data.
+
+A job-separable policy's LP (:attr:`~policyopt.policy.Policy.incremental_lp`) gives every job a
+block that depends only on its data — throughputs ``T[j]``, scale factor ``sf_j``, weight ``w_j`` —
+and the cluster. Jobs of equal data form a *class* ``g`` of multiplicity ``m_g``, and the LP's
+optimum is that of its *reduced* LP (:mod:`policyopt.aggregate_resolve`), one representative block
+per class, its costs and its entries in the linking rows multiplied by ``m_g``:
+
+.. math::  \\max\\ c_L z + \\sum_g m_g c_g x_g \\quad\\text{s.t.}\\quad
+           R_g x_g + D_g z \\in [l_g, u_g],\\quad \\sum_g m_g B_g x_g + E z \\in [L, U]
+
+The structured fast path (:mod:`policyopt.solvers.blocks`) reaches it from the whole LP: build,
+compile, detect the blocks, hash them into groups, aggregate — all of it over ``n`` jobs, to keep
+``G`` blocks. Here, when jobs repeat, the classes are found from the data instead (one hash of each
+job's row ``(T[j], sf_j, w_j)`` into 64 bits, ``np.unique`` on it, then every job's row compared
+exactly with its class representative's, so a hash collision only declines), and the policy's own
+``build`` runs on the space of the ``G`` representatives (:func:`class_space`); its compiled LP
+becomes the reduced LP by multiplying the class columns' costs and linking-row entries by ``m_g``
+(:func:`build`). It is kept as the policy's :class:`~policyopt.aggregate_resolve.AggregateModel`:
+the first answer is that model's re-solve from no basis — solved by HiGHS, certified on the
+reduced LP (feasible to 1e-9, Lagrangian bound equal to the objective to 1e-9 relative; the
+expansion argument of :mod:`policyopt.aggregate_resolve` makes it the whole LP's certificate) and
+gathered per job — and the next problems after an arrival or a completion update it in place.
+
+The structure is checked on the compiled class LP, not assumed: each class's rows hold entries in
+its own columns and linking columns only, and the objective has no constant. Few repeats (more than
+:data:`MAX_CLASS_SHARE` of the jobs are classes, or fewer than :data:`MIN_JOBS` jobs), another
+layout, or a failed certificate go to the whole LP as before.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import numpy as np
+
+from ._incremental_parts import _layout
+from .aggregate_resolve import AggregateModel
+from .allocation import AllocationSpace
+from .modeling import IndexSet, Model
+
+__all__ = ["MAX_CLASS_SHARE", "MIN_JOBS", "build", "class_space", "job_classes"]
+
+#: the class route is taken when the classes are at most this share of the jobs
+MAX_CLASS_SHARE = 0.25
+#: and from this many jobs (below, the whole LP is small: HiGHS solves it without aggregation)
+MIN_JOBS = 128
+
+#: odd 64-bit multipliers of the columns of a job's data row in its hash (seeded: the same every run)
+_MULT = np.random.default_rng(20261128).integers(1, 2**62, size=64, dtype=np.int64).astype(np.uint64) * 2 + 1
+
+
+def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
+                ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(group, rep)``: job ``j`` is of class ``group[j]``, whose representative is job ``rep[g]``
+    (its first job), where jobs of a class have exactly equal ``T`` rows, scale factors and weights;
+    or ``None`` when two jobs of unequal data share a hash (or the data holds a NaN).
+
+    Each job's row ``k_j = (T[j], sf_j, w_j)`` (as float64 bit patterns ``b_ji``) is hashed as
+    ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``); classes are the distinct ``h_j``
+    (``np.unique``), then ``k_j = k_{rep[group[j]]}`` is checked exactly for every job."""
+    n, C = T.shape
+    if C + 2 > _MULT.size:
+        return None
+    K = np.empty((n, C + 2))
+    K[:, :C] = T
+    K[:, C] = scale
+    K[:, C + 1] = weights
+    bits = K.view(np.uint64)
+    with np.errstate(over="ignore"):
+        h = bits @ _MULT[:C + 2] if n else np.zeros(0, np.uint64)
+    _, rep, group = np.unique(h, return_index=True, return_inverse=True)
+    group = group.reshape(-1).astype(np.int64, copy=False)
+    if np.count_nonzero(K != K.take(rep.take(group), axis=0)):
+        return None  # a hash collision (or NaN data): no classes
+    return group, rep.astype(np.int64, copy=False)
+
+
+def class_space(space: AllocationSpace, rep: np.ndarray) -> AllocationSpace:
+    """The space of the jobs at positions ``rep`` on the same cluster (as
+    :meth:`AllocationSpace.restrict` for a space without pair rows), made without reading any
+    per-job mask or share of ``space`` (the sub-space computes its own for its few jobs)."""
+    sub = copy.copy(space)
+    d = sub.__dict__
+    for k in ("single_mask", "mask", "_slot_cache", "_eq_share", "_classes", "_mmf_normalizer"):
+        d.pop(k, None)
+    sub.jobs = IndexSet("jobs", space.jobs.labels.take(rep))
+    for name in ("T", "scale", "weights", "steps", "time_since_start"):
+        setattr(sub, name, getattr(space, name).take(rep, axis=0))
+    sub.rows = IndexSet("rows", space.rows.labels.take(rep))
+    sub.row_scale = space.row_scale.take(rep)
+    sub._thr_matrix = None
+    return sub
+
+
+def build(policy: Any, space: AllocationSpace, signature: tuple[Any, ...]) -> AggregateModel | None:
+    """``policy``'s reduced LP for ``space`` built on its class space (module docstring), loaded in
+    HiGHS (not run) and kept as an :class:`AggregateModel` over ``space``'s jobs; ``None`` when the
+    jobs repeat too little or the compiled class LP is not of the block shape. The caller has
+    checked :func:`policyopt.incremental.eligible`; ``signature`` is the policy's on ``space``."""
+    n = len(space.jobs)
+    if n < MIN_JOBS or space.num_pairs:
+        return None
+    T, scale, weights = space.T, space.scale, space.weights
+    got = job_classes(T, scale, weights)
+    if got is None:
+        return None
+    group, rep = got
+    G = rep.size
+    if G > MAX_CLASS_SHARE * n:
+        return None
+    sub = class_space(space, rep)
+    model = Model(policy.name)
+    X = sub.add_allocation(model)
+    obj_var = policy.build(model, sub, X)
+    lay = _layout(model)
+    if lay is None or model.is_mip:
+        return None
+    var_layout, block_layout = lay
+    sf = model.compile()
+    if sf.offset != 0.0:  # (a constant would count once, not once per job)
+        return None
+    N, M = sf.num_cols, sf.num_rows
+    col_group = np.full(N, -1, np.int64)
+    row_group = np.full(M, -1, np.int64)
+    cls_idx = np.arange(G, dtype=np.int64)
+    variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]] = {}
+    for name, (per_job, _) in var_layout.items():
+        v = model.variables[name]
+        if per_job:
+            cc = np.asarray(v.cols, np.int64).reshape(G, -1)
+            ok = cc >= 0
+            col_group[cc[ok]] = np.broadcast_to(cls_idx[:, None], cc.shape)[ok]
+            variables[name] = (True, tuple(v.dims), cc)
+        else:
+            variables[name] = (False, tuple(v.dims), np.asarray(v.cols, np.int64))
+    for name, (per_job, _) in block_layout.items():
+        if per_job:
+            b = model.blocks[name]
+            w, r = divmod(b.stop - b.start, G)
+            if r:
+                return None
+            row_group[b.start:b.stop] = np.repeat(cls_idx, w)
+    A = sf.A
+    ent_col = np.repeat(np.arange(N), np.diff(A.indptr))
+    rg, cg = row_group.take(A.indices), col_group.take(ent_col)
+    # a class's rows hold its own columns and linking columns only (the block shape)
+    if np.count_nonzero((rg >= 0) & (cg >= 0) & (rg != cg)):
+        return None
+    pos = ((rg < 0) & (cg >= 0)).nonzero()[0]
+    # the compiled unit costs and entries, kept by the model: its first update (next) multiplies
+    # the class columns' costs and linking-row entries by the multiplicities in the standard form
+    base = (sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(), sf.row_lower.copy(), sf.row_upper.copy())
+    lin_unit = A.data[pos]  # (a copy: fancy indexing)
+    from policyopt.solvers.highs import reduced_model
+
+    small = reduced_model(sf, policy.solver_options(sf), cap=False)
+    ids = space.jobs.labels
+    # (the job arrays are not copied: the model's first update, next, keeps copies of them)
+    return AggregateModel(signature, small, obj_var.name if obj_var is not None else None, ids,
+                          (T, scale, weights), group, rep, col_group, row_group, base,
+                          (pos, cg.take(pos), lin_unit), variables, ent_col)
