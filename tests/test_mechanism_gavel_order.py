@@ -180,3 +180,58 @@ def test_allocation_scheduler_passes_where_jobs_can_run() -> None:
         sched.install(result, {"a": 1, "b": 1, "c": 2, "d": 1}, counts)
         picks[ordering] = {c.jobs[0]: c.worker_type for c in sched.select([], counts).combinations}
     assert picks == {"gavel": {"a": "v100", "d": "v100", "b": "k80"}, "default": {"a": "v100"}}
+
+
+def test_gavel_rules_follow_gavels_policy_names() -> None:
+    """Gavel shuffles the types for every policy whose name has neither ``Perf`` nor ``Packing`` (the
+    agnostic ones and ``Isolated``), and skips zero-priority entries for its FIFO policies only."""
+    from policyopt.mechanism.gavel_order import gavel_rules
+
+    shuffled = {n for n in ("max_min_fairness", "max_min_fairness_agnostic", "finish_time_fairness",
+                            "finish_time_fairness_agnostic", "fifo", "fifo_agnostic", "isolated", "gandiva",
+                            "max_sum_throughput") if gavel_rules("gavel", n)["shuffle_types"]}
+    assert shuffled == {"max_min_fairness_agnostic", "finish_time_fairness_agnostic", "fifo_agnostic", "isolated"}
+    assert not gavel_rules("default", "isolated")["shuffle_types"]
+    assert [gavel_rules("gavel", n)["zero_priority"] for n in ("fifo", "fifo_agnostic", "isolated",
+                                                                 "max_min_fairness")] == [False, False, True, True]
+
+
+@pytest.mark.parametrize("policy,shuffle,zero", [("isolated", True, True), ("fifo_agnostic", True, False),
+                                                  ("fifo", False, False), ("max_min_fairness", False, True)])
+def test_the_simulator_passes_gavels_rules(policy: str, shuffle: bool, zero: bool) -> None:
+    from policyopt.data import load_gavel
+    from policyopt.sim import Simulator
+    from policyopt.sim.loop import SimulationRun
+    from policyopt.sim.traces import gavel_trace
+
+    table = load_gavel()
+    sim = Simulator("v100=2,p100=2,k80=2", SimConfig(policy=policy, ordering="gavel", seed=4), table)
+    run = SimulationRun(sim, gavel_trace(table, 4, 1.0, seed=0))
+    assert (run.scheduler.mechanism.shuffle_types, run.scheduler.zero_priority) == (shuffle, zero)
+    assert run.scheduler.mechanism.shuffle_seed == 9
+
+
+def test_fifo_leaves_zero_priority_entries_idle() -> None:
+    """The scheduler of ``test_allocation_scheduler_passes_where_jobs_can_run`` without zero-priority
+    entries (Gavel's FIFO policies): only ``a`` runs."""
+    import policyopt
+    from policyopt.policy import get_policy
+    from policyopt.result import Status, Timings
+    from policyopt.sim.scheduling import AllocationScheduler
+
+    problem = policyopt.Problem.from_dict({
+        "cluster": {"worker_types": {"v100": {"count": 2}, "k80": {"count": 1}}},
+        "jobs": [{"id": "a", "throughputs": {"v100": 2.0, "k80": 1.0}},
+                 {"id": "d", "throughputs": {"v100": 1.0, "k80": 1.0}}]})
+    policy = get_policy("max_min_fairness")
+    space = policy.make_space(problem)
+    X = np.zeros(space.mask.shape)
+    X[0, space.configs.labels.tolist().index("v100")] = 1.0
+    result = policy.result(space, X, Status.OPTIMAL, None, "given", Timings())
+    counts = {"v100": 2, "k80": 1}
+    picks = {}
+    for zero in (True, False):
+        sched = AllocationScheduler(policy, counts, L, ordering="gavel", zero_priority=zero)
+        sched.install(result, {"a": 1, "d": 1}, counts)
+        picks[zero] = {c.jobs[0]: c.worker_type for c in sched.select([], counts).combinations}
+    assert picks == {True: {"a": "v100", "d": "v100"}, False: {"a": "v100"}}

@@ -23,7 +23,7 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ORDERINGS", "gavel_priorities", "gavel_walk_order", "shuffled_type_order"]
+__all__ = ["ORDERINGS", "gavel_priorities", "gavel_rules", "gavel_walk_order", "shuffled_type_order"]
 
 #: values of ``RoundMechanism(ordering=...)``
 ORDERINGS = ("default", "gavel")
@@ -60,3 +60,18 @@ def shuffled_type_order(rng: random.Random, num_types: int) -> list[int]:
     order = list(range(num_types))
     rng.shuffle(order)
     return order
+
+
+def gavel_rules(ordering: str, policy: str) -> dict[str, bool]:
+    """The walk options Gavel's scheduler takes under the policy named ``policy`` here, with
+    ``ordering="gavel"`` (else both off / on as the default ordering has them):
+
+    - ``shuffle_types``: Gavel shuffles its worker types every round for every policy whose own name
+      has neither ``Perf`` nor ``Packing`` (``_schedule_jobs_on_workers``): the heterogeneity-agnostic
+      ones (``*_agnostic``) and ``isolated`` (Gavel's ``Isolated``);
+    - ``zero_priority``: its walk skips entries of zero priority for FIFO policies (``FIFO``,
+      ``FIFO_Perf``: ``fifo``, ``fifo_agnostic`` here), so installed jobs run where their ``X`` is 0
+      under every other policy only."""
+    gavel = ordering == "gavel"
+    return {"shuffle_types": gavel and ("agnostic" in policy or policy == "isolated"),
+            "zero_priority": not policy.startswith("fifo")}

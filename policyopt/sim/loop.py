@@ -28,6 +28,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..mechanism import Combination, RecomputeClock, RoundAssignment
+from ..mechanism.gavel_order import gavel_rules
 from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, MatchingPacker, NoPacking, Placement,
                          keep_types, migrated_jobs, migration_sources)
 from .metrics import steady_state_window
@@ -202,9 +203,9 @@ class SimulationRun:
         if kind == "static_split":
             self.scheduler = PartitionedScheduler(policy, L, credit)
         elif self.alloc_mode:
-            shuffle = cfg.ordering == "gavel" and "agnostic" in sim.resolved.name
+            rules = gavel_rules(cfg.ordering, sim.resolved.name)  # (the type shuffle, zero-priority entries)
             self.scheduler = AllocationScheduler(policy, sim.counts, L, credit, cfg.backfill, ordering=cfg.ordering,
-                                                 shuffle_types=shuffle, shuffle_seed=int(cfg.seed) + 5)
+                                                 shuffle_seed=int(cfg.seed) + 5, **rules)
         else:
             self.scheduler = PriorityScheduler(policy)
         self.placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)

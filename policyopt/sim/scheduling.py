@@ -249,20 +249,22 @@ class AllocationScheduler:
     new counts, which drops carried deficits (they referred to the old capacity).
     ``ordering`` / ``shuffle_types`` / ``shuffle_seed``: the mechanism's (``RoundMechanism``); with
     ``ordering="gavel"`` every installed job may also run, last, where its ``X`` is 0 and its
-    throughput alone positive (:func:`runnable_types`), as in Gavel's scheduler.
+    throughput alone positive (:func:`runnable_types`), as in Gavel's scheduler — unless
+    ``zero_priority`` is false (Gavel's FIFO policies: :func:`~policyopt.mechanism.gavel_order.gavel_rules`).
     """
 
     kind = "allocation"
 
     def __init__(self, policy: SolvesProblems, counts: Mapping[str, int], round_length: float,
                  renewal_credit: float = 0.0, backfill: bool = False, *, ordering: str = "default",
-                 shuffle_types: bool = False, shuffle_seed: int = 0) -> None:
+                 shuffle_types: bool = False, shuffle_seed: int = 0, zero_priority: bool = True) -> None:
         self.policy = policy
         self.round_length = float(round_length)
         self.renewal_credit = float(renewal_credit)
         self.backfill = bool(backfill)
         self._mech_options: dict[str, Any] = {"ordering": ordering, "shuffle_types": shuffle_types,
                                               "shuffle_seed": shuffle_seed}
+        self.zero_priority = bool(zero_priority)  # (with ordering="gavel": X = 0 entries run last)
         self._runs: dict[str, tuple[int, ...]] = {}  # job -> mechanism type indices it can run on (backfill)
         self.counts = dict(counts)
         self.mechanism = self._new_mechanism()
@@ -282,7 +284,7 @@ class AllocationScheduler:
             self.mechanism = self._new_mechanism()
         types = self.mechanism.worker_types
         arrays = mechanism_arrays(result, types, self.counts, scale)
-        gavel = self.mechanism.ordering == "gavel"
+        gavel = self.mechanism.ordering == "gavel" and self.zero_priority
         if arrays is not None:
             self.mechanism.set_allocation_arrays(arrays, runnable_rows(result, arrays) if gavel else None)
         else:

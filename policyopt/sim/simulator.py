@@ -36,8 +36,9 @@ round at time ``t``:
    priority still take idle workers), which matters where the allocation leaves capacity unused.
    ``ordering="gavel"`` has the mechanism walk as Gavel's scheduler does (``docs/mechanism.md``): one
    type after another (shuffled every round, seed ``seed + 5`` as Gavel's, for ``*_agnostic``
-   policies), by Gavel's priority, each type's idle workers then going to the installed jobs that can
-   run there with ``X = 0`` (no renewal credit).
+   policies and ``isolated``), by Gavel's priority, each type's idle workers then going to the
+   installed jobs that can run there with ``X = 0`` (not under FIFO policies, as in Gavel; no
+   renewal credit).
 5. **Execution**: each running job progresses at the throughput actually realized — the colocated
    throughput when paired, the ``<type>_unconsolidated`` throughput when the placement spread it
    over servers, else the consolidated one. A job pays a **preemption cost** out of the round when
