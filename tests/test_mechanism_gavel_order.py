@@ -235,3 +235,14 @@ def test_fifo_leaves_zero_priority_entries_idle() -> None:
         sched.install(result, {"a": 1, "d": 1}, counts)
         picks[zero] = {c.jobs[0]: c.worker_type for c in sched.select([], counts).combinations}
     assert picks == {True: {"a": "v100", "d": "v100"}, False: {"a": "v100"}}
+
+
+def test_types_walked_in_gavels_order_whatever_the_counts_order() -> None:
+    """Gavel lists its types as v100, p100, k80 (those with workers) before any shuffle: with the counts
+    given K80 first, round 1 still fills the V100 first (a, by job order), then the K80 (b)."""
+    from policyopt.mechanism.gavel_order import gavel_type_base
+
+    assert gavel_type_base([0, 2, 3, 1], ["p100", "k80", "v100", "a100"]) == [2, 1, 3]
+    m = RoundMechanism({"k80": 1, "v100": 1}, round_length=L, ordering="gavel")
+    m.set_allocation({j: {"v100": 0.5, "k80": 0.5} for j in "ab"}, scale_factors={"a": 1, "b": 1})
+    assert _picks(m) == {"a": "v100", "b": "k80"}

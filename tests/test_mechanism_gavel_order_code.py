@@ -2,8 +2,9 @@
 (``POLICYOPT_GAVEL_REPO``): its ``Scheduler._update_priorities``, ``_schedule_jobs_on_workers_helper`` and
 ``_reset_time_run_so_far`` are read from its ``scheduler.py`` and run on the state they read (the priorities,
 deficits, job- and worker-time dictionaries, the allocation), round after round beside our mechanism, on seeded
-random clusters, jobs of 1–4 GPUs, allocations (with ties and zero entries), resets, completions and, for half the
-cases, Gavel's per-round type shuffle (``random.Random(seed + 5)``). Each round's picks must be the same."""
+random clusters (types given in any order, some without workers), jobs of 1–4 GPUs, allocations (with ties and zero
+entries), resets, completions and, for half the cases, Gavel's per-round type shuffle (``random.Random(seed + 5)``).
+Each round's picks must be the same."""
 from __future__ import annotations
 
 import ast
@@ -56,7 +57,9 @@ def gavel_code() -> tuple[dict[str, Callable[..., Any]], Any]:
 def _case(seed: int, funcs: dict[str, Callable[..., Any]], JobIdPair: Any, shuffle: bool, rounds: int = 40) -> int:
     """Rounds of one random case walked by both; the number of rounds whose picks differ."""
     rng = np.random.default_rng(seed)
-    counts = {t: int(rng.integers(1, 6)) for t in TYPES}
+    counts = {t: int(rng.integers(0 if seed % 3 == 0 else 1, 6)) for t in TYPES}
+    counts["k80"] = max(counts["k80"], 1)
+    present = [t for t in TYPES if counts[t] > 0]  # (Gavel lists only the types with workers)
     n = int(rng.integers(2, 9))
     ids = [JobIdPair(i, None) for i in range(n)]
     names = [f"j{i}" for i in range(n)]
@@ -65,6 +68,7 @@ def _case(seed: int, funcs: dict[str, Callable[..., Any]], JobIdPair: Any, shuff
     for row in thr:
         if not any(row.values()):
             row["k80"] = 1.0
+    sf = [s if any(thr[j][t] > 0 and s <= counts[t] for t in TYPES) else 1 for j, s in enumerate(sf)]
 
     def draw() -> list[dict[str, float]]:
         X = []
@@ -83,17 +87,19 @@ def _case(seed: int, funcs: dict[str, Callable[..., Any]], JobIdPair: Any, shuff
     now = [0.0]
     g = SimpleNamespace(
         _simulate=True, _need_to_update_allocation=False, _last_reset_time=0.0,
-        _minimum_time_between_allocation_resets=float("inf"), _time_per_iteration=L, _worker_types=TYPES,
-        _cluster_spec=dict(counts), _enable_global_queue=False, _policy=SimpleNamespace(name="MaxMinFairness_Perf"),
+        _minimum_time_between_allocation_resets=float("inf"), _time_per_iteration=L, _worker_types=present,
+        _cluster_spec={t: counts[t] for t in present}, _enable_global_queue=False,
+        _policy=SimpleNamespace(name="MaxMinFairness_Perf"),
         _jobs={ids[j]: SimpleNamespace(scale_factor=sf[j]) for j in range(n)},
         _throughputs={ids[j]: dict(thr[j]) for j in range(n)},
         _allocation={ids[j]: dict(X[j]) for j in range(n)},
-        _job_time_so_far={ids[j]: {t: L / 2 for t in TYPES} for j in range(n)},
-        _worker_time_so_far={t: n * L / 2 for t in TYPES},
-        _priorities={t: {ids[j]: 0.0 for j in range(n)} for t in TYPES},
-        _deficits={t: {ids[j]: 0.0 for j in range(n)} for t in TYPES},
+        _job_time_so_far={ids[j]: {t: L / 2 for t in present} for j in range(n)},
+        _worker_time_so_far={t: n * L / 2 for t in present},
+        _priorities={t: {ids[j]: 0.0 for j in range(n)} for t in present},
+        _deficits={t: {ids[j]: 0.0 for j in range(n)} for t in present},
         _logger=logging.getLogger(__name__), get_current_timestamp=lambda: now[0])
-    m = RoundMechanism(counts, round_length=L, ordering="gavel", shuffle_types=shuffle, shuffle_seed=seed + 5)
+    ours_counts = {t: counts[t] for t in rng.permutation(TYPES).tolist()}  # (any order of the types)
+    m = RoundMechanism(ours_counts, round_length=L, ordering="gavel", shuffle_types=shuffle, shuffle_seed=seed + 5)
     shuffler = random.Random(seed + 5)
     gone: set[int] = set()
 
@@ -115,16 +121,16 @@ def _case(seed: int, funcs: dict[str, Callable[..., Any]], JobIdPair: Any, shuff
             j = int(rng.integers(n))
             if j not in gone:
                 gone.add(j)
-                for t in TYPES:
+                for t in present:
                     del g._priorities[t][ids[j]], g._deficits[t][ids[j]]
                 del g._job_time_so_far[ids[j]]
                 m.remove_jobs([names[j]])
         funcs["_update_priorities"](g)
-        types = list(TYPES)
+        types = list(present)
         if shuffle:
             shuffler.shuffle(types)
         got = funcs["_schedule_jobs_on_workers_helper"](g, types)
-        theirs = sorted((names[jid[0]], t) for t in TYPES for jid, _ in got[t])
+        theirs = sorted((names[jid[0]], t) for t in present for jid, _ in got[t])
         mine = sorted((c.jobs[0], c.worker_type) for c in m.schedule_round().combinations)
         differ += theirs != mine
         for j, t in theirs:  # both account Gavel's picks (the states stay the same)

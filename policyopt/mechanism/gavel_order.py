@@ -23,7 +23,8 @@ from typing import Sequence
 
 import numpy as np
 
-__all__ = ["ORDERINGS", "gavel_priorities", "gavel_rules", "gavel_walk_order", "shuffled_type_order"]
+__all__ = ["GAVEL_TYPE_ORDER", "ORDERINGS", "gavel_priorities", "gavel_rules", "gavel_type_base", "gavel_walk_order",
+           "shuffled_type_order"]
 
 #: values of ``RoundMechanism(ordering=...)``
 ORDERINGS = ("default", "gavel")
@@ -42,22 +43,37 @@ def gavel_priorities(x: np.ndarray, received: np.ndarray, round_length: float) -
 
 def gavel_walk_order(eligible: np.ndarray, prio: np.ndarray, deficit: np.ndarray, x: np.ndarray,
                      type_order: Sequence[int]) -> np.ndarray:
-    """Flat indices ``k * C + c`` of the eligible entries in walk order: the types in ``type_order``,
-    one after another; within a type by priority, then deficit, then ``X`` (largest first), then ``k``.
+    """Flat indices ``k * C + c`` of the eligible entries in walk order: the types in ``type_order``
+    (types not in it last), one after another; within a type by priority, then deficit, then ``X``
+    (largest first), then ``k``.
 
     One ``numpy.lexsort`` over the eligible entries (the type's position is the primary key)."""
     nc = eligible.shape[1]
-    rank = np.empty(nc, dtype=np.int64)
-    rank[np.asarray(type_order, dtype=np.int64)] = np.arange(nc)
+    order = np.asarray(type_order, dtype=np.int64)
+    rank = np.full(nc, order.size, dtype=np.int64)
+    rank[order] = np.arange(order.size)
     flat = np.flatnonzero(eligible.ravel())
     ks, cs = np.divmod(flat, nc)
     return flat[np.lexsort((ks, -x.ravel()[flat], -deficit.ravel()[flat], -prio.ravel()[flat], rank[cs]))]
 
 
-def shuffled_type_order(rng: random.Random, num_types: int) -> list[int]:
-    """A fresh ``[0, .., C-1]`` shuffled by ``rng``, as Gavel shuffles its list of worker types every
+#: the worker types of Gavel's scheduler, in the order it lists them before a shuffle
+GAVEL_TYPE_ORDER = ("v100", "p100", "k80")
+
+
+def gavel_type_base(counts: Sequence[int], names: Sequence[str]) -> list[int]:
+    """The types Gavel's scheduler walks (``_schedule_jobs_on_workers``), in its order before a shuffle:
+    only those with workers (it drops the others before shuffling, which changes the shuffle), Gavel's
+    ``v100, p100, k80`` first in that order, then any other type in ``names`` order."""
+    known = {t: i for i, t in enumerate(GAVEL_TYPE_ORDER)}
+    have = [c for c in range(len(names)) if counts[c] > 0]
+    return sorted(have, key=lambda c: (known.get(names[c], len(known)), c))
+
+
+def shuffled_type_order(rng: random.Random, base: Sequence[int]) -> list[int]:
+    """A fresh copy of ``base`` shuffled by ``rng``, as Gavel shuffles its list of worker types every
     round for heterogeneity-agnostic policies (``random.Random(seed + 5)``, its ``_worker_type_shuffler``)."""
-    order = list(range(num_types))
+    order = list(base)
     rng.shuffle(order)
     return order
 

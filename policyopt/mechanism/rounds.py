@@ -33,8 +33,9 @@ could never be repaid there. ``r`` and ``T`` restart at 0. A job short-changed b
 thus served first after it, and one that was ahead waits until it is even.
 
 ``ordering="gavel"`` replaces the single walk by Gavel's (:mod:`policyopt.mechanism.gavel_order`):
-the types are walked one after another (in ``worker_counts`` order, or shuffled every round by a
-seeded ``random.Random`` with ``shuffle_types``, as Gavel does for heterogeneity-agnostic policies);
+the types with workers are walked one after another (in Gavel's order, ``v100, p100, k80`` and any
+other type after them in ``worker_counts`` order, or that list shuffled every round by a seeded
+``random.Random`` with ``shuffle_types``, as Gavel does for heterogeneity-agnostic policies);
 within a type by ``X / (L/2 + r)`` (Gavel's share of the type's job-time), the deficit only breaking
 ties and carried unclipped (unless ``deficit_cap`` is given) also where ``X_new = 0``; entries with
 ``X = 0`` that can run (``runnable``) are taken last, on the workers still idle.
@@ -54,7 +55,8 @@ from policyopt.mechanism.allocation import (
     build_allocation_arrays,
     validate_worker_counts,
 )
-from policyopt.mechanism.gavel_order import ORDERINGS, gavel_priorities, gavel_walk_order, shuffled_type_order
+from policyopt.mechanism.gavel_order import (ORDERINGS, gavel_priorities, gavel_type_base, gavel_walk_order,
+                                             shuffled_type_order)
 
 __all__ = ["Combination", "RoundAssignment", "RoundMechanism"]
 
@@ -350,7 +352,9 @@ class RoundMechanism:
         if self.ordering == "gavel":
             if st.runnable is not None:
                 eligible |= st.runnable & st.active[:, None]
-            types = shuffled_type_order(self._shuffler, nc) if self.shuffle_types else range(nc)
+            # (Gavel's list: v100, p100, k80, those with workers)
+            base = gavel_type_base([self._counts[t] for t in self.worker_types], self.worker_types)
+            types = shuffled_type_order(self._shuffler, base) if self.shuffle_types else base
             order = gavel_walk_order(eligible, prio, deficit, x, types)
         else:
             if not self.work_conserving:
