@@ -12,7 +12,7 @@ per class, its costs and its entries in the linking rows multiplied by ``m_g``:
 The structured fast path (:mod:`policyopt.solvers.blocks`) reaches it from the whole LP: build,
 compile, detect the blocks, hash them into groups, aggregate — all of it over ``n`` jobs, to keep
 ``G`` blocks. Here, when jobs repeat, the classes are found from the data instead (one hash of each
-job's row ``(T[j], sf_j, w_j)`` into 64 bits, ``np.unique`` on it, then every job's row compared
+job's row ``(T[j], sf_j, w_j)`` into 64 bits, the runs of equal hashes in a sort, then every job's row compared
 exactly with its class representative's, so a hash collision only declines), and the policy's own
 ``build`` runs on the space of the ``G`` representatives (:func:`class_space`); its compiled LP
 becomes the reduced LP by multiplying the class columns' costs and linking-row entries by ``m_g``
@@ -53,12 +53,12 @@ _MULT = np.random.default_rng(20261128).integers(1, 2**62, size=64, dtype=np.int
 def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``(group, rep)``: job ``j`` is of class ``group[j]``, whose representative is job ``rep[g]``
-    (its first job), where jobs of a class have exactly equal ``T`` rows, scale factors and weights;
+    (one of its jobs), where jobs of a class have exactly equal ``T`` rows, scale factors and weights;
     or ``None`` when two jobs of unequal data share a hash (or the data holds a NaN).
 
     Each job's row ``k_j = (T[j], sf_j, w_j)`` (as float64 bit patterns ``b_ji``) is hashed as
     ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``); classes are the distinct ``h_j``
-    (``np.unique``), then ``k_j = k_{rep[group[j]]}`` is checked exactly for every job."""
+    (runs of a sort), then ``k_j = k_{rep[group[j]]}`` is checked exactly for every job."""
     n, C = T.shape
     if C + 2 > _MULT.size:
         return None
@@ -69,11 +69,19 @@ def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
     bits = K.view(np.uint64)
     with np.errstate(over="ignore"):
         h = bits @ _MULT[:C + 2] if n else np.zeros(0, np.uint64)
-    _, rep, group = np.unique(h, return_index=True, return_inverse=True)
-    group = group.reshape(-1).astype(np.int64, copy=False)
+    # the runs of equal hashes in sorted order (an unstable sort: np.unique's stable one with its
+    # index and inverse took ~0.2 ms at 2,048 jobs against ~0.02 here)
+    order = np.argsort(h)
+    hs = h.take(order)
+    start = np.empty(n, bool)
+    start[:1] = True
+    np.not_equal(hs[1:], hs[:-1], out=start[1:])
+    group = np.empty(n, np.int64)
+    group[order] = np.cumsum(start) - 1
+    rep = order[start]
     if np.count_nonzero(K != K.take(rep.take(group), axis=0)):
         return None  # a hash collision (or NaN data): no classes
-    return group, rep.astype(np.int64, copy=False)
+    return group, rep
 
 
 def class_space(space: AllocationSpace, rep: np.ndarray) -> AllocationSpace:
