@@ -165,6 +165,9 @@ def build(policy: Any, space: AllocationSpace, signature: tuple[Any, ...]) -> Ag
     small = reduced_model(sf, policy.solver_options(sf), cap=False)
     ids = space.jobs.labels
     # (the job arrays are not copied: the model's first update, next, keeps copies of them)
-    return AggregateModel(signature, small, obj_var.name if obj_var is not None else None, ids,
+    out = AggregateModel(signature, small, obj_var.name if obj_var is not None else None, ids,
                           (T, scale, weights), group, rep, col_group, row_group, base,
                           (pos, cg.take(pos), lin_unit), variables, ent_col)
+    # each class's mask row and equal share (AllocationSpace.class_rows): the class space's own
+    out._cls_rows = (sub.single_mask, sub.equal_share_throughput())
+    return out

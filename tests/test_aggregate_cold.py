@@ -46,6 +46,10 @@ def check(got: PolicyResult, p: Problem, name: str, opts: dict[str, Any]) -> Non
     assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
     assert not got.space.check(got.X, tol=1e-9)  # every row and bound of the whole LP
     assert list(got.space.jobs.labels) == [j.id for j in p.jobs]
+    sp_ = got.space  # (classes declared on the space: their masks and equal shares are every job's)
+    assert np.array_equal(sp_.single_mask, sp_.single_mask_of(sp_.T, sp_.scale))
+    w = sp_.counts / sp_.counts.sum()
+    assert np.array_equal(sp_.equal_share_throughput(), sp_._best_placement(sp_.T, sp_.single_mask) @ w)
     if name.startswith("max_min") and opts.get("fill", True):
         assert got.extra["fill"]["normalized_throughput_after"] == pytest.approx(
             ref.extra["fill"]["normalized_throughput_after"], rel=1e-7)
