@@ -53,8 +53,9 @@ _MULT = np.random.default_rng(20261128).integers(1, 2**62, size=64, dtype=np.int
 def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """``(group, rep)``: job ``j`` is of class ``group[j]``, whose representative is job ``rep[g]``
-    (one of its jobs), where jobs of a class have exactly equal ``T`` rows, scale factors and weights;
-    or ``None`` when two jobs of unequal data share a hash (or the data holds a NaN).
+    (its first job; classes numbered in the order of their first jobs), where jobs of a class have
+    exactly equal ``T`` rows, scale factors and weights; or ``None`` when two jobs of unequal data
+    share a hash (or the data holds a NaN).
 
     Each job's row ``k_j = (T[j], sf_j, w_j)`` (as float64 bit patterns ``b_ji``) is hashed as
     ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``); classes are the distinct ``h_j``
@@ -76,9 +77,19 @@ def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
     start = np.empty(n, bool)
     start[:1] = True
     np.not_equal(hs[1:], hs[:-1], out=start[1:])
-    group = np.empty(n, np.int64)
-    group[order] = np.cumsum(start) - 1
-    rep = order[start]
+    by_hash = np.empty(n, np.int64)
+    by_hash[order] = np.cumsum(start) - 1
+    # classes numbered in the order of their first jobs, each represented by its first job: the
+    # reduced LP's columns then come in the order the whole LP's blocks do (the simplex's path, and
+    # with it a re-solve's time, depends on it: in hash order a steady max-min re-solve after a
+    # completion at 2,048 jobs took 0.92–0.97 ms against 0.59–0.64)
+    G = int(start.sum())
+    first = np.full(G, n, np.int64)
+    np.minimum.at(first, by_hash, np.arange(n))
+    perm = np.argsort(first)
+    rank = np.empty(G, np.int64)
+    rank[perm] = np.arange(G)
+    group, rep = rank.take(by_hash), first.take(perm)
     if np.count_nonzero(K != K.take(rep.take(group), axis=0)):
         return None  # a hash collision (or NaN data): no classes
     return group, rep

@@ -173,6 +173,9 @@ def test_job_classes_are_exact() -> None:
     group, rep = aggregate_cold.job_classes(T, scale, w)
     assert rep.size == 6
     assert np.array_equal(T, T[rep][group]) and np.array_equal(scale, scale[rep][group])
+    # each class represented by its first job, classes in the order of their first jobs
+    assert np.array_equal(rep, np.sort(np.unique(group, return_index=True)[1]))
+    assert np.array_equal(group[rep], np.arange(6))
     assert len({tuple(T[j]) for j in range(500)}) == 6
     T2 = T.copy()
     T2[7, 1] = np.nextafter(T2[7, 1], 10.0)  # one job one ulp away: a class of its own
