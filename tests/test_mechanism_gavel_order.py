@@ -246,3 +246,39 @@ def test_types_walked_in_gavels_order_whatever_the_counts_order() -> None:
     m = RoundMechanism({"k80": 1, "v100": 1}, round_length=L, ordering="gavel")
     m.set_allocation({j: {"v100": 0.5, "k80": 0.5} for j in "ab"}, scale_factors={"a": 1, "b": 1})
     assert _picks(m) == {"a": "v100", "b": "k80"}
+
+
+def test_scheduler_keeps_the_type_shuffle_across_a_count_change(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Gavel seeds its type shuffler once: when the worker counts change (and the scheduler rebuilds its
+    mechanism) the per-round type orders go on as one uninterrupted ``random.Random(seed)`` sequence."""
+    import policyopt
+    from policyopt.mechanism import rounds
+    from policyopt.policy import get_policy
+    from policyopt.sim.scheduling import AllocationScheduler
+
+    seen: list[list[int]] = []
+    shuffle = rounds.shuffled_type_order
+
+    def recorded(rng: random.Random, base: list[int]) -> list[int]:
+        seen.append(shuffle(rng, base))
+        return seen[-1]
+
+    monkeypatch.setattr(rounds, "shuffled_type_order", recorded)
+    policy = get_policy("max_min_fairness_agnostic")
+    sched = AllocationScheduler(policy, {"v100": 2, "p100": 2, "k80": 2}, L, ordering="gavel",
+                                shuffle_types=True, shuffle_seed=11)
+    for counts in ({"v100": 2, "p100": 2, "k80": 2}, {"v100": 1, "p100": 2, "k80": 1}):
+        problem = policyopt.Problem.from_dict({
+            "cluster": {"worker_types": {t: {"count": n} for t, n in counts.items()}},
+            "jobs": [{"id": j, "throughputs": {"v100": 2.0, "p100": 1.5, "k80": 1.0}} for j in "ab"]})
+        sched.recompute(problem, {"a": 1, "b": 1}, counts)
+        for _ in range(6):
+            sched.mechanism.record_round(sched.select([], counts))
+    ref = random.Random(11)
+    expected = []
+    for _ in range(12):
+        order = [0, 1, 2]
+        ref.shuffle(order)
+        expected.append(order)
+    assert len(seen) == 12 and seen == expected
+

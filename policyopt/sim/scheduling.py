@@ -246,7 +246,8 @@ class AllocationScheduler:
 
     ``install`` sets a new allocation (a reset; deficits carry over, see ``docs/mechanism.md``).
     When the available worker counts change (failures, repairs) the mechanism is rebuilt for the
-    new counts, which drops carried deficits (they referred to the old capacity).
+    new counts, which drops carried deficits (they referred to the old capacity); the type shuffler of
+    ``shuffle_types`` carries on where it was (Gavel seeds it once per simulation).
     ``ordering`` / ``shuffle_types`` / ``shuffle_seed``: the mechanism's (``RoundMechanism``); with
     ``ordering="gavel"`` every installed job may also run, last, where its ``X`` is 0 and its
     throughput alone positive (:func:`runnable_types`), as in Gavel's scheduler — unless
@@ -281,7 +282,9 @@ class AllocationScheduler:
     def install(self, result: PolicyResult, scale: Mapping[str, int], counts: Mapping[str, int]) -> None:
         if dict(counts) != self.counts:
             self.counts = dict(counts)
+            shuffler = self.mechanism._shuffler  # noqa: SLF001
             self.mechanism = self._new_mechanism()
+            self.mechanism._shuffler = shuffler  # noqa: SLF001  (Gavel never reseeds its type shuffler)
         types = self.mechanism.worker_types
         arrays = mechanism_arrays(result, types, self.counts, scale)
         gavel = self.mechanism.ordering == "gavel" and self.zero_priority
