@@ -282,3 +282,24 @@ def test_scheduler_keeps_the_type_shuffle_across_a_count_change(monkeypatch: pyt
         expected.append(order)
     assert len(seen) == 12 and seen == expected
 
+
+def test_runnable_names_become_the_mask_and_unknown_names_are_named() -> None:
+    """``set_allocation(runnable=...)`` marks exactly the named (job, type) entries; an unknown job or type
+    is refused with the field and the value."""
+    m = RoundMechanism({"v100": 2, "p100": 1, "k80": 2}, ordering="gavel")
+    alloc = {"a": {"v100": 0.5}, "b": {"k80": 1.0}, "c": {"p100": 0.25}}
+    m.set_allocation(alloc, scale_factors={"a": 1, "b": 1, "c": 1},
+                     runnable={"a": ["k80", "v100"], "c": iter(["v100"]), "b": []})
+    state = m._state  # noqa: SLF001 - the installed mask is not public
+    assert state is not None and state.runnable is not None
+    row = {j: i for i, j in enumerate(state.arrays.job_ids)}
+    expected = np.zeros((3, 3), dtype=bool)
+    expected[row["a"], [0, 2]] = True
+    expected[row["c"], 0] = True
+    np.testing.assert_array_equal(state.runnable, expected)
+    m.set_allocation(alloc, runnable={})
+    assert m._state is not None and not m._state.runnable.any()  # noqa: SLF001
+    with pytest.raises(InputError, match=r"runnable\.c.*'t4'"):
+        m.set_allocation(alloc, runnable={"a": ["v100"], "c": ["k80", "t4"]})
+    with pytest.raises(InputError, match=r"runnable.*'zz'"):
+        m.set_allocation(alloc, runnable={"a": ["v100"], "zz": ["k80"]})

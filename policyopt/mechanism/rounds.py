@@ -220,15 +220,18 @@ class RoundMechanism:
         arrays = build_allocation_arrays(allocation, colocated, self._scale_factors, self._counts)
         mask = None
         if runnable is not None:
-            mask = np.zeros(arrays.x.shape, dtype=bool)
             row = {j: i for i, j in enumerate(arrays.job_ids)}
-            for j, types in runnable.items():
-                if j not in row:
-                    raise UnknownNameError("runnable", j, arrays.job_ids)
-                for t in types:
-                    if t not in self._type_index:
-                        raise UnknownNameError(f"runnable.{j}", t, self.worker_types)
-                    mask[row[j], self._type_index[t]] = True
+            unknown = [j for j in runnable if j not in row]
+            if unknown:
+                raise UnknownNameError("runnable", unknown[0], arrays.job_ids)
+            entries = [(j, t) for j, types in runnable.items() for t in types]
+            bad = [(j, t) for j, t in entries if t not in self._type_index]
+            if bad:
+                raise UnknownNameError(f"runnable.{bad[0][0]}", bad[0][1], self.worker_types)
+            rows = np.fromiter((row[j] for j, _ in entries), np.int64, len(entries))
+            cols = np.fromiter((self._type_index[t] for _, t in entries), np.int64, len(entries))
+            mask = np.zeros(arrays.x.shape, dtype=bool)
+            mask[rows, cols] = True
         self.set_allocation_arrays(arrays, mask)
 
     def set_allocation_arrays(self, arrays: AllocationArrays, runnable: np.ndarray | None = None) -> None:
