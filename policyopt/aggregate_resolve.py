@@ -433,10 +433,12 @@ class AggregateModel:
     def _same_signature(self, policy: Any, space: AllocationSpace) -> bool:
         """Whether ``policy`` on ``space`` has the kept model's signature (``incremental._signature``).
         The last match is remembered — the policy's class, its options when all are plain values
-        (``None``, bool, int, float, str), the cluster object and the configuration labels — and the
-        same again matches without building the signature (sorted reprs of the options)."""
-        items = tuple(policy.config.items())
-        plain = all(v is None or type(v) in (bool, int, float, str) for _, v in items)
+        (``None``, bool, int, float, str) as ``(name, repr)`` pairs (so ``1``, ``1.0`` and ``True``, or
+        ``0.0`` and ``-0.0``, differ there as in the signature), the cluster object and the configuration
+        labels — and the same again matches without building the signature (sorted reprs of the options)."""
+        config = policy.config
+        plain = all(v is None or type(v) in (bool, int, float, str) for v in config.values())
+        items = tuple((k, repr(v)) for k, v in config.items()) if plain else ()
         labels, cluster = space.configs.labels, space.problem.cluster
         hit = self._sig_hit
         if (plain and hit is not None and hit[0] is type(policy) and hit[2] is cluster and items == hit[1]

@@ -492,3 +492,23 @@ def test_another_signature_builds_cold() -> None:
     ref = get_policy(name, algorithm="simplex").solve(Problem(other, tuple(jobs)))
     assert got.objective == pytest.approx(ref.objective, rel=1e-9)
     assert isinstance(incremental.state(pol), JobSetModel)
+
+
+@pytest.mark.parametrize("key,value", [("normalize", 0), ("pair_threshold", True), ("pair_threshold", 1)])
+def test_a_remembered_signature_compares_like_the_signature(key: str, value: Any) -> None:
+    """The remembered signature match holds only where the signature (the options' reprs) does: an option
+    set to a value equal by ``==`` but of another type (``False == 0``, ``1.0 == True == 1``) is another
+    signature, and the whole LP is built cold."""
+    name = "max_sum_throughput"
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    for k in (1, 2):  # two aggregated re-solves (the second matches the remembered signature)
+        jobs.append(kind_job(N + k, k))
+        check(pol, name, {}, jobs)
+    assert updates(pol) == 2
+    assert pol.config[key] == value and repr(pol.config[key]) != repr(value)
+    pol.config[key] = value
+    jobs.append(kind_job(N + 3, 3))
+    check(pol, name, {}, jobs)
+    assert isinstance(incremental.state(pol), JobSetModel)
