@@ -28,12 +28,10 @@ import numpy as np
 
 from ..errors import InputError
 from ..mechanism import Combination, RecomputeClock, RoundAssignment
-from ..mechanism.gavel_order import gavel_rules
-from ..placement import (MIGRATION_MINIMIZERS, MIGRATION_SOURCES, PLACERS, MatchingPacker, NoPacking, Placement,
-                         keep_types, migrated_jobs, migration_sources)
+from ..placement import MIGRATION_SOURCES, NoPacking, Placement, keep_types, migrated_jobs, migration_sources
 from .metrics import steady_state_window
 from .posing import ProblemPoser
-from .scheduling import AllocationScheduler, PartitionedScheduler, PriorityScheduler
+from .stage_setup import build_stages
 from .traces import TraceJob, parse_job_type
 
 if TYPE_CHECKING:
@@ -190,34 +188,13 @@ class SimulationRun:
                              f"fits no worker type of the cluster {self.sim.counts}")
 
     def _stages(self) -> None:
-        """The round's stages: scheduler (mechanism or priority policy), packer, placer, migration."""
-        sim, cfg, L = self.sim, self.cfg, self.L
-        policy = sim._policy_object()
-        kind = sim.resolved.kind
-        self.alloc_mode = kind in ("allocation", "static_split")
-        self.need_rho = kind == "priority" and sim.resolved.name == "ftf"
-        from .simulator import default_renewal_credit
-
-        credit = default_renewal_credit(cfg) if cfg.renewal_credit is None else cfg.renewal_credit
-        self.scheduler: Any
-        if kind == "static_split":
-            self.scheduler = PartitionedScheduler(policy, L, credit)
-        elif self.alloc_mode:
-            rules = gavel_rules(cfg.ordering, sim.resolved.name)  # (the type shuffle, zero-priority entries)
-            self.scheduler = AllocationScheduler(policy, sim.counts, L, credit, cfg.backfill, ordering=cfg.ordering,
-                                                 shuffle_seed=int(cfg.seed) + 5, **rules)
-        else:
-            self.scheduler = PriorityScheduler(policy)
-        self.placer = PLACERS.create(cfg.placer, renew=cfg.renew_leases)
-        self.migration = MIGRATION_MINIMIZERS.create(cfg.migration)
-        self.exact_relabel = cfg.migration == "matching"
-        self.sticky = self.alloc_mode and (cfg.migration == "matching" if cfg.keep_types is None
-                                           else bool(cfg.keep_types))
-        # pair renewal in the packer (with keep_types): the two restarts a kept pair avoids, in the matching's
-        # unit (one job's throughput for one round)
-        keep_bonus = min(2.0 * (cfg.checkpoint_seconds + cfg.restore_seconds) / L, 2.0) if self.sticky else 0.0
-        self.packer = MatchingPacker(sim._pair_table(self.tj, self.ids), keep_bonus=keep_bonus) if cfg.packing \
-            else NoPacking()
+        """The round's stages: scheduler (mechanism or priority policy), packer, placer, migration
+        (:func:`~policyopt.sim.stage_setup.build_stages`)."""
+        st = build_stages(self.sim, self.L, self.tj, self.ids)
+        self.scheduler: Any = st.scheduler
+        self.packer, self.placer, self.migration = st.packer, st.placer, st.migration
+        self.alloc_mode, self.need_rho = st.alloc_mode, st.need_rho
+        self.exact_relabel, self.sticky = st.exact_relabel, st.sticky
 
     def _dynamic_state(self) -> None:
         """Per-job state arrays (updated in place each round) and the run's counters and rows."""
