@@ -468,18 +468,25 @@ def test_costs_or_bounds_given_to_part_of_a_class_are_refused() -> None:
     assert float(st_.small.sf.c[c0]) == float(m0)
 
 
+def _remembered(name: str) -> tuple[Any, list[Any]]:
+    """A policy after a cold solve and two aggregated re-solves (the second matches the remembered
+    signature), and its job list."""
+    pol = get_policy(name)
+    jobs = first_jobs()
+    check(pol, name, {}, jobs)
+    for k in (1, 2):
+        jobs.append(kind_job(N + k, k))
+        check(pol, name, {}, jobs)
+    assert updates(pol) == 2
+    return pol, jobs
+
+
 def test_another_signature_builds_cold() -> None:
     """A kept aggregated model answers only problems of its signature: after a change of an option or
     of the cluster (a remembered match must not hide either) the whole LP is built cold, and the
     next change of the job set is aggregated again."""
     name = "max_sum_throughput"
-    pol = get_policy(name)
-    jobs = first_jobs()
-    check(pol, name, {}, jobs)
-    for k in (1, 2):  # two aggregated re-solves (the second matches the remembered signature)
-        jobs.append(kind_job(N + k, k))
-        check(pol, name, {}, jobs)
-    assert updates(pol) == 2
+    pol, jobs = _remembered(name)
     pol.config["time_limit"] = 100.0
     jobs.append(kind_job(N + 3, 3))
     check(pol, name, {}, jobs)
@@ -500,13 +507,7 @@ def test_a_remembered_signature_compares_like_the_signature(key: str, value: Any
     set to a value equal by ``==`` but of another type (``False == 0``, ``1.0 == True == 1``) is another
     signature, and the whole LP is built cold."""
     name = "max_sum_throughput"
-    pol = get_policy(name)
-    jobs = first_jobs()
-    check(pol, name, {}, jobs)
-    for k in (1, 2):  # two aggregated re-solves (the second matches the remembered signature)
-        jobs.append(kind_job(N + k, k))
-        check(pol, name, {}, jobs)
-    assert updates(pol) == 2
+    pol, jobs = _remembered(name)
     assert pol.config[key] == value and repr(pol.config[key]) != repr(value)
     pol.config[key] = value
     jobs.append(kind_job(N + 3, 3))
