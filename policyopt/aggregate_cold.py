@@ -12,8 +12,9 @@ per class, its costs and its entries in the linking rows multiplied by ``m_g``:
 The structured fast path (:mod:`policyopt.solvers.blocks`) reaches it from the whole LP: build,
 compile, detect the blocks, hash them into groups, aggregate — all of it over ``n`` jobs, to keep
 ``G`` blocks. Here, when jobs repeat, the classes are found from the data instead (one hash of each
-job's row ``(T[j], sf_j, w_j)`` into 64 bits, the runs of equal hashes in a sort, then every job's row compared
-exactly with its class representative's, so a hash collision only declines), and the policy's own
+job's row ``(T[j], sf_j, w_j)`` into 64 bits, each job's first job of equal hash read from a table
+indexed by bits of the hash, then every job's row compared exactly with its class representative's,
+so a hash collision only declines), and the policy's own
 ``build`` runs on the space of the ``G`` representatives (:func:`class_space`); its compiled LP
 becomes the reduced LP by multiplying the class columns' costs and linking-row entries by ``m_g``
 (:func:`build`). It is kept as the policy's :class:`~policyopt.aggregate_resolve.AggregateModel`:
@@ -48,6 +49,9 @@ MIN_JOBS = 128
 
 #: odd 64-bit multipliers of the columns of a job's data row in its hash (seeded: the same every run)
 _MULT = np.random.default_rng(20261128).integers(1, 2**62, size=64, dtype=np.int64).astype(np.uint64) * 2 + 1
+#: bucket tables of job_classes: at most 2**_MAX_BITS buckets, hashes bucketed this many times before a sort
+_MAX_BITS = 20
+_BUCKET_ROUNDS = 2
 
 
 def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
@@ -58,39 +62,47 @@ def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
     share a hash (or the data holds a NaN).
 
     Each job's row ``k_j = (T[j], sf_j, w_j)`` (as float64 bit patterns ``b_ji``) is hashed as
-    ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``); classes are the distinct ``h_j``
-    (runs of a sort), then ``k_j = k_{rep[group[j]]}`` is checked exactly for every job."""
+    ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``). Each job's first job of equal hash ``r_j``
+    is read from a table of ``B ≥ 2n`` buckets indexed by ``bits`` bits of ``h_j`` (the smallest
+    job index per bucket); jobs whose bucket's first job has another hash are bucketed again by
+    the next ``bits`` bits (at most :data:`_BUCKET_ROUNDS` times), then by a sort. Then
+    ``k_j = k_{r_j}`` is checked exactly for every job."""
     n, C = T.shape
     if C + 2 > _MULT.size:
         return None
-    K = np.empty((n, C + 2))
-    K[:, :C] = T
-    K[:, C] = scale
-    K[:, C + 1] = weights
-    bits = K.view(np.uint64)
+    T = np.ascontiguousarray(T, np.float64)
+    scale = np.ascontiguousarray(scale, np.float64)
+    weights = np.ascontiguousarray(weights, np.float64)
     with np.errstate(over="ignore"):
-        h = bits @ _MULT[:C + 2] if n else np.zeros(0, np.uint64)
-    # the runs of equal hashes in sorted order (an unstable sort: np.unique's stable one with its
-    # index and inverse took ~0.2 ms at 2,048 jobs against ~0.02 here)
-    order = np.argsort(h)
-    hs = h.take(order)
-    start = np.empty(n, bool)
-    start[:1] = True
-    np.not_equal(hs[1:], hs[:-1], out=start[1:])
-    by_hash = np.empty(n, np.int64)
-    by_hash[order] = np.cumsum(start) - 1
-    # classes numbered in the order of their first jobs, each represented by its first job: the
-    # reduced LP's columns then come in the order the whole LP's blocks do (the simplex's path, and
-    # with it a re-solve's time, depends on it: in hash order a steady max-min re-solve after a
-    # completion at 2,048 jobs took 0.92–0.97 ms against 0.59–0.64)
-    G = int(start.sum())
-    first = np.full(G, n, np.int64)
-    np.minimum.at(first, by_hash, np.arange(n))
-    perm = np.argsort(first)
-    rank = np.empty(G, np.int64)
-    rank[perm] = np.arange(G)
-    group, rep = rank.take(by_hash), first.take(perm)
-    if np.count_nonzero(K != K.take(rep.take(group), axis=0)):
+        h = T.view(np.uint64) @ _MULT[:C]
+        h += scale.view(np.uint64) * _MULT[C]
+        h += weights.view(np.uint64) * _MULT[C + 1]
+    # (no sort of the n hashes: its first call in a process cost 0.12–0.27 ms at 2,048 jobs,
+    # the table's 0.03)
+    bits = min(_MAX_BITS, (2 * n).bit_length())
+    ar = np.arange(n, dtype=np.int32)
+    r = ar.copy()  # each job's first job of equal hash
+    todo = ar
+    for k in range(_BUCKET_ROUNDS + 1):
+        hk = h if k == 0 else h.take(todo)
+        if k < _BUCKET_ROUNDS:
+            b = ((hk >> np.uint64(64 - bits * (k + 1))) & np.uint64((1 << bits) - 1)).view(np.int64)
+            first = np.full(1 << bits, n, np.int32)
+            np.minimum.at(first, b, ar[:todo.size])
+            got = todo.take(first.take(b))
+        else:  # (the few left: the first of each run of equal hashes, by a stable sort)
+            _, at, inv = np.unique(hk, return_index=True, return_inverse=True)
+            got = todo.take(at.take(inv))
+        r[todo] = got
+        bad = (h.take(got) != hk).nonzero()[0]
+        if not bad.size:
+            break
+        todo = todo.take(bad)
+    is_first = r == ar
+    rep = is_first.nonzero()[0]
+    group = (np.cumsum(is_first) - 1).take(r)
+    if (np.count_nonzero(T != T.take(r, axis=0)) or np.count_nonzero(scale != scale.take(r))
+            or np.count_nonzero(weights != weights.take(r))):
         return None  # a hash collision (or NaN data): no classes
     return group, rep
 

@@ -187,3 +187,24 @@ def test_job_classes_are_exact() -> None:
         assert aggregate_cold.job_classes(T, scale, w) is None
     finally:
         aggregate_cold._MULT[:] = saved
+
+
+@pytest.mark.parametrize("max_bits", [1, 3, 20])
+def test_job_classes_through_crowded_bucket_tables(monkeypatch: pytest.MonkeyPatch, max_bits: int) -> None:
+    """Buckets shared by unequal hashes (tables of 2, 8 and up to 2**20 buckets): the jobs of a
+    bucket whose first job has another hash are bucketed again, then sorted; the classes are
+    those of equal data, each represented by its first job, numbered in that order."""
+    monkeypatch.setattr(aggregate_cold, "_MAX_BITS", max_bits)
+    r = np.random.default_rng(3)
+    for n, kinds in ((1, 1), (7, 7), (300, 40), (2000, 500)):
+        base = r.uniform(0, 5, (kinds, 4))
+        pick = r.integers(0, kinds, n)
+        T, scale, w = base[pick], (1.0 + pick % 3), np.where(pick % 5 == 0, 2.0, 1.0)
+        got = aggregate_cold.job_classes(T, scale, w)
+        assert got is not None
+        group, rep = got
+        _, first, inv = np.unique(pick, return_index=True, return_inverse=True)
+        order = np.argsort(first)  # the kinds in the order of their first jobs
+        rank = np.empty_like(order)
+        rank[order] = np.arange(order.size)
+        assert np.array_equal(rep, first[order]) and np.array_equal(group, rank[inv])
