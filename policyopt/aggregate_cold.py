@@ -98,9 +98,10 @@ def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
         if not bad.size:
             break
         todo = todo.take(bad)
-    is_first = r == ar
-    rep = is_first.nonzero()[0]
-    group = (np.cumsum(is_first) - 1).take(r)
+    rep = (r == ar).nonzero()[0]
+    label = np.empty(n, np.int64)
+    label[rep] = np.arange(rep.size)
+    group = label.take(r)
     if (np.count_nonzero(T != T.take(r, axis=0)) or np.count_nonzero(scale != scale.take(r))
             or np.count_nonzero(weights != weights.take(r))):
         return None  # a hash collision (or NaN data): no classes
@@ -154,35 +155,39 @@ def build(policy: Any, space: AllocationSpace, signature: tuple[Any, ...]) -> Ag
     N, M = sf.num_cols, sf.num_rows
     col_group = np.full(N, -1, np.int64)
     row_group = np.full(M, -1, np.int64)
-    cls_idx = np.arange(G, dtype=np.int64)
     variables: dict[str, tuple[bool, tuple[Any, ...], np.ndarray]] = {}
     for name, (per_job, _) in var_layout.items():
         v = model.variables[name]
+        cc = np.asarray(v.cols, np.int64)
         if per_job:
-            cc = np.asarray(v.cols, np.int64).reshape(G, -1)
-            ok = cc >= 0
-            col_group[cc[ok]] = np.broadcast_to(cls_idx[:, None], cc.shape)[ok]
-            variables[name] = (True, tuple(v.dims), cc)
-        else:
-            variables[name] = (False, tuple(v.dims), np.asarray(v.cols, np.int64))
+            cc = cc.reshape(G, -1)
+            flat = cc.ravel()
+            at = (flat >= 0).nonzero()[0]
+            col_group[flat.take(at)] = at // cc.shape[1]  # (row-major: a class's slots side by side)
+        variables[name] = (per_job, tuple(v.dims), cc)
     for name, (per_job, _) in block_layout.items():
         if per_job:
             b = model.blocks[name]
             w, r = divmod(b.stop - b.start, G)
             if r:
                 return None
-            row_group[b.start:b.stop] = np.repeat(cls_idx, w)
+            row_group[b.start:b.stop] = np.arange(b.stop - b.start) // w
     A = sf.A
-    ent_col = np.repeat(np.arange(N), np.diff(A.indptr))
+    ent_col = np.repeat(np.arange(N), A.indptr[1:] - A.indptr[:-1])
     rg, cg = row_group.take(A.indices), col_group.take(ent_col)
     # a class's rows hold its own columns and linking columns only (the block shape)
     if np.count_nonzero((rg >= 0) & (cg >= 0) & (rg != cg)):
         return None
     pos = ((rg < 0) & (cg >= 0)).nonzero()[0]
-    # the compiled unit costs and entries, kept by the model: its first update (next) multiplies
-    # the class columns' costs and linking-row entries by the multiplicities in the standard form
+    # the compiled unit costs and entries, kept by the model; the reduced LP's own are multiplied
+    # by the multiplicities here (class column j: m_g c_j, its linking-row entries m_g a_ij), so
+    # the model's first update (next, to the same jobs) finds them as they should be
     base = (sf.c.copy(), sf.col_lower.copy(), sf.col_upper.copy(), sf.row_lower.copy(), sf.row_upper.copy())
+    lin_group = cg.take(pos)
     lin_unit = A.data[pos]  # (a copy: fancy indexing)
+    mult = np.bincount(group, minlength=G).astype(np.float64)
+    sf.c *= np.append(mult, 1.0).take(col_group)  # (column group −1, linking: reads the 1)
+    A.data[pos] = lin_unit * mult.take(lin_group)
     from policyopt.solvers.highs import reduced_model
 
     small = reduced_model(sf, policy.solver_options(sf), cap=False)
@@ -190,7 +195,8 @@ def build(policy: Any, space: AllocationSpace, signature: tuple[Any, ...]) -> Ag
     # (the job arrays are not copied: the model's first update, next, keeps copies of them)
     out = AggregateModel(signature, small, obj_var.name if obj_var is not None else None, ids,
                           (T, scale, weights), group, rep, col_group, row_group, base,
-                          (pos, cg.take(pos), lin_unit), variables, ent_col)
+                          (pos, lin_group, lin_unit), variables, ent_col)
+    out.loaded.touched = False  # (its costs and bounds are the compiled ones at these multiplicities)
     # each class's mask row and equal share (AllocationSpace.class_rows): the class space's own
     out._cls_rows = (sub.single_mask, sub.equal_share_throughput())
     return out
