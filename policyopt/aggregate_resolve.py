@@ -50,9 +50,11 @@ import numpy as np
 from ._aggregate_parts import ClassVariable, Declined, _PerClass, _uniform, certify, match_slots
 from ._aggregate_convert import _first_basis, from_kept
 from .aggregate_basis import Basis, FactorLost, KeptFactor
+from .aggregate_totals import ClassTotals, bounds_only, unit_matrix
 from .allocation import AllocationSpace
 from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
+from .standard_form import matvec
 
 __all__ = ["AggregateModel", "ClassVariable", "Declined", "certify", "from_kept", "match_slots"]
 
@@ -139,6 +141,12 @@ class _Loaded(LoadedModel):
         certificate fails."""
         owner, small = self.owner, self.small
         t0 = time.perf_counter()
+        tot = owner.totals
+        if tot is not None and not self.touched and not owner.n_dead:
+            got = tot.answer(owner.mult)
+            if got is not None:
+                owner.factor_answers += 1
+                return self._result(*got, "class totals", t0)
         fac = owner.kept_factor()
         if fac is not None and fac.base is not None:
             try:
@@ -160,7 +168,7 @@ class _Loaded(LoadedModel):
             if x is not None and y is not None:
                 ok, primal, bound, viol = certify(small.sf, x, y)
                 if ok:
-                    owner.factor = KeptFactor.take(small, x, owner.lin_pos, owner.link_rows, owner.ent_col)
+                    owner.keep_basis(x, self.touched)
                     return self._result(x, y, primal, bound, viol, "HiGHS", t0)
         raise Declined("the aggregated re-solve ended without a certified optimum")
 
@@ -285,6 +293,12 @@ class AggregateModel:
         self.factor: KeptFactor | None = None
         #: the basis a second stage (max-min's ``fill``) ended with on that factor
         self.second_basis: Basis | None = None
+        #: whether the multiplicities enter only the class totals' bounds (:mod:`policyopt.aggregate_totals`):
+        #: then the last basis is kept as :class:`ClassTotals` (:attr:`totals`) instead of :attr:`factor`
+        self.bounds_only = bounds_only(row_group, col_group, A.indices, self.ent_col)
+        self.totals: ClassTotals | None = None
+        self._unit: np.ndarray | None = None  # (the totals' matrix, dense: built with the first totals)
+        self.n_dead = int(np.count_nonzero(self.mult == 0))  # classes without jobs
 
     def adopt_factor(self, first: tuple[Any, np.ndarray] | None = None) -> None:
         """Keep HiGHS's factorization after the fast path's last run of the reduced LP. If that run
@@ -308,6 +322,11 @@ class AggregateModel:
         sol = small._h.getSolution()
         if not sol.value_valid:
             return
+        if self.bounds_only:  # (the fast path's last run solved the compiled LP: its basis as class totals)
+            if compiled:
+                self.keep_basis(np.asarray(sol.col_value, np.float64), False)
+                self.loaded.touched = False
+            return
         fac = KeptFactor.take(small, np.asarray(sol.col_value, np.float64), self.lin_pos, self.link_rows,
                               self.ent_col)
         if fac is None:
@@ -321,6 +340,31 @@ class AggregateModel:
                 return
             self.second_basis, fac.base = fac.base, start
         self.factor = fac
+
+    def keep_basis(self, x: np.ndarray, touched: bool) -> None:
+        """After a certified HiGHS run whose point is ``x``: its basis kept for the next re-solves,
+        as :class:`ClassTotals` where the multiplicities enter only bounds (:attr:`bounds_only`; the
+        costs and bounds the compiled ones, not ``touched``, every class with jobs), else as HiGHS's
+        factorization (:class:`KeptFactor`)."""
+        small = self.small
+        self.factor = self.totals = None
+        if not self.bounds_only:
+            self.factor = KeptFactor.take(small, x, self.lin_pos, self.link_rows, self.ent_col)
+            return
+        if touched or self.n_dead:
+            return
+        ok, basic = small._h.getBasicVariables()
+        if ok != small._hs.HighsStatus.kOk:
+            return
+        sf = small.sf
+        if self._unit is None:
+            self._unit = unit_matrix(sf.A, self.ent_col, self.lin_pos, self.lin_unit)
+            G = self.mult.size
+            self._grp = np.concatenate([np.where(self.col_group >= 0, self.col_group, G),
+                                        np.where(self.row_group >= 0, self.row_group, G)])
+        c, lo, hi, rlo, rhi = self.base
+        self.totals = ClassTotals.take(self._unit, c, (lo, hi, rlo, rhi), self._grp, self.mult.size, basic, x,
+                                       matvec(sf.A, x), sf.sense, float(sf.offset))
 
     def kept_factor(self) -> KeptFactor | None:
         """The kept factorization while it is still HiGHS's (no run and no basis set since)."""
@@ -510,6 +554,7 @@ class AggregateModel:
         sf, cg, rg = self.small.sf, self.col_group, self.row_group
         c, lo, hi, rlo, rhi = self.base
         live = np.append(mult > 0, True)
+        self.n_dead = int(mult.size - np.count_nonzero(mult))
         m_col = np.append(mult, 1).astype(np.float64)[cg[sc]]
         dead_c = ~live[cg[sc]]
         want_c = c[sc] * m_col

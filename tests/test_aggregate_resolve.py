@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyopt import (AllocationSpace, Cluster, Job, Policy, PolicyResult, Problem, aggregate_basis, aggregate_cold,
-                       aggregate_resolve, get_policy, incremental)
+                       aggregate_resolve, aggregate_totals, get_policy, incremental)
 from policyopt.aggregate_resolve import AggregateModel, ClassVariable, match_slots
 from policyopt.incremental import JobSetModel
 from policyopt.modeling import IndexSet, Model, Variable
@@ -179,9 +179,9 @@ def test_a_changed_job_joins_the_class_of_its_new_data() -> None:
 def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatch, name: str) -> None:
     """Where the reduced LP's answer does not certify (from the kept factorization where one is
     kept, then by HiGHS warm, then cold), the policy solves the whole LP cold and keeps that model
-    instead. The first re-solve has the fast path's factorization (three answers refused):
-    max-sum's of the compiled LP, max-min's of its ``fill`` stage with the max-min stage's basis
-    solved on it."""
+    instead. The first re-solve has the fast path's last basis (three answers refused): max-sum's
+    as class totals (:mod:`policyopt.aggregate_totals`, its own certificate), max-min's
+    factorization of its ``fill`` stage with the max-min stage's basis solved on it."""
     pol = get_policy(name)
     jobs = first_jobs()
     check(pol, name, {}, jobs)
@@ -192,7 +192,12 @@ def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatc
         calls.append(1)
         return False, 0.0, 1.0, 0.0
 
+    def refuse_totals(self: aggregate_totals.ClassTotals, mult: np.ndarray, tol: float = 1e-9) -> None:
+        calls.append(1)
+        return None
+
     monkeypatch.setattr(aggregate_resolve, "certify", refuse)
+    monkeypatch.setattr(aggregate_totals.ClassTotals, "answer", refuse_totals)
     jobs.append(kind_job(N, 4))
     check(pol, name, {}, jobs)
     assert len(calls) == 3, len(calls)
@@ -309,19 +314,20 @@ def test_small_inverse_equals_numpy() -> None:
 
 def test_a_lost_factorization_is_answered_by_highs() -> None:
     """Where HiGHS dropped the factorization behind the kept model's back (a basis set), the next
-    re-solve is answered by HiGHS instead, exactly."""
-    name = "max_sum_throughput"
-    pol = get_policy(name)
+    re-solve is answered by HiGHS instead, exactly. (Max-min fairness without ``fill``: max-sum
+    keeps its basis as class totals, which need no factorization of HiGHS.)"""
+    name, opts = "max_min_fairness", {"fill": False}
+    pol = get_policy(name, **opts)
     jobs = first_jobs()
-    check(pol, name, {}, jobs)
+    check(pol, name, opts, jobs)
     jobs.append(kind_job(N, 2))
-    check(pol, name, {}, jobs)
+    check(pol, name, opts, jobs)
     st_ = incremental.state(pol)
     assert isinstance(st_, AggregateModel) and st_.factor is not None
     answered = st_.factor_answers
     st_.small.restore_basis(st_.small.basis_object())  # (HiGHS factors it again at its next run only)
     jobs.append(kind_job(N + 1, 3))
-    check(pol, name, {}, jobs)
+    check(pol, name, opts, jobs)
     assert updates(pol) == 2 and st_.factor_answers == answered
 
 
