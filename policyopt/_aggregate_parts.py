@@ -19,6 +19,29 @@ class Declined(RuntimeError):
     """The aggregated re-solve gave no certified answer: the caller builds the whole LP cold."""
 
 
+def _first_diff(a: np.ndarray, b: np.ndarray, last: bool = False) -> int:
+    """The number of leading (``last``: trailing) positions where ``a`` and ``b`` (of equal length)
+    are equal. Fixed-width strings of one dtype are compared as their 8- or 4-byte words (equal
+    strings of one dtype have equal bytes; the words' comparison is ~4× the strings')."""
+    n = len(a)
+    if n == 0:
+        return 0
+    it = a.dtype.itemsize
+    w = 8 if it % 8 == 0 else 4 if it % 4 == 0 else 0
+    if (w and a.dtype == b.dtype and a.dtype.kind in "SU" and a.flags.c_contiguous and b.flags.c_contiguous):
+        word = np.uint64 if w == 8 else np.uint32
+        d = a.view(word) != b.view(word)
+        if last:
+            d = d[::-1]
+        k = int(d.argmax())
+        return k // (it // w) if d[k] else n
+    d = a != b
+    if last:
+        d = d[::-1]
+    k = int(d.argmax())
+    return k if d[k] else n
+
+
 def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
                 ) -> tuple[np.ndarray, int, int, dict[Any, int] | None]:
     """Each job's position in ``old`` (``-1``: new), the lengths ``p`` and ``q`` of the common prefix
@@ -28,14 +51,9 @@ def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
     end, a completion); only a middle part where both sides have jobs is looked up by id."""
     n, S = len(ids), len(old)
     m = min(n, S)
-    if ids.dtype == old.dtype and ids.dtype.kind in "SU" and ids[:m].tobytes() == old[:m].tobytes():
-        p = m  # (an arrival at the end: one comparison of the bytes, equal strings of one dtype)
-    else:
-        diff = (ids[:m] != old[:m]).nonzero()[0]
-        p = int(diff[0]) if diff.size else m
+    p = _first_diff(ids[:m], old[:m])
     q_max = m - p
-    tail = (ids[n - q_max:][::-1] != old[S - q_max:][::-1]).nonzero()[0] if q_max else np.zeros(0, np.int64)
-    q = int(tail[0]) if tail.size else q_max
+    q = _first_diff(ids[n - q_max:], old[S - q_max:], last=True) if q_max else 0
     slot = np.full(n, -1, np.int64)
     slot[:p] = np.arange(p)
     slot[n - q:] = np.arange(S - q, S)

@@ -281,6 +281,7 @@ class AggregateModel:
         self._slot_of: dict[Any, int] | None = None
         self._sig_hit: tuple[Any, ...] | None = None  # (the last signature match: _same_signature)
         self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
+        self._keys: dict[bytes, int] | None = None  # each class's data as bytes → the class (_classes_of)
         self.link_rows = (row_group < 0).nonzero()[0]
         A = small.sf.A
         # each entry's column
@@ -504,7 +505,17 @@ class AggregateModel:
 
     def _classes_of(self, T: np.ndarray, scale: np.ndarray, weights: np.ndarray) -> np.ndarray | None:
         """The class of equal data of each of these jobs (compared with every class's data), or
-        ``None`` if one has no class."""
+        ``None`` if one has no class. A few jobs are first looked up by their data's bytes (equal
+        bytes: equal data; a miss, such as ``-0.0`` against ``0.0``, is compared as numbers)."""
+        if len(T) <= 8:
+            keys = self._keys
+            if keys is None:
+                rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
+                keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
+                                             range(len(rows))))
+            got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(len(T))]
+            if None not in got:
+                return np.array(got, np.int64)
         eq = ((T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
               & (scale[:, None] == self.rep_scale[None, :]) & (weights[:, None] == self.rep_weights[None, :]))
         if not eq.any(axis=1).all():

@@ -356,11 +356,21 @@ def test_set_entries_equals_a_fresh_model() -> None:
 @settings(max_examples=60, deadline=None, derandomize=True)
 @given(st.lists(st.integers(0, 30), max_size=25, unique=True), st.lists(st.integers(0, 30), max_size=25, unique=True))
 def test_match_slots_is_a_lookup_by_id(old: list[int], new: list[int]) -> None:
-    o, n = np.array([f"j{i}" for i in old], object), np.array([f"j{i}" for i in new], object)
-    slot, p, q, _ = match_slots(o, n, None)
-    where = {j: i for i, j in enumerate(o.tolist())}
-    assert slot.tolist() == [where.get(j, -1) for j in n.tolist()]
-    assert slot[:p].tolist() == list(range(p)) and slot[len(n) - q:].tolist() == list(range(len(o) - q, len(o)))
+    """Ids as objects, as strings of one width (compared as 8- or 4-byte words), of their own widths
+    and as integers: the slots are a lookup by id, the prefix and suffix the longest common ones."""
+    for dtype in (object, "U8", "U3", "S4", "S3", None, np.int64):
+        if dtype is np.int64:
+            o, n = np.array(old, np.int64), np.array(new, np.int64)
+        else:
+            o, n = np.array([f"j{i}" for i in old], dtype), np.array([f"j{i}" for i in new], dtype)
+        slot, p, q, _ = match_slots(o, n, None)
+        where = {j: i for i, j in enumerate(o.tolist())}
+        assert slot.tolist() == [where.get(j, -1) for j in n.tolist()]
+        assert slot[:p].tolist() == list(range(p)) and slot[len(n) - q:].tolist() == list(range(len(o) - q, len(o)))
+        m = min(len(o), len(n))
+        pre = next((k for k in range(m) if o[k] != n[k]), m)
+        suf = next((k for k in range(m - pre) if o[len(o) - 1 - k] != n[len(n) - 1 - k]), m - pre)
+        assert (p, q) == (pre, suf), dtype
 
 
 def _aggregated_after_one_arrival(name: str) -> tuple[AggregateModel, np.ndarray]:
