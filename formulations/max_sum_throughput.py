@@ -10,9 +10,12 @@ reported objective is the optimal sum.
 """
 from __future__ import annotations
 
+from policyopt import transport_route
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
+from policyopt.problem import Problem
+from policyopt.result import PolicyResult
 
 
 @register_policy("max_sum_throughput")
@@ -31,3 +34,9 @@ class MaxSumThroughput(LPPolicy):
             thr = thr / space.equal_share_throughput()
         model.maximize(thr.sum())
         return None
+
+    def solve(self, problem: Problem) -> PolicyResult:
+        # small problems: the transportation LP from the space's arrays (policyopt.transport_route);
+        # otherwise, or when it declines, the LP built by build() above
+        res = transport_route.solve(self, problem)
+        return res if res is not None else super().solve(problem)

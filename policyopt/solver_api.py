@@ -116,6 +116,13 @@ IPM_MIN_COLS = 20000
 #: 0.60); an LP infeasible at zero (min-cost with SLO rows) keeps dual simplex with presolve, which
 #: finds its infeasibility 2–4× faster
 PRIMAL_MAX_COLS = 500
+#: max-sum throughput (the policy's own class, ``algorithm="auto"``, HiGHS, the plain allocation
+#: space without pair rows) with at most this many jobs and no kept model is solved as its
+#: transportation LP, built from the space's arrays and handed to HiGHS directly, without the
+#: modeling layer, compile, the backend's load and the kept model for re-solves
+#: (:mod:`policyopt.transport_route`); larger ones go the usual way (the class space, the
+#: structured fast path, re-solves on the kept model)
+TRANSPORT_MAX_JOBS = 128
 
 
 def zero_feasible(sf: StandardForm, tol: float = 1e-9) -> bool:

@@ -46,3 +46,13 @@ def no_price_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(prices, "detect", lambda sf: None)
     monkeypatch.setattr(prices, "plausible", lambda sf: False)
+
+
+@pytest.fixture
+def no_transport_route(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Max-sum throughput solved the usual way at every size (built, compiled, its model kept for
+    re-solves): for tests of the kept-model machinery on problems small enough that the policy
+    would otherwise answer by its transportation LP (``policyopt.transport_route``)."""
+    from policyopt import solver_api
+
+    monkeypatch.setattr(solver_api, "TRANSPORT_MAX_JOBS", 0)

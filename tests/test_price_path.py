@@ -15,6 +15,9 @@ from policyopt.solvers import blocks, highs_prices, prices
 from policyopt.solvers.highs import HighsModel
 from policyopt.standard_form import StandardForm
 
+# max-sum at these sizes answers by its transportation LP otherwise (no kept model): see conftest
+pytestmark = pytest.mark.usefixtures("no_transport_route")
+
 
 def gub_lp(rng: np.random.Generator, blocks: int, K: int, sense: str = "max", ties: bool = False) -> StandardForm:
     """``blocks`` blocks of 1–5 columns each, one own row ``Σ g_k x_k ≤ u_m`` per block, ``K``

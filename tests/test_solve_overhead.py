@@ -13,6 +13,9 @@ from policyopt import Cluster, Job, Problem, SolverOptions, get_policy
 from policyopt.result import PolicyResult, Status
 from policyopt.warm_start import recall
 
+# max-sum at these sizes answers by its transportation LP otherwise (no kept model): see conftest
+pytestmark = pytest.mark.usefixtures("no_transport_route")
+
 
 def problem(n: int, seed: int) -> Problem:
     rng = np.random.default_rng(seed)

@@ -9,6 +9,9 @@ import pytest
 from policyopt import Cluster, Job, Model, Problem, SolverOptions, get_policy, get_solver
 from policyopt.warm_start import BasisSnapshot, carry_basis, recall
 
+# max-sum at these sizes answers by its transportation LP otherwise (no kept model): see conftest
+pytestmark = pytest.mark.usefixtures("no_transport_route")
+
 
 def distinct_problem(n: int, seed: int) -> Problem:
     """Jobs with distinct throughputs (no two blocks alike: the whole LP goes to HiGHS)."""

@@ -1,0 +1,182 @@
+"""Small max-sum throughput problems answered by their transportation LP (policyopt.transport_route,
+policyopt.solvers.transport): every answer against HiGHS simplex on the whole LP (objective to 1e-9
+relative, allocation within every row and bound to 1e-9), the certificate's invariants, the route's
+conditions and its fallback."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from policyopt import Cluster, Job, Problem, get_policy, incremental, solver_api
+from policyopt.solvers import transport
+
+TYPES = ("v100", "p100", "k80", "a100")
+
+
+@pytest.fixture
+def taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per call of ``transport.solve``: whether it answered."""
+    calls: list[bool] = []
+    solve = transport.solve
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        ans = solve(*a, **k)
+        calls.append(ans is not None)
+        return ans
+
+    monkeypatch.setattr(transport, "solve", spy)
+    return calls
+
+
+def check(got, p: Problem, normalize: bool) -> None:  # type: ignore[no-untyped-def]
+    ref = get_policy("max_sum_throughput", algorithm="simplex", normalize=normalize).solve(p)
+    assert got.status.value == "optimal" and ref.status.value == "optimal"
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
+    assert not got.space.check(got.X, tol=1e-9)
+    assert got.X.min() >= 0.0
+    # the objective is the allocation's own
+    thr = got.space.throughput_values(got.X)
+    if normalize:
+        thr = thr / got.space.equal_share_throughput()
+    assert float(thr.sum()) == pytest.approx(got.objective, rel=1e-9, abs=1e-12)
+    assert got.solver == "highs"
+
+
+def random_problem(rng: np.random.Generator, n: int, k: int, levels: int, unconsolidated: bool) -> Problem:
+    types = TYPES[:k]
+    counts = {t: int(rng.integers(1, 9)) for t in types}
+    cl = Cluster.from_counts(counts)
+    level = rng.uniform(0.5, 20.0, size=levels)  # few values: ties between jobs and types
+    jobs = []
+    for i in range(n):
+        fits = [t for t in types if counts[t] >= 1]
+        thr = {t: float(rng.choice(level)) for t in types if rng.random() < 0.8}
+        if rng.random() < 0.1:
+            thr = {t: 0.0 for t in thr}  # a job that runs nowhere
+        thr[fits[0]] = thr.get(fits[0]) or float(rng.choice(level))
+        sf = int(rng.choice([s for s in (1, 2, 4) if s <= counts[fits[0]]] or [1]))
+        if unconsolidated and sf > 1:
+            for t in list(thr):
+                thr[f"{t}_unconsolidated"] = float(rng.choice(level))
+        jobs.append(Job(f"j{i}", thr, scale_factor=sf))
+    return Problem(cl, tuple(jobs))
+
+
+@pytest.mark.parametrize("normalize", [False, True])
+@pytest.mark.parametrize("n", [3, 16, 64, 128])
+def test_gavel_workloads_match_simplex(gavel, taken: list[bool], n: int, normalize: bool) -> None:  # type: ignore[no-untyped-def]
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
+    from policies_bench import workload
+
+    for seed in (0, 1):
+        try:
+            p = workload(gavel, n, seed=seed)
+        except ValueError:  # (a draw whose job fits no type of a tiny cluster)
+            continue
+        taken.clear()
+        check(get_policy("max_sum_throughput", normalize=normalize).solve(p), p, normalize)
+        assert taken == [True]
+
+
+@settings(max_examples=60)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), k=st.integers(1, 4), levels=st.integers(1, 6),
+       unconsolidated=st.booleans(), normalize=st.booleans())
+def test_random_problems_match_simplex(seed: int, n: int, k: int, levels: int, unconsolidated: bool,
+                                       normalize: bool) -> None:
+    p = random_problem(np.random.default_rng(seed), n, k, levels, unconsolidated)
+    got = get_policy("max_sum_throughput", normalize=normalize).solve(p)
+    check(got, p, normalize)
+
+
+@settings(max_examples=60)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 30), k=st.integers(1, 5), levels=st.integers(1, 5))
+def test_the_certificate_holds_on_the_answer(seed: int, n: int, k: int, levels: int) -> None:
+    """The transportation LP alone: optimal against HiGHS's dual simplex on the same LP, prices and
+    multipliers dual feasible, the bound equal to the objective."""
+    rng = np.random.default_rng(seed)
+    V = rng.choice(np.concatenate([rng.uniform(-2.0, 10.0, size=levels), [-np.inf]]), size=(n, k))
+    s = rng.choice([1.0, 2.0, 4.0], size=n)
+    C = rng.choice([0.0, 1.0, 3.0, 8.0], size=k)
+    ans = transport.solve(V, s, C)
+    assert ans is not None
+    assert ans.p.min() >= 0.0 and ans.y.min() >= 0.0
+    finite = np.isfinite(V)
+    scale = max(1.0, float(np.abs(V[finite]).max(initial=0.0)))
+    assert np.all((V - s[:, None] * ans.p[None, :] - ans.y[:, None])[finite] <= 1e-9 * scale)
+    assert ans.bound == pytest.approx(ans.objective, rel=1e-9, abs=1e-12)
+    assert ans.x.min() >= 0.0 and ans.x.sum(axis=1).max(initial=0) <= 1 + 1e-9
+    assert np.all(s @ ans.x <= C + 1e-9 * np.maximum(C, 1.0))
+    # the same LP by HiGHS's dual simplex (scipy's interface to it), as a dense LP
+    from scipy.optimize import linprog
+
+    cols = np.argwhere(finite)
+    if not len(cols):
+        assert ans.objective == 0.0
+        return
+    A = np.zeros((n + k, len(cols)))
+    A[cols[:, 0], np.arange(len(cols))] = 1.0
+    A[n + cols[:, 1], np.arange(len(cols))] = s[cols[:, 0]]
+    ref = linprog(-V[cols[:, 0], cols[:, 1]], A_ub=A, b_ub=np.concatenate([np.ones(n), C]), bounds=(0, None),
+                  method="highs-ds")
+    assert ref.status == 0
+    assert ans.objective == pytest.approx(-ref.fun, rel=1e-9, abs=1e-12)
+
+
+def test_the_certificate_can_fail() -> None:
+    V = np.array([[3.0, 1.0], [2.0, 2.5]])
+    s = np.array([1.0, 2.0])
+    C = np.array([1.0, 2.0])
+    ans = transport.solve(V, s, C)
+    assert ans is not None
+    ok, *_ = transport.certify(V, s, C, ans.x, ans.p)
+    assert ok
+    assert not transport.certify(V, s, C, ans.x * 0.5, ans.p)[0]  # feasible, not optimal
+    assert not transport.certify(V, s, C, ans.x + 0.5, ans.p)[0]  # infeasible
+    assert not transport.certify(V, s, C, ans.x, ans.p + 10.0)[0]  # a weaker bound
+
+
+def test_the_route_is_not_taken_where_it_does_not_apply(taken: list[bool]) -> None:
+    rng = np.random.default_rng(3)
+    p = random_problem(rng, 20, 3, 4, False)
+    get_policy("max_sum_throughput", algorithm="simplex").solve(p)
+    get_policy("max_sum_throughput", space_sharing=True).solve(p)
+    assert taken == []
+    big = random_problem(rng, solver_api.TRANSPORT_MAX_JOBS + 1, 3, 4, False)
+    get_policy("max_sum_throughput").solve(big)
+    assert taken == []
+
+    class Doubled(type(get_policy("max_sum_throughput"))):  # type: ignore[misc]
+        """A subclass (may build differently): the usual path."""
+
+    Doubled().solve(p)
+    assert taken == []
+
+
+def test_a_kept_model_is_re_solved_as_before(taken: list[bool]) -> None:
+    """A policy object whose model is kept (from a larger problem) re-solves it; the route
+    answers only where none is kept, and keeps none."""
+    rng = np.random.default_rng(5)
+    big = random_problem(rng, solver_api.TRANSPORT_MAX_JOBS + 8, 3, 3, False)
+    pol = get_policy("max_sum_throughput")
+    pol.solve(big)
+    assert incremental.state(pol) is not None
+    small = big.with_jobs(big.jobs[:40])
+    check(pol.solve(small), small, False)
+    assert taken == []
+    fresh = get_policy("max_sum_throughput")
+    check(fresh.solve(small), small, False)
+    assert taken == [True] and incremental.state(fresh) is None
+
+
+def test_a_failed_certificate_solves_the_lp_as_before(monkeypatch: pytest.MonkeyPatch, taken: list[bool]) -> None:
+    rng = np.random.default_rng(7)
+    p = random_problem(rng, 30, 3, 4, True)
+    monkeypatch.setattr(transport, "certify", lambda V, s, C, x, p: (False, 0.0, 1.0, np.zeros(len(s))))
+    got = get_policy("max_sum_throughput").solve(p)
+    assert taken == [False]
+    check(got, p, False)
