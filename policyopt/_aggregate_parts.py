@@ -9,7 +9,7 @@ import numpy as np
 from .modeling import Model, Variable
 from .standard_form import StandardForm, matvec, rmatvec
 
-__all__ = ["ClassVariable", "Declined", "certify", "class_values", "match_slots"]
+__all__ = ["ClassVariable", "Declined", "certify", "class_values", "common_ends", "match_slots"]
 
 #: reduced costs and multipliers below this on an infinite side count as zero (as in ``blocks``)
 _ZERO_TOL = 1e-12
@@ -42,6 +42,16 @@ def _first_diff(a: np.ndarray, b: np.ndarray, last: bool = False) -> int:
     return k if d[k] else n
 
 
+def common_ends(old: np.ndarray, ids: np.ndarray) -> tuple[int, int]:
+    """The lengths ``p`` and ``q`` of the longest common prefix of ``old`` and ``ids`` and of the
+    longest common suffix of what follows it (``p + q ≤ min(len(old), len(ids))``)."""
+    n, S = len(ids), len(old)
+    m = min(n, S)
+    p = _first_diff(ids[:m], old[:m])
+    q_max = m - p
+    return p, (_first_diff(ids[n - q_max:], old[S - q_max:], last=True) if q_max else 0)
+
+
 def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
                 ) -> tuple[np.ndarray, int, int, dict[Any, int] | None]:
     """Each job's position in ``old`` (``-1``: new), the lengths ``p`` and ``q`` of the common prefix
@@ -50,10 +60,7 @@ def match_slots(old: np.ndarray, ids: np.ndarray, slot_of: dict[Any, int] | None
     The common prefix and suffix are matched by one vectorized comparison each (an arrival at the
     end, a completion); only a middle part where both sides have jobs is looked up by id."""
     n, S = len(ids), len(old)
-    m = min(n, S)
-    p = _first_diff(ids[:m], old[:m])
-    q_max = m - p
-    q = _first_diff(ids[n - q_max:], old[S - q_max:], last=True) if q_max else 0
+    p, q = common_ends(old, ids)
     slot = np.full(n, -1, np.int64)
     slot[:p] = np.arange(p)
     slot[n - q:] = np.arange(S - q, S)

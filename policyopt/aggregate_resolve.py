@@ -47,7 +47,7 @@ from typing import Any
 
 import numpy as np
 
-from ._aggregate_parts import ClassVariable, Declined, _PerClass, _uniform, certify, match_slots
+from ._aggregate_parts import ClassVariable, Declined, _PerClass, _uniform, certify, common_ends, match_slots
 from ._aggregate_convert import _first_basis, from_kept
 from .aggregate_basis import Basis, FactorLost, KeptFactor
 from .aggregate_totals import ClassTotals, bounds_only, unit_matrix
@@ -270,6 +270,7 @@ class AggregateModel:
         # per class: its reduced columns and its linking-row entries (positions in lin_pos)
         self._cls_cols = _PerClass(col_group, rep.size)
         self._cls_lin = _PerClass(self.lin_group, rep.size)
+        self._cls_parts: dict[int, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}  # (_cls_at)
         self.variables = variables  # per variable: (per job, dims, class columns (G × width) or columns)
         # the reduced columns' bounds and a 0 for column -1 (a masked slot), refilled at each update
         self._ext = (np.zeros(col_group.size + 1), np.zeros(col_group.size + 1))
@@ -298,7 +299,7 @@ class AggregateModel:
         #: then the last basis is kept as :class:`ClassTotals` (:attr:`totals`) instead of :attr:`factor`
         self.bounds_only = bounds_only(row_group, col_group, A.indices, self.ent_col)
         self.totals: ClassTotals | None = None
-        self._unit: np.ndarray | None = None  # (the totals' matrix, dense: built with the first totals)
+        self._unit: tuple[np.ndarray, Any] | None = None  # (the totals' matrix: built with the first totals)
         self.n_dead = int(np.count_nonzero(self.mult == 0))  # classes without jobs
 
     def adopt_factor(self, first: tuple[Any, np.ndarray] | None = None) -> None:
@@ -429,12 +430,12 @@ class AggregateModel:
         if space.num_pairs or n == 0 or not self._same_signature(policy, space):
             return None
         ids = space.jobs.labels
-        slot, p, q, self._slot_of = match_slots(self.ids, ids, self._slot_of)
-        T, scale, weights = space.T, space.scale, space.weights
-        g = np.full(n, -1, np.int64)
         S = len(self.ids)
+        p, q = common_ends(self.ids, ids)
+        T, scale, weights = space.T, space.scale, space.weights
+        g = np.empty(n, np.int64)
         # kept jobs of unchanged data keep their class: the common prefix and suffix by slices
-        # (one comparison each when nothing changed), jobs found in the middle by their slots
+        # (one comparison each when nothing changed), jobs found in the middle by their ids
         changed = False  # (a kept job in the prefix or suffix whose data changed)
         for a, b, sl in ((0, p, slice(0, p)), (n - q, n, slice(S - q, S))):
             if b > a:
@@ -444,7 +445,9 @@ class AggregateModel:
                 else:
                     g[a:b] = np.where(same, self.group[sl], -1)
                     changed = True
+        g[p:n - q] = -1
         if changed or (n - q > p and S - q > p):  # (jobs found in the middle by id)
+            slot, _, _, self._slot_of = match_slots(self.ids, ids, self._slot_of)
             mid = ((slot >= 0) & (g < 0)).nonzero()[0]
             if mid.size:
                 sm = slot[mid]
@@ -453,14 +456,15 @@ class AggregateModel:
                     g[mid] = self.group[sm]
                 else:
                     g[mid[same]] = self.group[sm[same]]
-        new = (g < 0).nonzero()[0]
+            new = (g < 0).nonzero()[0]
+        else:  # (only arrivals between the prefix and the suffix, or only completions)
+            new = np.arange(p, n - q)
         if new.size:  # arrivals (and kept jobs whose data changed): the class of equal data
             got = self._classes_of(T[new], scale[new], weights[new])
             if got is None:
                 return None  # a job of a new kind: the whole LP is built cold
             g[new] = got
         mult = np.bincount(g, minlength=self.mult.size)
-        self.classes_emptied += int(np.count_nonzero((mult == 0) & (self.mult > 0)))
         self._restore(mult)
         # (copies: the caller's arrays are not ours to keep)
         self.ids, self.group, self.mult = ids.copy(), g, mult
@@ -545,20 +549,31 @@ class AggregateModel:
         (their bounds and rows stay): their costs ``m_g c_g`` and linking entries ``m_g B_g`` set.
         ``False`` (nothing done) otherwise."""
         ch = (mult != self.mult).nonzero()[0]
-        if ch.size > 8 or np.count_nonzero((mult[ch] > 0) != (self.mult[ch] > 0)):
+        if ch.size > 8:
             return False
         if ch.size:
-            sf, c = self.small.sf, self.base[0]
+            new, was = mult[ch].tolist(), self.mult[ch].tolist()
+            if any((a > 0) != (b > 0) for a, b in zip(new, was)):
+                return False
+            sf = self.small.sf
             data, cost = sf.A.data, sf.c
-            for g in ch.tolist():
-                m = float(mult[g])
-                e = self._cls_lin[g]
-                data[self.lin_pos[e]] = self.lin_unit[e] * m
-                cc = self._cls_cols[g]
-                cost[cc] = c[cc] * m
+            for g, m in zip(ch.tolist(), new):
+                pos, unit, cc, c = self._cls_at(g)
+                data[pos] = unit * m
+                cost[cc] = c * m
             if self.factor is not None:
                 self.factor.stale = True
         return True
+
+    def _cls_at(self, g: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Class ``g``'s linking entries (positions in the standard form's ``A.data``) and their unit
+        values, its columns and their unit costs (found at the class's first change, kept)."""
+        got = self._cls_parts.get(g)
+        if got is None:
+            e = self._cls_lin[g]
+            cc = self._cls_cols[g]
+            got = self._cls_parts[g] = (self.lin_pos[e], self.lin_unit[e], cc, self.base[0][cc])
+        return got
 
     def _general_restore(self, mult: np.ndarray, sc: np.ndarray, sr: np.ndarray, se: np.ndarray) -> None:
         """:meth:`_restore` of the columns ``sc``, rows ``sr`` and linking entries ``se``."""
@@ -566,6 +581,7 @@ class AggregateModel:
         c, lo, hi, rlo, rhi = self.base
         live = np.append(mult > 0, True)
         self.n_dead = int(mult.size - np.count_nonzero(mult))
+        self.classes_emptied += int(np.count_nonzero((mult == 0) & (self.mult > 0)))
         m_col = np.append(mult, 1).astype(np.float64)[cg[sc]]
         dead_c = ~live[cg[sc]]
         want_c = c[sc] * m_col

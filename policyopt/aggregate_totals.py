@@ -37,6 +37,8 @@ from typing import Any
 
 import numpy as np
 
+from .standard_form import matvec
+
 __all__ = ["ClassTotals", "bounds_only", "unit_matrix"]
 
 #: reduced costs below this on an infinite bound count as zero (as in the certificate)
@@ -51,24 +53,27 @@ def bounds_only(row_group: np.ndarray, col_group: np.ndarray, rows: np.ndarray, 
     return not np.count_nonzero((row_group.take(rows) >= 0) & (col_group.take(ent_col) < 0))
 
 
-def unit_matrix(A: Any, ent_col: np.ndarray, lin_pos: np.ndarray, lin_unit: np.ndarray) -> np.ndarray:
-    """The class totals' matrix, dense: ``A`` with each linking entry of a class column
-    (positions ``lin_pos`` of ``A.data``) its unit value ``lin_unit`` (``B_g``, not ``m_g B_g``)."""
+def unit_matrix(A: Any, ent_col: np.ndarray, lin_pos: np.ndarray, lin_unit: np.ndarray) -> tuple[np.ndarray, Any]:
+    """The class totals' matrix: ``A`` (CSC) with each linking entry of a class column (positions
+    ``lin_pos`` of ``A.data``) its unit value ``lin_unit`` (``B_g``, not ``m_g B_g``), dense and as
+    a CSC matrix of ``A``'s pattern."""
     data = A.data.copy()
     data[lin_pos] = lin_unit
-    out = np.zeros(A.shape)
-    out[A.indices, ent_col] = data
-    return out
+    dense = np.zeros(A.shape)
+    dense[A.indices, ent_col] = data
+    sparse = A.copy()
+    sparse.data = data
+    return dense, sparse
 
 
 class ClassTotals:
     """One basis of the class totals' LP, its point and bound linear in the multiplicities (module
     docstring). Built by :meth:`take` from a basis and an optimal point of the reduced LP."""
 
-    def __init__(self, M: np.ndarray, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, grp: np.ndarray,
+    def __init__(self, M: Any, c: np.ndarray, lo: np.ndarray, hi: np.ndarray, grp: np.ndarray,
                  bcols: np.ndarray, vnb: np.ndarray, V: np.ndarray, pi: np.ndarray, beta: np.ndarray,
                  offset: float) -> None:
-        self.A, self.c = M, c
+        self.A, self.c = M, c  # (the totals' matrix, CSC)
         self.n = c.size
         self.lo, self.hi = lo, hi  # unit bounds of the columns, then the rows (the reduced LP's own)
         self.grp = grp  # each variable's class (G: a linking one)
@@ -79,11 +84,12 @@ class ClassTotals:
         self.answers = 0
 
     @classmethod
-    def take(cls, A_unit: np.ndarray, c: np.ndarray, bounds: tuple[np.ndarray, ...], grp: np.ndarray, G: int,
-             basic: np.ndarray, x: np.ndarray, act: np.ndarray, sense: str, offset: float) -> "ClassTotals | None":
+    def take(cls, unit: tuple[np.ndarray, Any], c: np.ndarray, bounds: tuple[np.ndarray, ...], grp: np.ndarray,
+             G: int, basic: np.ndarray, x: np.ndarray, act: np.ndarray, sense: str, offset: float
+             ) -> "ClassTotals | None":
         """The class totals of the basis ``basic`` (HiGHS's encoding: ``j ≥ 0`` column ``j``,
         ``−1 − i`` row ``i``'s logical) whose point in the reduced LP is ``x`` (columns), ``act``
-        its rows' activities: ``A_unit`` the totals' matrix (:func:`unit_matrix`), ``c`` the unit
+        its rows' activities: ``unit`` the totals' matrix (:func:`unit_matrix`: dense, CSC), ``c`` the unit
         costs, ``bounds`` the unit bounds (columns' lower, upper, rows' lower, upper: the reduced
         LP's), ``grp`` each column's then each row's class (``G``, the number of classes: linking).
         ``None`` where the basis is not one (size, repeats), a nonbasic variable is not at one of
@@ -94,6 +100,7 @@ class ClassTotals:
         ``K`` whose activities are nonbasic, ``A_KB y_B = r_K − A_KN y_N`` (``|K|`` = the number of
         basic columns: 28 × 28 on Gavel's 2,048-job workload against 86 × 86), and
         ``π_K = A_KB⁻ᵀ c_B``."""
+        A_unit, A_sp = unit
         m, n = A_unit.shape
         G1 = G + 1
         basic = np.asarray(basic, np.int64)
@@ -146,7 +153,7 @@ class ClassTotals:
         beta = np.bincount(grp, weights=term, minlength=G1)
         if not (np.isfinite(V).all() and np.isfinite(beta).all()):
             return None
-        return cls(A_unit, c, lo, hi, grp, bcols, vnb, V, pi, beta, offset)
+        return cls(A_sp, c, lo, hi, grp, bcols, vnb, V, pi, beta, offset)
 
     def answer(self, mult: np.ndarray, tol: float = 1e-9
                ) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
@@ -160,7 +167,7 @@ class ClassTotals:
         v = self.vnb * s
         v[self.bcols] = self.V @ mb
         y = v[:n]
-        np.dot(self.A, y, out=v[n:])  # (the rows' activities, from the columns)
+        v[n:] = matvec(self.A, y)  # (the rows' activities, from the columns)
         primal = float(np.dot(self.c, y)) + self.offset
         v /= s  # the reduced LP's columns and row activities
         viol = max(float(np.max(self.lo - v)), float(np.max(v - self.hi)), 0.0)
