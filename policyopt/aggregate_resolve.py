@@ -58,6 +58,8 @@ from .standard_form import matvec
 
 __all__ = ["AggregateModel", "ClassVariable", "Declined", "certify", "from_kept", "match_slots"]
 
+_NONE = np.zeros(0, np.int64)
+
 class _Loaded(LoadedModel):
     """The reduced LP as the policy's loaded model (what :class:`LoadedLP` and the policies call):
     costs given per job column are summed per class column; every answer is certified."""
@@ -433,38 +435,31 @@ class AggregateModel:
         S = len(self.ids)
         p, q = common_ends(self.ids, ids)
         T, scale, weights = space.T, space.scale, space.weights
-        g = np.empty(n, np.int64)
         # kept jobs of unchanged data keep their class: the common prefix and suffix by slices
         # (one comparison each when nothing changed), jobs found in the middle by their ids
-        changed = False  # (a kept job in the prefix or suffix whose data changed)
-        for a, b, sl in ((0, p, slice(0, p)), (n - q, n, slice(S - q, S))):
-            if b > a:
-                same = self._same(T[a:b], scale[a:b], weights[a:b], sl)
-                if same is None:
-                    g[a:b] = self.group[sl]
-                else:
-                    g[a:b] = np.where(same, self.group[sl], -1)
-                    changed = True
-        g[p:n - q] = -1
-        if changed or (n - q > p and S - q > p):  # (jobs found in the middle by id)
-            slot, _, _, self._slot_of = match_slots(self.ids, ids, self._slot_of)
-            mid = ((slot >= 0) & (g < 0)).nonzero()[0]
-            if mid.size:
-                sm = slot[mid]
-                same = self._same(T[mid], scale[mid], weights[mid], sm)
-                if same is None:
-                    g[mid] = self.group[sm]
-                else:
-                    g[mid[same]] = self.group[sm[same]]
-            new = (g < 0).nonzero()[0]
-        else:  # (only arrivals between the prefix and the suffix, or only completions)
-            new = np.arange(p, n - q)
-        if new.size:  # arrivals (and kept jobs whose data changed): the class of equal data
-            got = self._classes_of(T[new], scale[new], weights[new])
+        same_pre = self._same(T[:p], scale[:p], weights[:p], slice(0, p)) if p else None
+        same_suf = self._same(T[n - q:], scale[n - q:], weights[n - q:], slice(S - q, S)) if q else None
+        if same_pre is None and same_suf is None and not (n - q > p and S - q > p):
+            # the usual change: jobs arrived between the prefix and the suffix, or others left there
+            got = self._classes_of(T[p:n - q], scale[p:n - q], weights[p:n - q]) if n - q > p else _NONE
             if got is None:
                 return None  # a job of a new kind: the whole LP is built cold
-            g[new] = got
-        mult = np.bincount(g, minlength=self.mult.size)
+            left = self.group[p:S - q]
+            g = np.concatenate([self.group[:p], got, self.group[S - q:]])
+            if left.size + got.size <= 16:
+                mult = self.mult.copy()
+                for k in left.tolist():
+                    mult[k] -= 1
+                for k in got.tolist():
+                    mult[k] += 1
+            else:
+                mult = np.bincount(g, minlength=self.mult.size)
+        else:
+            found = self._general_classes(space, p, q, same_pre, same_suf)
+            if found is None:
+                return None  # a job of a new kind: the whole LP is built cold
+            g = found
+            mult = np.bincount(g, minlength=self.mult.size)
         self._restore(mult)
         # (copies: the caller's arrays are not ours to keep)
         self.ids, self.group, self.mult = ids.copy(), g, mult
@@ -478,6 +473,35 @@ class AggregateModel:
                 self._cls_rows = space.class_rows(self.rep_T, self.rep_scale)
             space.declare_classes(g, *self._cls_rows)
         return self._variables(space)
+
+    def _general_classes(self, space: AllocationSpace, p: int, q: int, same_pre: np.ndarray | None,
+                         same_suf: np.ndarray | None) -> np.ndarray | None:
+        """Each job's class where kept jobs' data changed in the common prefix (``same_pre``: per job,
+        whether its data is the kept one's; ``None``: all are) or suffix, or jobs are found in the
+        middle by id; ``None`` where a job has data no class has."""
+        n, S = len(space.jobs), len(self.ids)
+        T, scale, weights = space.T, space.scale, space.weights
+        g = np.full(n, -1, np.int64)
+        for a, b, sl, same in ((0, p, slice(0, p), same_pre), (n - q, n, slice(S - q, S), same_suf)):
+            if b > a:
+                g[a:b] = self.group[sl] if same is None else np.where(same, self.group[sl], -1)
+        if n - q > p and S - q > p or same_pre is not None or same_suf is not None:
+            slot, _, _, self._slot_of = match_slots(self.ids, space.jobs.labels, self._slot_of)
+            mid = ((slot >= 0) & (g < 0)).nonzero()[0]
+            if mid.size:
+                sm = slot[mid]
+                same = self._same(T[mid], scale[mid], weights[mid], sm)
+                if same is None:
+                    g[mid] = self.group[sm]
+                else:
+                    g[mid[same]] = self.group[sm[same]]
+        new = (g < 0).nonzero()[0]
+        if new.size:  # arrivals (and kept jobs whose data changed): the class of equal data
+            got = self._classes_of(T[new], scale[new], weights[new])
+            if got is None:
+                return None
+            g[new] = got
+        return g
 
     def _same_signature(self, policy: Any, space: AllocationSpace) -> bool:
         """Whether ``policy`` on ``space`` has the kept model's signature (``incremental._signature``).
