@@ -51,7 +51,7 @@ from ._aggregate_counts import _ClassCounts
 from ._aggregate_parts import ClassVariable, Declined, _PerClass, _uniform, certify, common_ends, match_slots
 from ._aggregate_convert import _first_basis, from_kept
 from .aggregate_basis import Basis, FactorLost, KeptFactor
-from .aggregate_totals import ClassTotals, bounds_only, unit_matrix
+from .aggregate_totals import ClassTotals, Unit, bounds_only, unit_matrix
 from .allocation import AllocationSpace
 from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
@@ -302,7 +302,7 @@ class AggregateModel(_ClassCounts):
         #: then the last basis is kept as :class:`ClassTotals` (:attr:`totals`) instead of :attr:`factor`
         self.bounds_only = bounds_only(row_group, col_group, A.indices, self.ent_col)
         self.totals: ClassTotals | None = None
-        self._unit: tuple[np.ndarray, Any] | None = None  # (the totals' matrix: built with the first totals)
+        self._unit: Unit | None = None  # (the totals' matrix: built with the first totals)
         self.n_dead = int(np.count_nonzero(self.mult == 0))  # classes without jobs
 
     def adopt_factor(self, first: tuple[Any, np.ndarray] | None = None) -> None:

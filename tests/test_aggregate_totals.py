@@ -194,3 +194,16 @@ def test_a_refused_basis_is_answered_by_highs_and_taken_again() -> None:
     jobs.append(kind_job(nxt, 1))
     check(pol, name, jobs)
     assert st.small.runs == runs and st.totals is taken and taken.answers == 1
+
+
+def test_activities_by_the_dense_matrix_equal_the_sparse_kernels() -> None:
+    """Where scipy's CSC kernel is not taken, the rows' activities come from the dense matrix: the
+    same answer."""
+    st, tot = _after_one_re_solve()
+    got = tot.answer(st.mult)
+    assert got is not None and tot._csc is not None
+    tot._csc = None
+    again = tot.answer(st.mult)
+    assert again is not None
+    assert np.allclose(again[0], got[0], rtol=0, atol=1e-12) and np.allclose(again[1], got[1], rtol=0, atol=1e-12)
+    assert again[2] == pytest.approx(got[2], rel=1e-14)
