@@ -58,7 +58,7 @@ from typing import ClassVar
 
 import numpy as np
 
-from policyopt import incremental
+from policyopt import incremental, transport_route
 from policyopt._aggregate_parts import class_values
 from policyopt.aggregate_resolve import AggregateModel, Declined
 from policyopt.allocation import AllocationSpace
@@ -118,6 +118,10 @@ class MaxMinFairness(LPPolicy):
         return model.maximize_min(space.throughput(X, T, Tp) * self.normalizer(space), "t")
 
     def solve(self, problem: Problem) -> PolicyResult:
+        # small problems: both LPs from the space's arrays (policyopt.transport_route), when it answers
+        direct = transport_route.solve_max_min(self, problem, FILL_TOLERANCE)
+        if direct is not None:
+            return direct
         if not self.config["fill"]:
             return super().solve(problem)
         timings = Timings()

@@ -1,15 +1,28 @@
-"""Small max-sum throughput problems answered by their transportation LP (no modeling layer).
+"""Small max-sum throughput and max-min fairness problems answered from arrays (no modeling layer).
 
 For :class:`~formulations.max_sum_throughput.MaxSumThroughput` itself (not a subclass, which may
-build differently) with ``algorithm="auto"`` on HiGHS, on the plain allocation space without pair
-rows, at most :data:`~policyopt.solver_api.TRANSPORT_MAX_JOBS` jobs and no model kept for
-re-solves, :func:`solve` builds the LP's data from the space's arrays (throughputs, masks, scale
-factors, worker counts) and solves it as the transportation LP of :mod:`policyopt.solvers.transport`
+build differently) with ``algorithm="auto"`` on HiGHS and no ``threads``, ``time_limit`` or
+``verbose`` option, on the plain allocation space without pair rows, at most
+:data:`~policyopt.solver_api.TRANSPORT_MAX_JOBS` jobs and no model kept for re-solves,
+:func:`solve` builds the LP's data from the space's arrays (throughputs, masks, scale factors,
+worker counts) and solves it as the transportation LP of :mod:`policyopt.solvers.transport`
 (the same optimum as the policy's LP: per job and worker type only the better of the type's
 configurations matters), certified on the whole LP. The answer is the policy's result as the LP
 path gives it (allocation clipped and masked, objective the optimal sum, solver ``"highs"``). When
 the route does not apply or its certificate fails it returns ``None`` and the policy solves as
 before.
+
+:func:`solve_max_min` does the same for :class:`~formulations.max_min_fairness.MaxMinFairness`
+itself (heterogeneity-aware): its epigraph LP and its ``fill`` stage on the per-type columns
+(:func:`policyopt.solvers.transport.solve_max_min`; per job and type the better configuration
+raises the job's level and the fill objective alike at the same time and workers, so both optima
+are the policy's), the result as the policy's own (objective ``t*``, ``extra["fill"]`` with the
+stage's seconds, the smallest level, the normalized throughput before and after, ``steps`` None).
+Jobs of equal data (throughputs, scale factor, weight: :func:`policyopt.aggregate_cold.job_classes`)
+are one row of the LPs, its capacity entries and fill costs times the class's size (by symmetry,
+averaging an optimum over identical jobs keeps it feasible and optimal: the same optima). It
+returns ``None`` (the policy solves as before) where the route does not apply, the first LP's point
+leaves a row by more than 1e-9, or the fill stage ends other than optimal.
 """
 from __future__ import annotations
 
@@ -18,19 +31,21 @@ from typing import Any
 
 import numpy as np
 
-from . import incremental, solver_api
+from . import aggregate_cold, incremental, solver_api
 from .allocation import AllocationSpace
 from .problem import Problem
 from .result import PolicyResult, Status, Timings
 from .solvers import transport
 
-__all__ = ["applies", "solve"]
+__all__ = ["applies", "solve", "solve_max_min"]
 
 
 def applies(policy: Any, space: AllocationSpace) -> bool:
     """Whether :func:`solve` may answer ``policy`` on ``space`` (see the module docstring)."""
-    return (len(space.jobs) <= solver_api.TRANSPORT_MAX_JOBS and not policy.config["verbose"]
-            and incremental.eligible(policy, space) and incremental.state(policy) is None)
+    cfg = policy.config
+    return (len(space.jobs) <= solver_api.TRANSPORT_MAX_JOBS and not cfg["verbose"] and cfg["threads"] is None
+            and cfg["time_limit"] is None and incremental.eligible(policy, space)
+            and incremental.state(policy) is None)
 
 
 def solve(policy: Any, problem: Problem) -> PolicyResult | None:
@@ -48,12 +63,68 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     if not np.isfinite(V[V > -np.inf]).all():  # (a job of zero equal share under normalize)
         return None
     t1 = time.perf_counter()
-    ans = transport.solve(V, space.row_scale, space.counts, policy.config["threads"])
+    ans = transport.solve(V, space.row_scale, space.counts, None)
     if ans is None:
         return None
     t2 = time.perf_counter()
-    jj, kk = np.nonzero(ans.x)
-    X = np.zeros(mask.shape)
-    X[jj, best[jj, kk]] = ans.x[jj, kk]
+    X = _expand(ans.x, best, None, mask.shape)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     return policy.result(space, X, Status.OPTIMAL, ans.objective, "highs", timings)
+
+
+def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> PolicyResult | None:
+    """``policy``'s (max-min fairness) result on ``problem`` from arrays, or ``None`` (see the
+    module docstring); ``fill_tolerance``: the fill stage's relative slack on ``t*``."""
+    if policy.agnostic:
+        return None
+    t0 = time.perf_counter()
+    space = policy.make_space(problem)
+    if not applies(policy, space):
+        return None
+    mask = space.single_mask
+    V, best = transport.per_type(space.T, mask, space.config_type, len(space.worker_types))
+    eq = space.equal_share_throughput()
+    a = policy.normalizer(space)
+    unit = V / eq[:, None]
+    if not (np.isfinite(a).all() and np.isfinite(unit[V > -np.inf]).all()):
+        return None
+    fill = bool(policy.config["fill"])
+    group, rep, mult = _classes(space)
+    t1 = time.perf_counter()
+    ans = transport.solve_max_min(V.take(rep, axis=0), space.row_scale.take(rep), space.counts, a.take(rep),
+                                  unit.take(rep, axis=0), fill, fill_tolerance, None, mult)
+    if ans is None or (fill and not ans.filled):
+        return None
+    t2 = time.perf_counter()
+    X = _expand(ans.x, best, group, mask.shape)
+    timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
+    if not fill:
+        return policy.result(space, X, Status.OPTIMAL, ans.t, "highs", timings)
+    # (per class: the jobs of a class have its level)
+    thr = (np.where(V > 0, V, 0.0).take(rep, axis=0) * np.minimum(np.maximum(ans.x, 0.0), 1.0)).sum(axis=1)
+    level = a.take(rep) * thr
+    info = {"seconds": ans.seconds, "min_level": float(level.min()) if level.size else ans.t,
+            "normalized_throughput_before": ans.before, "normalized_throughput_after": ans.after, "steps": None}
+    return policy.result(space, X, Status.OPTIMAL, ans.t, "highs", timings, fill=info)
+
+
+def _classes(space: AllocationSpace) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:
+    """``(group, rep, mult)``: job ``j`` of class ``group[j]`` of representative ``rep[g]`` and
+    ``mult[g]`` jobs (equal throughputs, scale factor and weight: :func:`aggregate_cold.job_classes`),
+    or ``(None, all jobs, None)`` when no two jobs are alike."""
+    n = len(space.jobs)
+    found = aggregate_cold.job_classes(space.T, space.scale, space.weights)
+    if found is None or found[1].size == n:
+        return None, np.arange(n), None
+    group, rep = found
+    return group, rep, np.bincount(group, minlength=rep.size)
+
+
+def _expand(x: np.ndarray, best: np.ndarray, group: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """The allocation (jobs × configurations): each job's class row ``x[group[j]]`` on its best
+    configuration of each type (``best``)."""
+    xj = x if group is None else x.take(group, axis=0)
+    jj, kk = np.nonzero(xj)
+    X = np.zeros(shape)
+    X[jj, best[jj, kk]] = xj[jj, kk]
+    return X

@@ -22,6 +22,12 @@ bound, at least 1) and every bound; with the capacity prices ``p ≥ 0`` (HiGHS'
 original column's reduced cost ``v_{jc} − s_j p_k − y_j ≤ V_{jk} − s_j p_k − y_j ≤ 0`` — the
 Lagrangian bound ``Σ_j y_j + Σ_k C_k p_k`` equals the objective ``Σ V·x`` to 1e-9 relative, so the
 point is optimal. Otherwise :func:`solve` returns ``None`` (the caller solves the LP as before).
+
+:func:`solve_max_min` solves max-min fairness's epigraph LP on the same per-type columns (the
+better configuration of a type raises a job's level and the fill objective alike) and then its
+``fill`` stage in place on the same HiGHS object, optionally with one row per class of identical
+jobs; its points are checked against every row to 1e-9 (HiGHS's optimal status stands for
+optimality, as on the policy's own path).
 """
 from __future__ import annotations
 
@@ -32,7 +38,7 @@ import numpy as np
 
 from .highs_support import _acquire_highs, _release_highs, run_threads, silence_banner
 
-__all__ = ["TransportAnswer", "per_type", "solve", "certify"]
+__all__ = ["TransportAnswer", "EpigraphAnswer", "per_type", "solve", "certify", "solve_max_min"]
 
 #: feasibility and optimality tolerance of the certificate (relative)
 TOL = 1e-9
@@ -129,3 +135,106 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = Non
         _release_highs(h, m)
     ok, obj, bound, y = certify(V, s, C, x, p)
     return TransportAnswer(x, obj, np.maximum(p, 0.0), y, bound, iterations) if ok else None
+
+
+@dataclass
+class EpigraphAnswer:
+    """Max-min fairness's two LPs on the per-type columns (:func:`solve_max_min`): ``t`` the
+    max-min optimum, ``x`` (jobs × types) the fill stage's point (the max-min LP's when ``filled``
+    is false), ``before`` / ``after`` the fill objective at the max-min point and at ``x``."""
+
+    x: np.ndarray
+    t: float
+    before: float
+    after: float
+    filled: bool
+    seconds: float
+
+
+def _feasible(V: np.ndarray, ws: np.ndarray, C: np.ndarray, x: np.ndarray) -> bool:
+    """``x ≥ 0`` on existing columns only, job rows ``≤ 1`` and capacity rows (entries ``ws``: the
+    scale factors times the multiplicities) ``≤ C`` to 1e-9."""
+    return bool(x.min() >= 0.0 and x.sum(axis=1).max() <= 1.0 + TOL
+                and np.all(ws @ x <= C + TOL * np.maximum(C, 1.0)) and not np.count_nonzero(x[~(V > 0)]))
+
+
+def solve_max_min(V: np.ndarray, s: np.ndarray, C: np.ndarray, a: np.ndarray, unit: np.ndarray, fill: bool,
+                  fill_tolerance: float, threads: int | None = None, mult: np.ndarray | None = None
+                  ) -> EpigraphAnswer | None:
+    """Max-min fairness on the per-type columns ``x_{jk}`` (``V > 0``; ``a_j`` the normalizer):
+    ``max t`` s.t. ``a_j Σ_k V_{jk} x_{jk} ≥ t``, ``Σ_k x_{jk} ≤ 1``, ``Σ_j s_j x_{jk} ≤ C_k``,
+    ``x ≥ 0``; then, with ``fill``, in place: ``t ≥ t*(1 − fill_tolerance)`` and ``max Σ unit·x``
+    (the total normalized throughput), HiGHS's primal simplex from the first optimum. ``None``
+    when the first LP ends other than optimal or its point leaves a row by more than 1e-9. With
+    ``mult``, row ``j`` stands for ``mult[j]`` identical jobs (each given its row's ``x``): its
+    capacity entries and fill costs are multiplied by it, its epigraph row is each such job's — by
+    symmetry, averaging an optimum over identical jobs keeps it feasible and optimal, so both optima
+    are the jobs' LPs'."""
+    import time
+
+    import highspy
+
+    n, K = V.shape
+    w = np.ones(n) if mult is None else mult.astype(np.float64)
+    ws = w * s
+    use = V > 0
+    Vz = np.where(use, V, 0.0)
+    jj, kk = np.nonzero(use)
+    m = jj.size
+    inf = highspy.kHighsInf
+    index = np.empty(3 * m + n, np.int32)  # column t: its job row, capacity row and epigraph row
+    index[0:3 * m:3] = jj
+    index[1:3 * m:3] = kk + n
+    index[2:3 * m:3] = jj + (n + K)
+    index[3 * m:] = np.arange(n + K, 2 * n + K)  # the column t: −1 in every epigraph row
+    value = np.empty(3 * m + n)
+    value[0:3 * m:3] = 1.0
+    value[1:3 * m:3] = ws[jj]
+    vals = V[jj, kk]
+    value[2:3 * m:3] = a[jj] * vals
+    value[3 * m:] = -1.0
+    cost = np.zeros(m + 1)
+    cost[m] = 1.0
+    lower = np.zeros(m + 1)
+    lower[m] = -inf
+    row_lower = np.concatenate([np.full(n + K, -inf), np.zeros(n)])
+    row_upper = np.concatenate([np.ones(n), C, np.full(n, inf)])
+    silence_banner()
+    h = _acquire_highs(highspy)
+    try:
+        for name, val in _OPTIONS:
+            h.setOptionValue(name, val)
+        h.setOptionValue("threads", run_threads(highspy, threads, True))
+        h.passModel(m + 1, 2 * n + K, 3 * m + n, int(highspy.MatrixFormat.kColwise),
+                    int(highspy.ObjSense.kMaximize), 0.0, cost, lower, np.full(m + 1, inf), row_lower, row_upper,
+                    np.arange(0, 3 * m + 1, 3, dtype=np.int32), index, value, np.zeros(m + 1, np.int32))
+        h.run()
+        if h.getModelStatus() != highspy.HighsModelStatus.kOptimal:
+            return None
+        col = np.asarray(h.getSolution().col_value)
+        t_star = float(col[m])
+        x = np.zeros((n, K))
+        x[jj, kk] = col[:m]
+        level = a * (Vz * x).sum(axis=1)
+        if not (_feasible(V, ws, C, x) and level.min() >= t_star - TOL * max(1.0, abs(t_star))):
+            return None
+        costs = (unit * w[:, None])[jj, kk]
+        before = float(np.dot(costs, col[:m]))
+        ans = EpigraphAnswer(x, t_star, before, before, False, 0.0)
+        if not fill:
+            return ans
+        t1 = time.perf_counter()
+        h.changeColBounds(m, t_star - fill_tolerance * abs(t_star), inf)
+        h.changeColsCost(m + 1, np.arange(m + 1, dtype=np.int32), np.append(costs, 0.0))
+        h.run()
+        if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
+            col2 = np.asarray(h.getSolution().col_value)
+            x2 = np.zeros((n, K))
+            x2[jj, kk] = col2[:m]
+            level2 = a * (Vz * x2).sum(axis=1)
+            if _feasible(V, ws, C, x2) and level2.min() >= col2[m] - TOL * max(1.0, abs(t_star)):
+                ans = EpigraphAnswer(x2, t_star, before, float(np.dot(costs, col2[:m])), True, 0.0)
+        ans.seconds = time.perf_counter() - t1
+        return ans
+    finally:
+        _release_highs(h, m + 1)

@@ -71,6 +71,7 @@ def test_policy_treats_inaccurate_as_not_proven(small):
 
 
 # ------------------------------------------------------------------------ verbose / threads
+@pytest.mark.usefixtures("no_transport_route")  # (the modeling-layer path at this size)
 def test_solve_passes_verbose_and_threads_to_the_backend(small, monkeypatch, capfd):
     from policyopt.solvers import highs
 

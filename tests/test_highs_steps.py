@@ -135,6 +135,7 @@ def _problems(n: int, seed: int) -> list[Problem]:
     return seq
 
 
+@pytest.mark.usefixtures("no_transport_route")  # (the modeling-layer path at this size)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_max_min_fill_by_steps_equals_the_highs_run(seed: int, monkeypatch: pytest.MonkeyPatch) -> None:
     """A kept max-min model's re-solves (arrivals, completions): the fill stage is taken by steps

@@ -151,6 +151,7 @@ def test_auto_cold_primal_simplex_for_degenerate_lps(monkeypatch: pytest.MonkeyP
     assert res.objective == pytest.approx(ref["makespan"].objective, rel=1e-7)
 
 
+@pytest.mark.usefixtures("no_transport_route")  # (the modeling-layer path at this size)
 @pytest.mark.parametrize("stall", [False, True])
 def test_auto_warm_primal_when_the_last_solution_stays_feasible(monkeypatch: pytest.MonkeyPatch, stall: bool) -> None:
     """Max-min fairness's second stage (``t`` held at ``t*``, new costs: the first optimum stays

@@ -390,6 +390,7 @@ def test_aggregation_after_cost_updates_reuses_maps_only_for_the_same_groups() -
         assert np.array_equal(getattr(same, f), getattr(fresh, f)), f
 
 
+@pytest.mark.usefixtures("no_transport_route")  # (the modeling-layer path at this size)
 def test_warm_degenerate_lps_go_to_highs_below_the_warm_threshold(monkeypatch: pytest.MonkeyPatch) -> None:
     """A warm degenerate LP (the backend holds its basis) tries the fast path only from
     STRUCTURED_MIN_COLS_WARM_DEGENERATE columns; cold, from STRUCTURED_MIN_COLS_DEGENERATE. A kept

@@ -15,6 +15,19 @@ from policyopt.solvers import transport
 TYPES = ("v100", "p100", "k80", "a100")
 
 
+def _workload():  # type: ignore[no-untyped-def]
+    """``benchmarks/policies_bench.workload``: Gavel's generated problems (loaded from its file)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "policies_bench.py"
+    spec = importlib.util.spec_from_file_location("policies_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.workload
+
+
 @pytest.fixture
 def taken(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """One entry per call of ``transport.solve``: whether it answered."""
@@ -67,12 +80,7 @@ def random_problem(rng: np.random.Generator, n: int, k: int, levels: int, uncons
 @pytest.mark.parametrize("normalize", [False, True])
 @pytest.mark.parametrize("n", [3, 16, 64, 128])
 def test_gavel_workloads_match_simplex(gavel, taken: list[bool], n: int, normalize: bool) -> None:  # type: ignore[no-untyped-def]
-    import sys
-    from pathlib import Path
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "benchmarks"))
-    from policies_bench import workload
-
+    workload = _workload()
     for seed in (0, 1):
         try:
             p = workload(gavel, n, seed=seed)
@@ -180,3 +188,94 @@ def test_a_failed_certificate_solves_the_lp_as_before(monkeypatch: pytest.Monkey
     got = get_policy("max_sum_throughput").solve(p)
     assert taken == [False]
     check(got, p, False)
+
+
+def check_max_min(got, p: Problem, fill: bool) -> None:  # type: ignore[no-untyped-def]
+    ref = get_policy("max_min_fairness", algorithm="simplex", fill=fill).solve(p)
+    assert got.status.value == "optimal" and ref.status.value == "optimal"
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
+    assert not got.space.check(got.X, tol=1e-9)
+    assert got.solver == "highs"
+    pol = get_policy("max_min_fairness")
+    level = pol.normalizer(got.space) * got.space.throughput_values(got.X)
+    assert level.min() >= got.objective * (1 - 1e-9) - 1e-9
+    if fill:
+        f, g = got.extra["fill"], ref.extra["fill"]
+        assert f["normalized_throughput_after"] == pytest.approx(g["normalized_throughput_after"], rel=1e-7)
+        assert f["normalized_throughput_before"] <= f["normalized_throughput_after"] + 1e-9
+        assert f["min_level"] == pytest.approx(float(level.min()), rel=1e-12)
+        # the fill total is the allocation's own
+        total = got.space.throughput_values(got.X) / got.space.equal_share_throughput()
+        assert float(total.sum()) == pytest.approx(f["normalized_throughput_after"], rel=1e-9)
+    else:
+        assert "fill" not in got.extra
+
+
+@pytest.fixture
+def taken_max_min(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """One entry per call of ``transport.solve_max_min``: whether it answered."""
+    calls: list[bool] = []
+    solve = transport.solve_max_min
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        ans = solve(*a, **k)
+        calls.append(ans is not None)
+        return ans
+
+    monkeypatch.setattr(transport, "solve_max_min", spy)
+    return calls
+
+
+@pytest.mark.parametrize("fill", [True, False])
+@pytest.mark.parametrize("n", [3, 16, 64, 128])
+def test_max_min_gavel_workloads_match_simplex(gavel, taken_max_min: list[bool], n: int, fill: bool) -> None:  # type: ignore[no-untyped-def]
+    workload = _workload()
+    for seed in (0, 1):
+        try:
+            p = workload(gavel, n, seed=seed)
+        except ValueError:  # (a draw whose job fits no type of a tiny cluster)
+            continue
+        taken_max_min.clear()
+        check_max_min(get_policy("max_min_fairness", fill=fill).solve(p), p, fill)
+        assert taken_max_min == [True]
+
+
+@settings(max_examples=60)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(1, 40), k=st.integers(1, 4), levels=st.integers(1, 6),
+       unconsolidated=st.booleans(), fill=st.booleans(), weights=st.booleans())
+def test_max_min_random_problems_match_simplex(seed: int, n: int, k: int, levels: int, unconsolidated: bool,
+                                               fill: bool, weights: bool) -> None:
+    rng = np.random.default_rng(seed)
+    p = random_problem(rng, n, k, levels, unconsolidated)
+    if weights:  # (few levels: jobs of equal data, one row of the LPs per class)
+        p = p.with_jobs([Job(j.id, j.throughputs, scale_factor=j.scale_factor, weight=float(rng.choice([1.0, 2.0])))
+                         for j in p.jobs])
+    if any(not any(v > 0 for v in j.throughputs.values()) for j in p.jobs):
+        return  # (max-min fairness: a job that runs nowhere has no equal share to normalize by)
+    check_max_min(get_policy("max_min_fairness", fill=fill).solve(p), p, fill)
+
+
+def test_max_min_route_is_not_taken_for_the_agnostic_policy(taken_max_min: list[bool]) -> None:
+    p = random_problem(np.random.default_rng(11), 20, 3, 4, False)
+    p = p.with_jobs([j for j in p.jobs if any(v > 0 for v in j.throughputs.values())])
+    get_policy("max_min_fairness_agnostic").solve(p)
+    get_policy("max_min_fairness", algorithm="simplex").solve(p)
+    assert taken_max_min == []
+
+
+def test_a_fill_stage_without_an_answer_solves_as_before(monkeypatch: pytest.MonkeyPatch) -> None:
+    p = random_problem(np.random.default_rng(13), 30, 3, 4, True)
+    p = p.with_jobs([j for j in p.jobs if any(v > 0 for v in j.throughputs.values())])
+    solve = transport.solve_max_min
+    seen: list[bool] = []
+
+    def unfilled(*a, **k):  # type: ignore[no-untyped-def]
+        ans = solve(*a, **k)
+        assert ans is not None
+        ans.filled = False
+        seen.append(True)
+        return ans
+
+    monkeypatch.setattr(transport, "solve_max_min", unfilled)
+    check_max_min(get_policy("max_min_fairness").solve(p), p, True)
+    assert seen == [True]
