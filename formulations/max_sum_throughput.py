@@ -10,7 +10,7 @@ reported objective is the optimal sum.
 """
 from __future__ import annotations
 
-from policyopt import transport_route
+from policyopt import class_transport, solver_api, transport_route
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
@@ -37,6 +37,11 @@ class MaxSumThroughput(LPPolicy):
 
     def solve(self, problem: Problem) -> PolicyResult:
         # small problems: the transportation LP from the space's arrays (policyopt.transport_route);
-        # otherwise, or when it declines, the LP built by build() above
-        res = transport_route.solve(self, problem)
+        # a policy's first larger problem where jobs repeat: the transportation LP over the job
+        # classes (policyopt.class_transport); otherwise, or when they decline, the LP built by
+        # build() above (its model kept for re-solves)
+        if len(problem.jobs) <= solver_api.TRANSPORT_MAX_JOBS:
+            res = transport_route.solve(self, problem)
+        else:
+            res = class_transport.solve(self, problem)
         return res if res is not None else super().solve(problem)

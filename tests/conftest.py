@@ -52,7 +52,9 @@ def no_price_path(monkeypatch: pytest.MonkeyPatch) -> None:
 def no_transport_route(monkeypatch: pytest.MonkeyPatch) -> None:
     """Max-sum throughput solved the usual way at every size (built, compiled, its model kept for
     re-solves): for tests of the kept-model machinery on problems small enough that the policy
-    would otherwise answer by its transportation LP (``policyopt.transport_route``)."""
-    from policyopt import solver_api
+    would otherwise answer by its transportation LP (``policyopt.transport_route``, and a first
+    problem of repeated jobs by its class transportation LP, ``policyopt.class_transport``)."""
+    from policyopt import class_transport, solver_api
 
     monkeypatch.setattr(solver_api, "TRANSPORT_MAX_JOBS", 0)
+    monkeypatch.setattr(class_transport, "applies", lambda policy, n: False)

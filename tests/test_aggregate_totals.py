@@ -162,6 +162,7 @@ def test_a_basis_that_no_longer_fits_is_refused() -> None:
     assert tot.answer(base) is not None
 
 
+@pytest.mark.usefixtures("no_transport_route")  # (the first call keeps the model: see conftest)
 def test_a_refused_basis_is_answered_by_highs_and_taken_again() -> None:
     """Where the class totals refuse a change (most jobs of one kind leave or many arrive at once),
     HiGHS re-solves from the kept basis, exactly, and its new basis is taken as class totals: the
