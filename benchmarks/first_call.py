@@ -10,7 +10,9 @@ library loaded and its banner silenced):
 * ``ours``: ``policy.solve(problem)`` (wall and CPU; its phases from ``PolicyResult.timings``) with
   HiGHS's own calls timed around the backend's ``passModel`` and ``run`` (``highs_calls``; the
   reduced LP's too), so ``layers`` = the call less those: the modeling layer, the backend's Python
-  and the result; the structured fast path's ``detect``, ``aggregate`` and ``certify`` timed alike.
+  and the result; the structured fast path's ``detect``, ``aggregate`` and ``certify`` timed alike,
+  and a transportation LP's solve (``transport``: max-sum's small and class routes, its model,
+  HiGHS's run and certificate; not in ``highs_calls``).
   The first call of the process, then ``--repeats − 1`` later calls by fresh policy objects: the
   fastest of those and its pieces (``later_*``);
 * ``ours_warmed``: the same, in a process that first solved another policy on another problem
@@ -119,6 +121,9 @@ def run_one(kind: str, name: str, n: int, seed: int, repeats: int, duals: np.nda
         timed(backend.HighsModel, "_run", "highs")
         for attr in ("detect", "aggregate", "certify"):  # the structured fast path's steps
             timed(blocks, attr, attr)
+        from policyopt.solvers import transport
+
+        timed(transport, "solve", "transport")  # a transportation LP (its model, HiGHS's run, certificate)
         calls: list[dict[str, Any]] = []
         for _ in range(max(2, repeats)):  # the first call, then later ones (fresh policy objects)
             pol = get_policy(name)
@@ -130,7 +135,8 @@ def run_one(kind: str, name: str, n: int, seed: int, repeats: int, duals: np.nda
             calls.append(dict(wall_s=wall, cpu_s=cpu, build_s=t.build, compile_s=t.compile, solve_s=t.solve,
                               extract_s=t.extract, highs_calls_s=spent.get("highs", 0.0),
                               detect_s=spent.get("detect", 0.0), aggregate_s=spent.get("aggregate", 0.0),
-                              certify_s=spent.get("certify", 0.0), layers_s=wall - spent.get("highs", 0.0),
+                              certify_s=spent.get("certify", 0.0), transport_s=spent.get("transport", 0.0),
+                              layers_s=wall - spent.get("highs", 0.0),
                               objective=res.objective))
         row.update(calls[0])
         later = min(calls[1:], key=lambda c: c["wall_s"])  # the fastest later call, with its pieces
@@ -232,7 +238,7 @@ def main() -> None:
     if args.csv:
         df.to_csv(args.csv, index=False)
     pieces = ("wall_s", "cpu_s", "build_s", "compile_s", "solve_s", "extract_s", "highs_calls_s", "detect_s",
-              "aggregate_s", "certify_s", "layers_s")
+              "aggregate_s", "certify_s", "transport_s", "layers_s")
     num = [c for c in (*pieces, "best_wall_s", "best_cpu_s", "iterations", *(f"later_{p}" for p in pieces))
            if c in df]
     med = df.groupby(["policy", "jobs", "kind"], sort=False)[num].median()
