@@ -3,7 +3,8 @@
 For :class:`~formulations.max_sum_throughput.MaxSumThroughput` itself (not a subclass, which may
 build differently) with ``algorithm="auto"`` on HiGHS and no ``threads``, ``time_limit`` or
 ``verbose`` option, on the plain allocation space without pair rows, at most
-:data:`~policyopt.solver_api.TRANSPORT_MAX_JOBS` jobs and no model kept for re-solves,
+:data:`~policyopt.solver_api.TRANSPORT_MAX_JOBS` jobs (a policy object it answered before: at most
+:data:`~policyopt.solver_api.TRANSPORT_RESOLVE_MAX_JOBS`) and no model kept for re-solves,
 :func:`solve` builds the LP's data from the space's arrays (throughputs, masks, scale factors,
 worker counts) and solves it as the transportation LP of :mod:`policyopt.solvers.transport`
 (the same optimum as the policy's LP: per job and worker type only the better of the type's
@@ -39,11 +40,16 @@ from .solvers import transport
 
 __all__ = ["applies", "solve", "solve_max_min"]
 
+#: set on a policy object this route answered: its later problems (re-solves) take the route only
+#: up to ``TRANSPORT_RESOLVE_MAX_JOBS`` jobs, larger ones build and keep the model as before
+_ANSWERED = "_answered_from_arrays"
+
 
 def applies(policy: Any, space: AllocationSpace) -> bool:
     """Whether :func:`solve` may answer ``policy`` on ``space`` (see the module docstring)."""
     cfg = policy.config
-    return (len(space.jobs) <= solver_api.TRANSPORT_MAX_JOBS and not cfg["verbose"] and cfg["threads"] is None
+    most = solver_api.TRANSPORT_RESOLVE_MAX_JOBS if policy.__dict__.get(_ANSWERED) else solver_api.TRANSPORT_MAX_JOBS
+    return (len(space.jobs) <= most and not cfg["verbose"] and cfg["threads"] is None
             and cfg["time_limit"] is None and incremental.eligible(policy, space)
             and incremental.state(policy) is None)
 
@@ -69,6 +75,7 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     t2 = time.perf_counter()
     X = _expand(ans.x, best, None, mask.shape)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
+    policy.__dict__[_ANSWERED] = True
     return policy.result(space, X, Status.OPTIMAL, ans.objective, "highs", timings)
 
 
@@ -98,6 +105,7 @@ def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> Polic
     t2 = time.perf_counter()
     X = _expand(ans.x, best, group, mask.shape)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
+    policy.__dict__[_ANSWERED] = True
     if not fill:
         return policy.result(space, X, Status.OPTIMAL, ans.t, "highs", timings)
     # (per class: the jobs of a class have its level)

@@ -279,3 +279,20 @@ def test_a_fill_stage_without_an_answer_solves_as_before(monkeypatch: pytest.Mon
     monkeypatch.setattr(transport, "solve_max_min", unfilled)
     check_max_min(get_policy("max_min_fairness").solve(p), p, True)
     assert seen == [True]
+
+
+def test_a_policy_object_re_solving_larger_problems_keeps_its_model(taken_max_min: list[bool]) -> None:
+    """After an answer from the arrays, the same policy object's next problems take the arrays
+    only up to TRANSPORT_RESOLVE_MAX_JOBS jobs; a larger one builds its model and keeps it."""
+    rng = np.random.default_rng(17)
+    n = solver_api.TRANSPORT_RESOLVE_MAX_JOBS + 20
+    p = random_problem(rng, n + 2, 3, 3, False)
+    p = p.with_jobs([j for j in p.jobs if any(v > 0 for v in j.throughputs.values())][:n])
+    small = p.with_jobs(p.jobs[:solver_api.TRANSPORT_RESOLVE_MAX_JOBS])
+    pol = get_policy("max_min_fairness")
+    check_max_min(pol.solve(p), p, True)
+    assert taken_max_min == [True] and incremental.state(pol) is None
+    check_max_min(pol.solve(small), small, True)  # a small re-solve: the arrays again
+    assert taken_max_min == [True, True] and incremental.state(pol) is None
+    check_max_min(pol.solve(p), p, True)  # a larger one: built, its model kept
+    assert taken_max_min == [True, True] and incremental.state(pol) is not None
