@@ -80,14 +80,13 @@ def certify(V: np.ndarray, s: np.ndarray, C: np.ndarray, x: np.ndarray, p: np.nd
     (see the module docstring): every row and bound within 1e-9 and the Lagrangian bound equal to
     the objective to 1e-9 relative."""
     use = V > 0
-    obj = float(np.dot(np.where(use, V, 0.0).ravel(), x.ravel()))
+    obj = float(np.vdot(np.where(use, V, 0.0), x))
     p = np.maximum(p, 0.0)
-    red = np.where(np.isfinite(V), V - s[:, None] * p[None, :], -np.inf)
-    y = np.maximum(red.max(axis=1), 0.0)
+    y = (V - np.multiply.outer(s, p)).max(axis=1)  # (-inf where a job has no column: no term)
+    np.maximum(y, 0.0, out=y)
     bound = float(y.sum() + C @ p)
-    feasible = (x.min() >= 0.0 and not np.count_nonzero(x[~use])
-                and x.sum(axis=1).max() <= 1.0 + TOL
-                and np.all(s @ x <= C + TOL * np.maximum(C, 1.0)))
+    feasible = (x.min() >= 0.0 and x.sum(axis=1).max() <= 1.0 + TOL
+                and (s @ x <= C + TOL * np.maximum(C, 1.0)).all() and not x[~use].any())
     ok = bool(feasible) and abs(bound - obj) <= TOL * max(1.0, abs(obj))
     return ok, obj, bound, y
 
@@ -141,9 +140,11 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = Non
 class EpigraphAnswer:
     """Max-min fairness's two LPs on the per-type columns (:func:`solve_max_min`): ``t`` the
     max-min optimum, ``x`` (jobs × types) the fill stage's point (the max-min LP's when ``filled``
-    is false), ``before`` / ``after`` the fill objective at the max-min point and at ``x``."""
+    is false), ``level`` each row's level ``a_j Σ_k V_{jk} min(x_{jk}, 1)`` there, ``before`` /
+    ``after`` the fill objective at the max-min point and at ``x``."""
 
     x: np.ndarray
+    level: np.ndarray
     t: float
     before: float
     after: float
@@ -151,11 +152,18 @@ class EpigraphAnswer:
     seconds: float
 
 
-def _feasible(V: np.ndarray, ws: np.ndarray, C: np.ndarray, x: np.ndarray) -> bool:
-    """``x ≥ 0`` on existing columns only, job rows ``≤ 1`` and capacity rows (entries ``ws``: the
-    scale factors times the multiplicities) ``≤ C`` to 1e-9."""
-    return bool(x.min() >= 0.0 and x.sum(axis=1).max() <= 1.0 + TOL
-                and np.all(ws @ x <= C + TOL * np.maximum(C, 1.0)) and not np.count_nonzero(x[~(V > 0)]))
+def _checked(col: np.ndarray, jj: np.ndarray, kk: np.ndarray, shape: tuple[int, int], Vz: np.ndarray,
+             a: np.ndarray, ws: np.ndarray, cap: np.ndarray, t: float, tol: float
+             ) -> tuple[np.ndarray, np.ndarray] | None:
+    """``(x, level)`` of HiGHS's column values ``col`` (``x`` on the columns ``(jj, kk)``, clipped at
+    0), or ``None`` when a job row exceeds 1, a capacity row (entries ``ws``) its bound ``cap`` or a
+    level falls below ``t`` by more than ``tol``."""
+    x = np.zeros(shape)
+    x[jj, kk] = np.maximum(col[:jj.size], 0.0)
+    level = a * (Vz * np.minimum(x, 1.0)).sum(axis=1)
+    if x.sum(axis=1).max() > 1.0 + TOL or not (ws @ x <= cap).all() or level.min() < t - tol:
+        return None
+    return x, level
 
 
 def solve_max_min(V: np.ndarray, s: np.ndarray, C: np.ndarray, a: np.ndarray, unit: np.ndarray, fill: bool,
@@ -213,14 +221,14 @@ def solve_max_min(V: np.ndarray, s: np.ndarray, C: np.ndarray, a: np.ndarray, un
             return None
         col = np.asarray(h.getSolution().col_value)
         t_star = float(col[m])
-        x = np.zeros((n, K))
-        x[jj, kk] = col[:m]
-        level = a * (Vz * x).sum(axis=1)
-        if not (_feasible(V, ws, C, x) and level.min() >= t_star - TOL * max(1.0, abs(t_star))):
+        tol = TOL * max(1.0, abs(t_star))
+        cap = C + TOL * np.maximum(C, 1.0)
+        got = _checked(col, jj, kk, (n, K), Vz, a, ws, cap, t_star, tol)
+        if got is None:
             return None
         costs = (unit * w[:, None])[jj, kk]
         before = float(np.dot(costs, col[:m]))
-        ans = EpigraphAnswer(x, t_star, before, before, False, 0.0)
+        ans = EpigraphAnswer(got[0], got[1], t_star, before, before, False, 0.0)
         if not fill:
             return ans
         t1 = time.perf_counter()
@@ -229,11 +237,9 @@ def solve_max_min(V: np.ndarray, s: np.ndarray, C: np.ndarray, a: np.ndarray, un
         h.run()
         if h.getModelStatus() == highspy.HighsModelStatus.kOptimal:
             col2 = np.asarray(h.getSolution().col_value)
-            x2 = np.zeros((n, K))
-            x2[jj, kk] = col2[:m]
-            level2 = a * (Vz * x2).sum(axis=1)
-            if _feasible(V, ws, C, x2) and level2.min() >= col2[m] - TOL * max(1.0, abs(t_star)):
-                ans = EpigraphAnswer(x2, t_star, before, float(np.dot(costs, col2[:m])), True, 0.0)
+            got = _checked(col2, jj, kk, (n, K), Vz, a, ws, cap, float(col2[m]), tol)
+            if got is not None:
+                ans = EpigraphAnswer(got[0], got[1], t_star, before, float(np.dot(costs, col2[:m])), True, 0.0)
         ans.seconds = time.perf_counter() - t1
         return ans
     finally:
