@@ -1,0 +1,294 @@
+"""Max-sum throughput's re-solves after its class transportation LP, in class totals, from the kept basis.
+
+A policy's first problem of repeated jobs is answered by :mod:`policyopt.class_transport`: the
+transportation LP over the job classes (``m_g`` jobs of class ``g``, per-type values ``V_gk``,
+scale factor ``s_g``, capacities ``C_k``). In the class totals ``y_gk = m_g x_gk`` it reads
+
+.. math::  \\max \\sum_{g,k} V_{gk}\\, y_{gk} \\quad\\text{s.t.}\\quad \\sum_k y_{gk} \\le m_g \\;(u_g),\\quad
+           \\sum_g s_g\\, y_{gk} \\le C_k \\;(p_k),\\quad y \\ge 0
+
+(columns where ``V_gk > 0``): the counts enter only the right-hand side ``b = (m, C)``. A basis
+``B`` (columns of ``[A, I]``, its nonbasic columns and slacks at 0) has basic values
+``z_B = B⁻¹ b`` — linear in ``m`` — and multipliers that do not depend on ``m`` at all. So after
+an arrival or a completion (a change of ``m``) the kept basis gives the new point with one
+product ``M b`` (``M`` the inverse of the basis's *kernel*: the rows whose slack is nonbasic against
+the basic columns; a row whose slack is basic takes it alone), and it is optimal exactly when that
+point is feasible (``z_B ≥ 0`` and every row within its bound).
+
+*Certificate* (of every answer, recomputed from the point): ``y ≥ 0``, every class row
+``Σ_k y_gk ≤ m_g`` and capacity row ``Σ_g s_g y_gk ≤ C_k`` to 1e-9 (relative to the bound, at least 1),
+and, with the kept prices ``p ≥ 0`` and ``u_g = max(0, max_k V_gk − s_g p_k)`` (dual feasible for
+every column of the whole LP, :mod:`policyopt.solvers.transport`), the Lagrangian bound
+``u·m + C·p`` equal to the objective ``Σ V·y`` to 1e-9 relative. In the class LP's own terms
+(``x = y/m``) this is :func:`policyopt.solvers.transport.certify`'s certificate, which is the whole
+LP's (:mod:`policyopt.class_transport`).
+
+A re-solve (:func:`solve`) matches the new problem's jobs to the kept ones by the common prefix and
+suffix of their ids (their data compared at once), finds the class of each other job by
+its data, recounts ``m`` from the changed jobs only, answers from the kept basis, and gathers the
+class rows into the result (:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no
+compiled form, no HiGHS run. Where the kept basis's point is infeasible or not certified, or jobs
+of data no class has arrived (new classes appended), HiGHS solves the class LP at the new counts
+(:func:`policyopt.solvers.transport.solve`) and its basis is kept instead. A change of the policy's
+options, of the cluster or its configurations, a space the route does not take
+(:func:`policyopt.incremental.eligible`), or a class LP HiGHS does not certify: ``None`` (the state
+is dropped and the policy solves as before, building its kept model).
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from . import incremental
+from ._aggregate_parts import common_ends
+from .allocation import AllocationSpace
+from .problem import Problem
+from .result import PolicyResult, Status, Timings
+from .solvers import transport
+
+__all__ = ["ClassBasis", "answered", "forget", "keep", "kept", "solve"]
+
+#: feasibility and optimality tolerance of the certificate (relative), the transportation LP's
+TOL = transport.TOL
+
+_KEPT: "weakref.WeakKeyDictionary[Any, ClassBasis]" = weakref.WeakKeyDictionary()
+
+
+class ClassBasis:
+    """A policy's job classes (their data, rows and per-type values), the last problem's jobs and
+    their classes, and one basis of the class totals' LP (module docstring)."""
+
+    def __init__(self, policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray,
+                 mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray) -> None:
+        self.config = dict(policy.config)
+        self.variants, self.counts = space._variants, space.counts  # (the cluster's arrays: same object, same cluster)
+        self.C = space.counts
+        self.ids, self.group = space.jobs.labels, group
+        self.T, self.scale, self.weights = space.T, space.scale, space.weights
+        self.rep_T, self.rep_scale, self.rep_weights = space.T.take(rep, axis=0), space.scale[rep], space.weights[rep]
+        self.mask, self.eq_share, self.V, self.best = mask, eq_share, V, best
+        self.s = space.row_scale.take(rep)
+        self.m = m
+        self.lock = threading.Lock()
+        self.M: np.ndarray | None = None  # the basis: its columns' classes and types, M, u, p
+        self.bg = self.bk = np.zeros(0, np.int64)
+        self.u = self.p = np.zeros(0)
+        self._b = self._sb = self._vb = np.zeros(0)
+        self._bbest = self.bg
+        self._cp = 0.0
+        self._cap = self.C + TOL * np.maximum(self.C, 1.0)
+        #: problems answered from the kept basis / by a HiGHS run on the class LP
+        self.answers = 0
+        self.runs = 0
+
+    # ------------------------------------------------------------------ the basis
+    def take(self, basic: np.ndarray | None, p: np.ndarray, m: np.ndarray) -> bool:
+        """Keep the basis ``basic`` (HiGHS's encoding, :class:`~policyopt.solvers.transport.TransportAnswer`)
+        of the class LP solved at the counts ``m`` (its columns: ``V_gk m_g > 0``), with prices ``p``;
+        ``False`` (none kept) where it is not a basis of the totals' LP or its kernel is singular."""
+        self.M = None
+        V, s = self.V, self.s
+        G, K = V.shape
+        if basic is None or basic.size != G + K:
+            return False
+        jj, kk = np.nonzero((V > 0) & (m > 0)[:, None])  # (the solve's columns, job-major)
+        cols = basic[basic >= 0]
+        rows = -1 - basic[basic < 0]
+        if cols.size and cols.max() >= jj.size:
+            return False
+        bg, bk = jj.take(cols), kk.take(cols)
+        tight = np.ones(G + K, bool)
+        tight[rows] = False
+        kern = tight.nonzero()[0]
+        if kern.size != cols.size:
+            return False
+        nb = cols.size
+        B = np.zeros((G + K, nb))  # the basic columns in totals: 1 in the class row, s_g in the type's row
+        at = np.arange(nb)
+        B[bg, at] = 1.0
+        B[G + bk, at] = s.take(bg)
+        try:
+            inv = np.linalg.inv(B.take(kern, axis=0)) if nb else np.zeros((0, 0))
+        except np.linalg.LinAlgError:
+            return False
+        M = np.zeros((nb, G + K))
+        M[:, kern] = inv
+        p = np.maximum(p, 0.0)
+        u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
+        if not (np.isfinite(M).all() and np.isfinite(u).all()):
+            return False
+        self.M, self.bg, self.bk, self.u, self.p = M, bg, bk, u, p
+        self._b = np.concatenate([m, self.C])
+        self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(self.C @ p)
+        self._bbest = self.best[bg, bk]
+        return True
+
+    def answer(self, m: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """The basic columns' totals ``z`` (at the classes :attr:`bg` and types :attr:`bk`; every
+        other column is 0) at the counts ``m`` from the kept basis, with their objective, or
+        ``None`` unless certified (module docstring): ``y ≥ 0`` (the basic values clipped at 0),
+        every row within its bound and the bound ``u·m + C·p`` equal to ``Σ V·y``."""
+        M = self.M
+        if M is None:
+            return None
+        b = self._b
+        G = m.size
+        b[:G] = m
+        z = M @ b
+        np.maximum(z, 0.0, out=z)
+        if not m.all():
+            z[m.take(self.bg) == 0] = 0.0  # (a class without jobs: its row's bound is 0)
+        if (np.bincount(self.bg, z, G) > m + TOL * np.maximum(m, 1.0)).any():
+            return None
+        if (np.bincount(self.bk, z * self._sb, self.C.size) > self._cap).any():
+            return None
+        obj = float(z @ self._vb)
+        bound = float(self.u @ m) + self._cp
+        if abs(bound - obj) > TOL * max(1.0, abs(obj)):
+            return None
+        return z, obj
+
+    def run(self, m: np.ndarray, threads: int | None) -> tuple[np.ndarray, float] | None:
+        """The class LP at the counts ``m`` solved by HiGHS, its basis kept and the answer read from
+        it (:meth:`answer`), or ``None``."""
+        self.runs += 1
+        ans = transport.solve(self.V * m[:, None], self.s * m, self.C, threads)
+        if ans is None or not self.take(ans.basic, ans.p, m):
+            return None
+        return self.answer(m)
+
+    # ------------------------------------------------------------------ the classes
+    def classes_of(self, space: AllocationSpace, at: np.ndarray, normalize: bool) -> np.ndarray | None:
+        """The class of each job at positions ``at`` of ``space``: the class of equal data (compared
+        as numbers with every class's), else a new class (appended, its rows and per-type values
+        computed; the kept basis dropped). ``None`` where a new class has a type of infinite value
+        (a zero equal share)."""
+        T, scale, weights = space.T.take(at, axis=0), space.scale.take(at), space.weights.take(at)
+        eq = (T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
+        eq &= scale[:, None] == self.rep_scale[None, :]
+        eq &= weights[:, None] == self.rep_weights[None, :]
+        got = eq.argmax(axis=1)
+        new = (~eq.any(axis=1)).nonzero()[0]
+        if new.size:
+            data = np.concatenate([T[new], scale[new, None], weights[new, None]], axis=1)
+            _, first, inverse = np.unique(data, axis=0, return_index=True, return_inverse=True)
+            G = self.V.shape[0]
+            if not self._append(space, at[new[first]], normalize):
+                return None
+            got[new] = G + inverse.ravel()
+        return got
+
+    def _append(self, space: AllocationSpace, at: np.ndarray, normalize: bool) -> bool:
+        """Append the classes of the jobs at ``at`` (distinct data, no class has it): their mask rows,
+        equal shares and per-type values, computed as :mod:`policyopt.class_transport` does."""
+        T, scale = space.T.take(at, axis=0), space.scale.take(at)
+        mask, eq_share = space.class_rows(T, scale)
+        values = T / eq_share[:, None] if normalize else T
+        V, best = transport.per_type(values, mask, space.config_type, len(space.worker_types))
+        if not np.isfinite(V[V > -np.inf]).all():
+            return False
+        self.rep_T = np.concatenate([self.rep_T, T])
+        self.rep_scale = np.concatenate([self.rep_scale, scale])
+        self.rep_weights = np.concatenate([self.rep_weights, space.weights.take(at)])
+        self.mask = np.concatenate([self.mask, mask])
+        self.eq_share = np.concatenate([self.eq_share, eq_share])
+        self.V, self.best = np.concatenate([self.V, V]), np.concatenate([self.best, best])
+        self.s = np.concatenate([self.s, space.row_scale.take(at)])
+        self.m = np.concatenate([self.m, np.zeros(at.size)])
+        self.M = None
+        return True
+
+    def match(self, space: AllocationSpace, normalize: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each job's class in ``space`` and the classes' counts: the common prefix and suffix of the
+        ids keep their classes where their data equal the kept ones', every other job is
+        found by its data (:meth:`classes_of`); the counts change by the jobs between them."""
+        ids, T, scale, weights = space.jobs.labels, space.T, space.scale, space.weights
+        n, S = len(ids), len(self.ids)
+        p, q = common_ends(self.ids, ids)
+        kT, ks, kw = self.T, self.scale, self.weights
+        cnz = np.count_nonzero
+        same = not (cnz(T[:p] != kT[:p]) or cnz(T[n - q:] != kT[S - q:]) or cnz(scale[:p] != ks[:p])
+                    or cnz(scale[n - q:] != ks[S - q:]) or cnz(weights[:p] != kw[:p])
+                    or cnz(weights[n - q:] != kw[S - q:]))
+        if not same:  # (kept jobs' data changed: every job by its data)
+            p = q = 0
+        mid = self.classes_of(space, np.arange(p, n - q), normalize)
+        if mid is None:
+            return None
+        group = np.concatenate([self.group[:p], mid, self.group[S - q:]])
+        G = self.V.shape[0]
+        if same:
+            m = self.m + np.bincount(mid, minlength=G) - np.bincount(self.group[p:S - q], minlength=G)
+        else:
+            m = np.bincount(group, minlength=G).astype(np.float64)
+        return group, m
+
+
+def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray, mask: np.ndarray,
+         eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray, ans: Any) -> None:
+    """Keep ``policy``'s classes and the basis of the class LP's certified answer ``ans``
+    (:func:`policyopt.solvers.transport.solve` at the counts ``m``) for its re-solves."""
+    st = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m)
+    st.take(ans.basic, ans.p, m)
+    _KEPT[policy] = st
+
+
+def kept(policy: Any) -> ClassBasis | None:
+    """The classes and basis kept for ``policy`` (``None`` if none)."""
+    return _KEPT.get(policy)
+
+
+def forget(policy: Any) -> None:
+    """Drop what is kept for ``policy``."""
+    _KEPT.pop(policy, None)
+
+
+def answered(policy: Any) -> tuple[int, int]:
+    """How many of ``policy``'s re-solves were answered from the kept basis, and by a HiGHS run."""
+    st = _KEPT.get(policy)
+    return (st.answers, st.runs) if st is not None else (0, 0)
+
+
+def solve(policy: Any, problem: Problem) -> PolicyResult | None:
+    """``policy``'s result on ``problem`` from its kept classes and basis, or ``None`` (the state
+    dropped where it no longer applies; module docstring)."""
+    st = _KEPT.get(policy)
+    if st is None or not st.lock.acquire(blocking=False):
+        return None
+    try:
+        t0 = time.perf_counter()
+        cfg = policy.config
+        space = policy.make_space(problem)
+        if (cfg != st.config or space._variants is not st.variants or space.counts is not st.counts
+                or not incremental.eligible(policy, space) or not len(space.jobs)):
+            _KEPT.pop(policy, None)
+            return None
+        got = st.match(space, bool(cfg["normalize"]))
+        if got is None:
+            _KEPT.pop(policy, None)
+            return None
+        group, m = got
+        t1 = time.perf_counter()
+        ans = st.answer(m)
+        if ans is None:
+            ans = st.run(m, cfg["threads"])
+            if ans is None:
+                _KEPT.pop(policy, None)
+                return None
+        else:
+            st.answers += 1
+        z, obj = ans
+        t2 = time.perf_counter()
+        st.ids, st.group, st.m = space.jobs.labels, group, m
+        st.T, st.scale, st.weights = space.T, space.scale, space.weights
+        Xc = np.zeros(st.mask.shape)
+        Xc[st.bg, st._bbest] = z / np.maximum(m.take(st.bg), 1.0)  # (counts are whole; a class without jobs: z = 0)
+        space.declare_classes(group, st.mask, st.eq_share)
+        timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
+        return policy.class_result(space, Xc, Status.OPTIMAL, obj, "highs", timings)
+    finally:
+        st.lock.release()
