@@ -74,7 +74,7 @@ class ClassBasis:
         self.s = space.row_scale.take(rep)
         self.m = m
         self.lock = threading.Lock()
-        self.M: np.ndarray | None = None  # the basis: its columns' classes and types, M, u, p
+        self.M: np.ndarray | None = None  # the basis: its columns' classes and types, Z (take), u, p
         self.bg = self.bk = np.zeros(0, np.int64)
         self.u = self.p = np.zeros(0)
         self._b = self._sb = self._vb = np.zeros(0)
@@ -89,40 +89,69 @@ class ClassBasis:
     def take(self, basic: np.ndarray | None, p: np.ndarray, m: np.ndarray) -> bool:
         """Keep the basis ``basic`` (HiGHS's encoding, :class:`~policyopt.solvers.transport.TransportAnswer`)
         of the class LP solved at the counts ``m`` (its columns: ``V_gk m_g > 0``), with prices ``p``;
-        ``False`` (none kept) where it is not a basis of the totals' LP or its kernel is singular."""
+        ``False`` (none kept) where it is not a basis of the totals' LP or its kernel is singular.
+
+        The basic values as a linear map of ``(m, 1)``, ``z = Z (m, 1)``: a tight class row (slack
+        nonbasic) with one basic column gives it ``y = m_g`` (most classes: one column, all their
+        jobs on one type); the other basic columns solve the remaining tight rows — the tight class
+        rows with several basic columns (``= m_g``) and the tight capacity rows (``= C_k`` less the
+        single columns' ``s_g m_g``) — by the inverse of that small block (a handful of rows)."""
         self.M = None
         V, s = self.V, self.s
         G, K = V.shape
         if basic is None or basic.size != G + K:
             return False
         jj, kk = np.nonzero((V > 0) & (m > 0)[:, None])  # (the solve's columns, job-major)
-        cols = basic[basic >= 0]
-        rows = -1 - basic[basic < 0]
-        if cols.size and cols.max() >= jj.size:
+        isc = basic >= 0
+        cols = basic[isc]
+        nb = cols.size
+        if nb and cols.max() >= jj.size:
             return False
         bg, bk = jj.take(cols), kk.take(cols)
         tight = np.ones(G + K, bool)
-        tight[rows] = False
-        kern = tight.nonzero()[0]
-        if kern.size != cols.size:
+        tight[-1 - basic[~isc]] = False
+        cnt = np.bincount(bg, minlength=G)
+        if np.count_nonzero(tight) != nb or np.count_nonzero(tight[:G] & (cnt == 0)):
+            return False  # (a tight row without a basic column, or repeats: singular or not a basis)
+        single = tight.take(bg) & (cnt.take(bg) == 1)
+        rc = (~single).nonzero()[0]
+        r_cls = (tight[:G] & (cnt > 1)).nonzero()[0]
+        r_cap = tight[G:].nonzero()[0]
+        r = r_cls.size + r_cap.size
+        if r != rc.size:
             return False
-        nb = cols.size
-        B = np.zeros((G + K, nb))  # the basic columns in totals: 1 in the class row, s_g in the type's row
-        at = np.arange(nb)
-        B[bg, at] = 1.0
-        B[G + bk, at] = s.take(bg)
+        at_cls = np.full(G, -1)
+        at_cls[r_cls] = np.arange(r_cls.size)
+        at_cap = np.full(K, -1)
+        at_cap[r_cap] = r_cls.size + np.arange(r_cap.size)
+        g_rc, k_rc = bg.take(rc), bk.take(rc)
+        A = np.zeros((r, r))  # the remaining tight rows × the other basic columns
+        i = at_cls.take(g_rc)
+        on = (i >= 0).nonzero()[0]
+        A[i.take(on), on] = 1.0
+        i = at_cap.take(k_rc)
+        on = (i >= 0).nonzero()[0]
+        A[i.take(on), on] = s.take(g_rc.take(on))
+        R = np.zeros((r, G + 1))  # their right-hand sides as maps of (m, 1)
+        R[np.arange(r_cls.size), r_cls] = 1.0
+        R[r_cls.size + np.arange(r_cap.size), G] = self.C.take(r_cap)
+        sg, sk = bg[single], bk[single]
+        i = at_cap.take(sk)
+        on = (i >= 0).nonzero()[0]
+        R[i.take(on), sg.take(on)] = -s.take(sg.take(on))  # (one single column per class: no repeats)
         try:
-            inv = np.linalg.inv(B.take(kern, axis=0)) if nb else np.zeros((0, 0))
+            W = np.linalg.inv(A) if r else A
         except np.linalg.LinAlgError:
             return False
-        M = np.zeros((nb, G + K))
-        M[:, kern] = inv
+        Z = np.zeros((nb, G + 1))
+        Z[single.nonzero()[0], sg] = 1.0
+        Z[rc] = W @ R
         p = np.maximum(p, 0.0)
         u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
-        if not (np.isfinite(M).all() and np.isfinite(u).all()):
+        if not (np.isfinite(Z).all() and np.isfinite(u).all()):
             return False
-        self.M, self.bg, self.bk, self.u, self.p = M, bg, bk, u, p
-        self._b = np.concatenate([m, self.C])
+        self.M, self.bg, self.bk, self.u, self.p = Z, bg, bk, u, p
+        self._b = np.ones(G + 1)
         self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(self.C @ p)
         self._bbest = self.best[bg, bk]
         return True
