@@ -74,6 +74,8 @@ class ClassBasis:
         self.s = space.row_scale.take(rep)
         self.m = m
         self.lock = threading.Lock()
+        self._keys: dict[bytes, int] | None = None
+        self._class_keys()  # (built here, while the classes' data are at hand)
         self.M: np.ndarray | None = None  # the basis: its columns' classes and types, Z (take), u, p
         self.bg = self.bk = np.zeros(0, np.int64)
         self.u = self.p = np.zeros(0)
@@ -191,25 +193,39 @@ class ClassBasis:
         return self.answer(m)
 
     # ------------------------------------------------------------------ the classes
-    def classes_of(self, space: AllocationSpace, at: np.ndarray, normalize: bool) -> np.ndarray | None:
-        """The class of each job at positions ``at`` of ``space``: the class of equal data (compared
-        as numbers with every class's), else a new class (appended, its rows and per-type values
-        computed; the kept basis dropped). ``None`` where a new class has a type of infinite value
-        (a zero equal share)."""
-        T, scale, weights = space.T.take(at, axis=0), space.scale.take(at), space.weights.take(at)
+    def _class_keys(self) -> dict[bytes, int]:
+        """Each class's data (throughputs, scale factor, weight) as bytes → the class."""
+        keys = self._keys
+        if keys is None:
+            rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
+            keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
+                                         range(len(rows))))
+        return keys
+
+    def classes_of(self, space: AllocationSpace, a: int, b: int, normalize: bool) -> np.ndarray | None:
+        """The class of each job ``a … b−1`` of ``space``: the class of equal data (a few jobs looked
+        up by their data's bytes — equal bytes, equal data; otherwise compared as numbers with every
+        class's), else a new class (appended, its rows and per-type values computed; the kept basis
+        dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
+        T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
+        if b - a <= 8:
+            keys = self._class_keys()
+            got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(b - a)]
+            if None not in got:
+                return np.array(got, np.int64)
         eq = (T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
         eq &= scale[:, None] == self.rep_scale[None, :]
         eq &= weights[:, None] == self.rep_weights[None, :]
-        got = eq.argmax(axis=1)
+        found = eq.argmax(axis=1)
         new = (~eq.any(axis=1)).nonzero()[0]
         if new.size:
             data = np.concatenate([T[new], scale[new, None], weights[new, None]], axis=1)
             _, first, inverse = np.unique(data, axis=0, return_index=True, return_inverse=True)
             G = self.V.shape[0]
-            if not self._append(space, at[new[first]], normalize):
+            if not self._append(space, a + new[first], normalize):
                 return None
-            got[new] = G + inverse.ravel()
-        return got
+            found[new] = G + inverse.ravel()
+        return found
 
     def _append(self, space: AllocationSpace, at: np.ndarray, normalize: bool) -> bool:
         """Append the classes of the jobs at ``at`` (distinct data, no class has it): their mask rows,
@@ -228,6 +244,7 @@ class ClassBasis:
         self.V, self.best = np.concatenate([self.V, V]), np.concatenate([self.best, best])
         self.s = np.concatenate([self.s, space.row_scale.take(at)])
         self.m = np.concatenate([self.m, np.zeros(at.size)])
+        self._keys = None
         self.M = None
         return True
 
@@ -245,7 +262,7 @@ class ClassBasis:
                     or cnz(weights[n - q:] != kw[S - q:]))
         if not same:  # (kept jobs' data changed: every job by its data)
             p = q = 0
-        mid = self.classes_of(space, np.arange(p, n - q), normalize)
+        mid = self.classes_of(space, p, n - q, normalize)
         if mid is None:
             return None
         group = np.concatenate([self.group[:p], mid, self.group[S - q:]])
