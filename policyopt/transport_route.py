@@ -62,11 +62,12 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     if not applies(policy, space):
         return None
     values = space.T
-    if policy.config["normalize"]:
+    normalize = policy.config["normalize"]
+    if normalize:
         values = values / space.equal_share_throughput()[:, None]
     mask = space.single_mask
     V, best = transport.per_type(values, mask, space.config_type, len(space.worker_types))
-    if not np.isfinite(V[V > -np.inf]).all():  # (a job of zero equal share under normalize)
+    if normalize and not np.isfinite(V[V > -np.inf]).all():  # (a job of zero equal share)
         return None
     t1 = time.perf_counter()
     ans = transport.solve(V, space.row_scale, space.counts, None)
