@@ -224,7 +224,9 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     the problem before the change (warm: its loaded model updated in place, see docs/solvers.md).
     Two workloads: Gavel's (jobs repeat: the structured fast path), and the same with every job's
     throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
-    picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``aggregated``
+    picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``class basis``
+    (max-sum after its class transportation LP: that LP's kept basis, :mod:`policyopt.transport_resolve`;
+    ``class LP``: a HiGHS run on that LP), ``aggregated``
     (the kept reduced LP, :mod:`policyopt.aggregate_resolve`; ``aggregated, factor``: an LP stage
     answered from the kept factorization of its last basis, :mod:`policyopt.aggregate_basis`,
     without a HiGHS run), ``in place`` (the kept whole LP,
@@ -289,22 +291,27 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
     return rows
 
 
-def _answered(pol: Any) -> tuple[Any, int, int, int]:
+def _answered(pol: Any) -> tuple[Any, int, int, int, tuple[int, int]]:
     """The policy's kept model, how many problems it answered in place, how many fresh builds of
-    the policy started from a kept model's prices, and how many LP answers an aggregated model read
-    from its kept factorization."""
-    from policyopt import incremental
+    the policy started from a kept model's prices, how many LP answers an aggregated model read
+    from its kept factorization, and how many re-solves the class transportation LP's kept basis
+    answered (and how many by a HiGHS run on that LP)."""
+    from policyopt import incremental, transport_resolve
 
     st = incremental.state(pol)
     return (st, (st.updates if st is not None else 0), incremental.seeded(pol),
-            getattr(st, "factor_answers", 0))
+            getattr(st, "factor_answers", 0), transport_resolve.answered(pol))
 
 
-def _path(pol: Any, before: tuple[Any, int, int, int]) -> str:
+def _path(pol: Any, before: tuple[Any, int, int, int, tuple[int, int]]) -> str:
     """How the last solve was answered, from the kept model before and after it."""
     from policyopt.aggregate_resolve import AggregateModel
 
-    st, n, seeded, factored = _answered(pol)
+    st, n, seeded, factored, (basis, runs) = _answered(pol)
+    if basis > before[4][0]:
+        return "class basis"
+    if runs > before[4][1]:
+        return "class LP"
     if st is None or (st is before[0] and n == before[1]) or (st is not before[0] and n == 0):
         return "rebuilt from prices" if seeded > before[2] else "rebuilt"
     if isinstance(st, AggregateModel):  # (factor: no HiGHS run; a max-min solve has two LP stages)

@@ -10,7 +10,7 @@ reported objective is the optimal sum.
 """
 from __future__ import annotations
 
-from policyopt import class_transport, solver_api, transport_route
+from policyopt import class_transport, solver_api, transport_resolve, transport_route
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
 from policyopt.policy import LPPolicy, Option, register_policy
@@ -42,6 +42,6 @@ class MaxSumThroughput(LPPolicy):
         # build() above (its model kept for re-solves)
         if len(problem.jobs) <= solver_api.TRANSPORT_MAX_JOBS:
             res = transport_route.solve(self, problem)
-        else:
-            res = class_transport.solve(self, problem)
+        else:  # (after the class LP: its re-solves from the kept basis, policyopt.transport_resolve)
+            res = transport_resolve.solve(self, problem) or class_transport.solve(self, problem)
         return res if res is not None else super().solve(problem)

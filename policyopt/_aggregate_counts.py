@@ -85,11 +85,7 @@ class _ClassCounts:
         ``None`` if one has no class. A few jobs are first looked up by their data's bytes (equal
         bytes: equal data; a miss, such as ``-0.0`` against ``0.0``, is compared as numbers)."""
         if len(T) <= 8:
-            keys = self._keys
-            if keys is None:
-                rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
-                keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
-                                             range(len(rows))))
+            keys = self._class_keys()
             got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(len(T))]
             if None not in got:
                 return np.array(got, np.int64)
@@ -98,6 +94,15 @@ class _ClassCounts:
         if not eq.any(axis=1).all():
             return None
         return eq.argmax(axis=1)
+
+    def _class_keys(self) -> dict[bytes, int]:
+        """Each class's data (throughputs, scale factor, weight) as bytes → the class (built once)."""
+        keys = self._keys
+        if keys is None:
+            rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
+            keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
+                                         range(len(rows))))
+        return keys
 
     def _few_counts(self, mult: np.ndarray) -> bool:
         """The usual change, in place: the counts of a few classes changed, none emptied or refilled

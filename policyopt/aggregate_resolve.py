@@ -370,6 +370,7 @@ class AggregateModel(_ClassCounts):
         c, lo, hi, rlo, rhi = self.base
         self.totals = ClassTotals.take(self._unit, c, (lo, hi, rlo, rhi), self._grp, self.mult.size, basic, x,
                                        matvec(sf.A, x), sf.sense, float(sf.offset))
+        self._class_keys()  # (with the basis, what the next re-solves read: an arrival's class by its data)
 
     def kept_factor(self) -> KeptFactor | None:
         """The kept factorization while it is still HiGHS's (no run and no basis set since)."""

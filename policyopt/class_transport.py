@@ -22,9 +22,10 @@ for each of the ``m_g`` jobs of class ``g`` gives the same bound, dual feasible 
 columns. So the class LP's certified optimum, gathered per job, is the whole LP's.
 
 The route answers a policy's **first** problem only (no model kept, none answered by it before):
-it builds no modeling-layer model, no compiled form and no kept model. The policy's next problem
-takes the usual way (the class space's reduced LP, :mod:`policyopt.aggregate_cold`, kept for the
-re-solves after it), so that arrivals and completions are re-solved on a kept model. Fewer than
+it builds no modeling-layer model, no compiled form and no kept model. It keeps the classes and the
+LP's optimal basis instead (:mod:`policyopt.transport_resolve`), from which the policy's next
+problems (arrivals and completions) are re-solved; where that route declines, the usual way (the
+class space's reduced LP, :mod:`policyopt.aggregate_cold`, kept for the re-solves after it). Fewer than
 :data:`~policyopt.aggregate_cold.MIN_JOBS` jobs, more classes than
 :data:`~policyopt.aggregate_cold.MAX_CLASS_SHARE` of the jobs, a space or option the kept model
 would refuse (:func:`policyopt.incremental.eligible`), ``verbose``, or a failed certificate: ``None``,
@@ -38,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from . import aggregate_cold, incremental
+from . import aggregate_cold, incremental, transport_resolve
 from .problem import Problem
 from .result import PolicyResult, Status, Timings
 from .solvers import transport
@@ -92,5 +93,6 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     Xc = np.zeros(mask.shape)
     Xc[gg, best[gg, kk]] = ans.x[gg, kk]
     space.declare_classes(group, mask, eq_share)  # (each job's mask row and equal share: its class's)
+    transport_resolve.keep(policy, space, group, rep, mask, eq_share, V, best, m, ans)  # (its re-solves)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     return policy.class_result(space, Xc, Status.OPTIMAL, ans.objective, "highs", timings)

@@ -52,7 +52,10 @@ _OPTIONS: tuple[tuple[str, Any], ...] = (
 @dataclass
 class TransportAnswer:
     """An optimal point of the transportation LP, certified: ``x`` (jobs × types), its objective,
-    the capacity prices ``p`` and job multipliers ``y`` of the certificate, and its dual bound."""
+    the capacity prices ``p`` and job multipliers ``y`` of the certificate, and its dual bound;
+    ``basic``: HiGHS's optimal basis (``getBasicVariables``: ``t ≥ 0`` the ``t``-th column with
+    ``V > 0`` in job-major order, ``−1 − i`` row ``i``'s logical; job rows, then capacity rows),
+    where HiGHS gave one."""
 
     x: np.ndarray
     objective: float
@@ -60,6 +63,7 @@ class TransportAnswer:
     y: np.ndarray
     bound: float
     iterations: int
+    basic: np.ndarray | None = None
 
 
 def per_type(values: np.ndarray, mask: np.ndarray, config_type: np.ndarray, num_types: int
@@ -129,10 +133,12 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = Non
         iterations = int(h.getInfoValue("simplex_iteration_count")[1])
         x[jj, kk] = np.maximum(np.asarray(sol.col_value), 0.0)
         p = np.asarray(sol.row_dual)[n:]  # (the capacity rows' prices: ≥ 0 at an optimum of this maximization)
+        got, bv = h.getBasicVariables()  # (~5 µs: kept for re-solves, policyopt.transport_resolve)
+        basic = np.array(bv, np.int64) if got == highspy.HighsStatus.kOk else None
     finally:
         _release_highs(h, m)
     ok, obj, bound, y = certify(V, s, C, x, p)
-    return TransportAnswer(x, obj, np.maximum(p, 0.0), y, bound, iterations) if ok else None
+    return TransportAnswer(x, obj, np.maximum(p, 0.0), y, bound, iterations, basic) if ok else None
 
 
 @dataclass

@@ -1,8 +1,8 @@
 """A max-sum throughput policy's first problem of repeated jobs, answered by the transportation LP
 over the job classes (``policyopt.class_transport``). Every answer equals a cold HiGHS simplex
 solve of the whole LP (objective to 1e-9 relative, every row and bound of the whole LP to 1e-9);
-the route answers only a policy's first problem (its next one builds the kept model of the class
-space, and the re-solves after it equal cold solves), and declines where jobs repeat too little,
+the route answers only a policy's first problem (the re-solves after it, from its kept basis
+(``policyopt.transport_resolve``), equal cold solves), and declines where jobs repeat too little,
 below 128 jobs, with options the kept model refuses, or when the certificate fails."""
 from __future__ import annotations
 
@@ -13,8 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from policyopt import Cluster, Job, PolicyResult, Problem, class_transport, get_policy, incremental
-from policyopt.aggregate_resolve import AggregateModel
+from policyopt import Cluster, Job, PolicyResult, Problem, class_transport, get_policy, incremental, transport_resolve
 from policyopt.solvers import transport
 
 TYPES = ("v100", "p100", "k80")
@@ -88,9 +87,9 @@ def test_generated_first_problems_equal_cold(opts: dict, copies: list[int], uniq
 
 
 @pytest.mark.parametrize("opts", OPTS)
-def test_the_next_problems_are_re_solved_on_a_kept_model(opts: dict) -> None:
-    """Only the first problem: the next one builds the class space's kept model, and the
-    arrivals and completions after it are re-solved on it — each equal to a cold solve."""
+def test_the_next_problems_are_re_solved_from_the_kept_basis(opts: dict) -> None:
+    """Only the first problem: the arrivals and completions after it are re-solved from its kept
+    basis (``policyopt.transport_resolve``, no kept model) — each equal to a cold solve."""
     p = kinds_problem([60, 50, 40, 30], gpus=30)
     pol = get_policy("max_sum_throughput", **opts)
     check(pol.solve(p), p, opts)
@@ -105,8 +104,7 @@ def test_the_next_problems_are_re_solved_on_a_kept_model(opts: dict) -> None:
             nxt += 1
         q = p.with_jobs(jobs)
         check(pol.solve(q), q, opts)
-        st_ = incremental.state(pol)
-        assert isinstance(st_, AggregateModel) and st_.updates == step + 1
+        assert incremental.state(pol) is None and sum(transport_resolve.answered(pol)) == step + 1
     assert class_transport.answered(pol) == 1
 
 

@@ -1,0 +1,347 @@
+"""Max-sum throughput's re-solves after its class transportation LP, in class totals, from the kept basis.
+
+A policy's first problem of repeated jobs is answered by :mod:`policyopt.class_transport`: the
+transportation LP over the job classes (``m_g`` jobs of class ``g``, per-type values ``V_gk``,
+scale factor ``s_g``, capacities ``C_k``). In the class totals ``y_gk = m_g x_gk`` it reads
+
+.. math::  \\max \\sum_{g,k} V_{gk}\\, y_{gk} \\quad\\text{s.t.}\\quad \\sum_k y_{gk} \\le m_g \\;(u_g),\\quad
+           \\sum_g s_g\\, y_{gk} \\le C_k \\;(p_k),\\quad y \\ge 0
+
+(columns where ``V_gk > 0``): the counts enter only the right-hand side ``b = (m, C)``. A basis
+``B`` (columns of ``[A, I]``, its nonbasic columns and slacks at 0) has basic values
+``z_B = B⁻¹ b`` — linear in ``m`` — and multipliers that do not depend on ``m`` at all. So after
+an arrival or a completion (a change of ``m``) the kept basis gives the new point with one
+product ``M b`` (``M`` the inverse of the basis's *kernel*: the rows whose slack is nonbasic against
+the basic columns; a row whose slack is basic takes it alone), and it is optimal exactly when that
+point is feasible (``z_B ≥ 0`` and every row within its bound).
+
+*Certificate* (of every answer, recomputed from the point): ``y ≥ 0``, every class row
+``Σ_k y_gk ≤ m_g`` and capacity row ``Σ_g s_g y_gk ≤ C_k`` to 1e-9 (relative to the bound, at least 1),
+and, with the kept prices ``p ≥ 0`` and ``u_g = max(0, max_k V_gk − s_g p_k)`` (dual feasible for
+every column of the whole LP, :mod:`policyopt.solvers.transport`), the Lagrangian bound
+``u·m + C·p`` equal to the objective ``Σ V·y`` to 1e-9 relative. In the class LP's own terms
+(``x = y/m``) this is :func:`policyopt.solvers.transport.certify`'s certificate, which is the whole
+LP's (:mod:`policyopt.class_transport`).
+
+A re-solve (:func:`solve`) matches the new problem's jobs to the kept ones by the common prefix and
+suffix of their ids (their data compared at once), finds the class of each other job by
+its data, recounts ``m`` from the changed jobs only, answers from the kept basis, and gathers the
+class rows into the result (:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no
+compiled form, no HiGHS run. Where the kept basis's point is infeasible or not certified, or jobs
+of data no class has arrived (new classes appended), HiGHS solves the class LP at the new counts
+(:func:`policyopt.solvers.transport.solve`) and its basis is kept instead. A change of the policy's
+options, of the cluster or its configurations, a space the route does not take
+(:func:`policyopt.incremental.eligible`), or a class LP HiGHS does not certify: ``None`` (the state
+is dropped and the policy solves as before, building its kept model).
+"""
+from __future__ import annotations
+
+import threading
+import time
+import weakref
+from typing import Any
+
+import numpy as np
+
+from . import incremental
+from ._aggregate_parts import common_ends
+from .allocation import AllocationSpace
+from .problem import Problem
+from .result import PolicyResult, Status, Timings
+from .solvers import transport
+
+__all__ = ["ClassBasis", "answered", "forget", "keep", "kept", "solve"]
+
+#: feasibility and optimality tolerance of the certificate (relative), the transportation LP's
+TOL = transport.TOL
+
+_KEPT: "weakref.WeakKeyDictionary[Any, ClassBasis]" = weakref.WeakKeyDictionary()
+
+
+class ClassBasis:
+    """A policy's job classes (their data, rows and per-type values), the last problem's jobs and
+    their classes, and one basis of the class totals' LP (module docstring)."""
+
+    def __init__(self, policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray,
+                 mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray) -> None:
+        self.config = dict(policy.config)
+        self.variants, self.counts = space._variants, space.counts  # (the cluster's arrays: same object, same cluster)
+        self.C = space.counts
+        self.ids, self.group = space.jobs.labels, group
+        self.T, self.scale, self.weights = space.T, space.scale, space.weights
+        self.rep_T, self.rep_scale, self.rep_weights = space.T.take(rep, axis=0), space.scale[rep], space.weights[rep]
+        self.mask, self.eq_share, self.V, self.best = mask, eq_share, V, best
+        self.s = space.row_scale.take(rep)
+        self.m = m
+        self.lock = threading.Lock()
+        self._keys: dict[bytes, int] | None = None
+        self._class_keys()  # (built here, while the classes' data are at hand)
+        self.M: np.ndarray | None = None  # the basis: its columns' classes and types, Z (take), u, p
+        self.bg = self.bk = np.zeros(0, np.int64)
+        self.u = self.p = np.zeros(0)
+        self._b = self._sb = self._vb = np.zeros(0)
+        self._bbest = self.bg
+        self._cp = 0.0
+        self._cap = self.C + TOL * np.maximum(self.C, 1.0)
+        #: problems answered from the kept basis / by a HiGHS run on the class LP
+        self.answers = 0
+        self.runs = 0
+
+    # ------------------------------------------------------------------ the basis
+    def take(self, basic: np.ndarray | None, p: np.ndarray, m: np.ndarray) -> bool:
+        """Keep the basis ``basic`` (HiGHS's encoding, :class:`~policyopt.solvers.transport.TransportAnswer`)
+        of the class LP solved at the counts ``m`` (its columns: ``V_gk m_g > 0``), with prices ``p``;
+        ``False`` (none kept) where it is not a basis of the totals' LP or its kernel is singular.
+
+        The basic values as a linear map of ``(m, 1)``, ``z = Z (m, 1)``: a tight class row (slack
+        nonbasic) with one basic column gives it ``y = m_g`` (most classes: one column, all their
+        jobs on one type); the other basic columns solve the remaining tight rows — the tight class
+        rows with several basic columns (``= m_g``) and the tight capacity rows (``= C_k`` less the
+        single columns' ``s_g m_g``) — by the inverse of that small block (a handful of rows)."""
+        self.M = None
+        V, s = self.V, self.s
+        G, K = V.shape
+        if basic is None or basic.size != G + K:
+            return False
+        jj, kk = np.nonzero((V > 0) & (m > 0)[:, None])  # (the solve's columns, job-major)
+        isc = basic >= 0
+        cols = basic[isc]
+        nb = cols.size
+        if nb and cols.max() >= jj.size:
+            return False
+        bg, bk = jj.take(cols), kk.take(cols)
+        tight = np.ones(G + K, bool)
+        tight[-1 - basic[~isc]] = False
+        cnt = np.bincount(bg, minlength=G)
+        if np.count_nonzero(tight) != nb or np.count_nonzero(tight[:G] & (cnt == 0)):
+            return False  # (a tight row without a basic column, or repeats: singular or not a basis)
+        single = tight.take(bg) & (cnt.take(bg) == 1)
+        rc = (~single).nonzero()[0]
+        r_cls = (tight[:G] & (cnt > 1)).nonzero()[0]
+        r_cap = tight[G:].nonzero()[0]
+        r = r_cls.size + r_cap.size
+        if r != rc.size:
+            return False
+        at_cls = np.full(G, -1)
+        at_cls[r_cls] = np.arange(r_cls.size)
+        at_cap = np.full(K, -1)
+        at_cap[r_cap] = r_cls.size + np.arange(r_cap.size)
+        g_rc, k_rc = bg.take(rc), bk.take(rc)
+        A = np.zeros((r, r))  # the remaining tight rows × the other basic columns
+        i = at_cls.take(g_rc)
+        on = (i >= 0).nonzero()[0]
+        A[i.take(on), on] = 1.0
+        i = at_cap.take(k_rc)
+        on = (i >= 0).nonzero()[0]
+        A[i.take(on), on] = s.take(g_rc.take(on))
+        R = np.zeros((r, G + 1))  # their right-hand sides as maps of (m, 1)
+        R[np.arange(r_cls.size), r_cls] = 1.0
+        R[r_cls.size + np.arange(r_cap.size), G] = self.C.take(r_cap)
+        sg, sk = bg[single], bk[single]
+        i = at_cap.take(sk)
+        on = (i >= 0).nonzero()[0]
+        R[i.take(on), sg.take(on)] = -s.take(sg.take(on))  # (one single column per class: no repeats)
+        try:
+            W = np.linalg.inv(A) if r else A
+        except np.linalg.LinAlgError:
+            return False
+        Z = np.zeros((nb, G + 1))
+        Z[single.nonzero()[0], sg] = 1.0
+        Z[rc] = W @ R
+        p = np.maximum(p, 0.0)
+        u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
+        if not (np.isfinite(Z).all() and np.isfinite(u).all()):
+            return False
+        self.M, self.bg, self.bk, self.u, self.p = Z, bg, bk, u, p
+        self._b = np.ones(G + 1)
+        self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(self.C @ p)
+        self._bbest = self.best[bg, bk]
+        return True
+
+    def answer(self, m: np.ndarray) -> tuple[np.ndarray, float] | None:
+        """The basic columns' totals ``z`` (at the classes :attr:`bg` and types :attr:`bk`; every
+        other column is 0) at the counts ``m`` from the kept basis, with their objective, or
+        ``None`` unless certified (module docstring): ``y ≥ 0`` (the basic values clipped at 0),
+        every row within its bound and the bound ``u·m + C·p`` equal to ``Σ V·y``."""
+        M = self.M
+        if M is None:
+            return None
+        b = self._b
+        G = m.size
+        b[:G] = m
+        z = M @ b
+        np.maximum(z, 0.0, out=z)
+        if not m.all():
+            z[m.take(self.bg) == 0] = 0.0  # (a class without jobs: its row's bound is 0)
+        # (each test true only for numbers: a NaN fails it)
+        if not (np.bincount(self.bg, z, G) <= m + TOL * np.maximum(m, 1.0)).all():
+            return None
+        if not (np.bincount(self.bk, z * self._sb, self.C.size) <= self._cap).all():
+            return None
+        obj = float(z @ self._vb)
+        bound = float(self.u @ m) + self._cp
+        if not abs(bound - obj) <= TOL * max(1.0, abs(obj)):
+            return None
+        return z, obj
+
+    def run(self, m: np.ndarray, threads: int | None) -> tuple[np.ndarray, float] | None:
+        """The class LP at the counts ``m`` solved by HiGHS, its basis kept and the answer read from
+        it (:meth:`answer`), or ``None``."""
+        self.runs += 1
+        ans = transport.solve(self.V * m[:, None], self.s * m, self.C, threads)
+        if ans is None or not self.take(ans.basic, ans.p, m):
+            return None
+        return self.answer(m)
+
+    # ------------------------------------------------------------------ the classes
+    def _class_keys(self) -> dict[bytes, int]:
+        """Each class's data (throughputs, scale factor, weight) as bytes → the class."""
+        keys = self._keys
+        if keys is None:
+            rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
+            keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
+                                         range(len(rows))))
+        return keys
+
+    def classes_of(self, space: AllocationSpace, a: int, b: int, normalize: bool) -> np.ndarray | None:
+        """The class of each job ``a … b−1`` of ``space``: the class of equal data (a few jobs looked
+        up by their data's bytes — equal bytes, equal data; otherwise compared as numbers with every
+        class's), else a new class (appended, its rows and per-type values computed; the kept basis
+        dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
+        T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
+        if b - a <= 8:
+            keys = self._class_keys()
+            got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(b - a)]
+            if None not in got:
+                return np.array(got, np.int64)
+        eq = (T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
+        eq &= scale[:, None] == self.rep_scale[None, :]
+        eq &= weights[:, None] == self.rep_weights[None, :]
+        found = eq.argmax(axis=1)
+        new = (~eq.any(axis=1)).nonzero()[0]
+        if new.size:
+            data = np.concatenate([T[new], scale[new, None], weights[new, None]], axis=1)
+            _, first, inverse = np.unique(data, axis=0, return_index=True, return_inverse=True)
+            G = self.V.shape[0]
+            if not self._append(space, a + new[first], normalize):
+                return None
+            found[new] = G + inverse.ravel()
+        return found
+
+    def _append(self, space: AllocationSpace, at: np.ndarray, normalize: bool) -> bool:
+        """Append the classes of the jobs at ``at`` (distinct data, no class has it): their mask rows,
+        equal shares and per-type values, computed as :mod:`policyopt.class_transport` does."""
+        T, scale = space.T.take(at, axis=0), space.scale.take(at)
+        mask, eq_share = space.class_rows(T, scale)
+        values = T / eq_share[:, None] if normalize else T
+        V, best = transport.per_type(values, mask, space.config_type, len(space.worker_types))
+        if not np.isfinite(V[V > -np.inf]).all():
+            return False
+        self.rep_T = np.concatenate([self.rep_T, T])
+        self.rep_scale = np.concatenate([self.rep_scale, scale])
+        self.rep_weights = np.concatenate([self.rep_weights, space.weights.take(at)])
+        self.mask = np.concatenate([self.mask, mask])
+        self.eq_share = np.concatenate([self.eq_share, eq_share])
+        self.V, self.best = np.concatenate([self.V, V]), np.concatenate([self.best, best])
+        self.s = np.concatenate([self.s, space.row_scale.take(at)])
+        self.m = np.concatenate([self.m, np.zeros(at.size)])
+        self._keys = None
+        self.M = None
+        return True
+
+    def match(self, space: AllocationSpace, normalize: bool) -> tuple[np.ndarray, np.ndarray] | None:
+        """Each job's class in ``space`` and the classes' counts: the common prefix and suffix of the
+        ids keep their classes where their data equal the kept ones', every other job is
+        found by its data (:meth:`classes_of`); the counts change by the jobs between them."""
+        ids, T, scale, weights = space.jobs.labels, space.T, space.scale, space.weights
+        n, S = len(ids), len(self.ids)
+        p, q = common_ends(self.ids, ids)
+        kT, ks, kw = self.T, self.scale, self.weights
+        cnz = np.count_nonzero
+        same = not (p and (cnz(T[:p] != kT[:p]) or cnz(scale[:p] != ks[:p]) or cnz(weights[:p] != kw[:p]))
+                    or q and (cnz(T[n - q:] != kT[S - q:]) or cnz(scale[n - q:] != ks[S - q:])
+                              or cnz(weights[n - q:] != kw[S - q:])))
+        if not same:  # (kept jobs' data changed: every job by its data)
+            p = q = 0
+        mid = self.classes_of(space, p, n - q, normalize)
+        if mid is None:
+            return None
+        group = np.concatenate([self.group[:p], mid, self.group[S - q:]])
+        G = self.V.shape[0]
+        if not same:
+            return group, np.bincount(group, minlength=G).astype(np.float64)
+        gone = self.group[p:S - q]
+        if mid.size + gone.size > 16:
+            return group, self.m + np.bincount(mid, minlength=G) - np.bincount(gone, minlength=G)
+        m = self.m.copy()  # (a few jobs: their classes' counts one by one)
+        for g in mid.tolist():
+            m[g] += 1.0
+        for g in gone.tolist():
+            m[g] -= 1.0
+        return group, m
+
+
+def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray, mask: np.ndarray,
+         eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray, ans: Any) -> None:
+    """Keep ``policy``'s classes and the basis of the class LP's certified answer ``ans``
+    (:func:`policyopt.solvers.transport.solve` at the counts ``m``) for its re-solves."""
+    st = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m)
+    st.take(ans.basic, ans.p, m)
+    _KEPT[policy] = st
+
+
+def kept(policy: Any) -> ClassBasis | None:
+    """The classes and basis kept for ``policy`` (``None`` if none)."""
+    return _KEPT.get(policy)
+
+
+def forget(policy: Any) -> None:
+    """Drop what is kept for ``policy``."""
+    _KEPT.pop(policy, None)
+
+
+def answered(policy: Any) -> tuple[int, int]:
+    """How many of ``policy``'s re-solves were answered from the kept basis, and by a HiGHS run."""
+    st = _KEPT.get(policy)
+    return (st.answers, st.runs) if st is not None else (0, 0)
+
+
+def solve(policy: Any, problem: Problem) -> PolicyResult | None:
+    """``policy``'s result on ``problem`` from its kept classes and basis, or ``None`` (the state
+    dropped where it no longer applies; module docstring)."""
+    st = _KEPT.get(policy)
+    if st is None or not st.lock.acquire(blocking=False):
+        return None
+    try:
+        t0 = time.perf_counter()
+        cfg = policy.config
+        space = policy.make_space(problem)
+        if (cfg != st.config or space._variants is not st.variants or space.counts is not st.counts
+                or not incremental.eligible(policy, space) or not len(space.jobs)):
+            _KEPT.pop(policy, None)
+            return None
+        got = st.match(space, bool(cfg["normalize"]))
+        if got is None:
+            _KEPT.pop(policy, None)
+            return None
+        group, m = got
+        t1 = time.perf_counter()
+        ans = st.answer(m)
+        if ans is None:
+            ans = st.run(m, cfg["threads"])
+            if ans is None:
+                _KEPT.pop(policy, None)
+                return None
+        else:
+            st.answers += 1
+        z, obj = ans
+        t2 = time.perf_counter()
+        st.ids, st.group, st.m = space.jobs.labels, group, m
+        st.T, st.scale, st.weights = space.T, space.scale, space.weights
+        Xc = np.zeros(st.mask.shape)
+        Xc[st.bg, st._bbest] = z / np.maximum(m.take(st.bg), 1.0)  # (counts are whole; a class without jobs: z = 0)
+        space.declare_classes(group, st.mask, st.eq_share)
+        timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
+        return policy.class_result(space, Xc, Status.OPTIMAL, obj, "highs", timings)
+    finally:
+        st.lock.release()

@@ -1,0 +1,147 @@
+"""Max-sum throughput's re-solves after its class transportation LP (``policyopt.transport_resolve``):
+answered from the kept basis in class totals, every answer equal to a cold HiGHS simplex solve of
+the whole LP (objective to 1e-9 relative, every row and bound of the whole LP to 1e-9); a basis
+whose point no longer fits, new classes and a corrupted basis go to a HiGHS run on the class LP;
+changed options or cluster drop the route (the policy solves as before)."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+from test_class_transport import OPTS, TYPES, check, kind_job, kinds_problem
+
+from policyopt import Cluster, class_transport, get_policy, incremental, transport_resolve
+from policyopt.solvers import transport
+
+
+def _first(opts: dict, copies: list[int] | None = None, gpus: int = 30, seed: int = 0) -> tuple[Any, Any]:
+    p = kinds_problem(copies or [60, 50, 40, 30], gpus=gpus, seed=seed)
+    pol = get_policy("max_sum_throughput", **opts)
+    check(pol.solve(p), p, opts)
+    assert class_transport.answered(pol) == 1 and transport_resolve.kept(pol) is not None
+    return pol, p
+
+
+@pytest.mark.parametrize("opts", OPTS)
+def test_arrivals_and_completions_from_the_kept_basis(opts: dict, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A few arrivals (of known kinds) and completions: each answered from the kept basis — no
+    HiGHS run (``transport.solve`` refused), no kept model — and equal to a cold solve."""
+    pol, p = _first(opts, gpus=80)  # (ample GPUs: every job fits whole, the basis stays feasible)
+    real = transport.solve
+
+    def refuse(*a: Any, **k: Any) -> None:
+        raise AssertionError("HiGHS ran on a re-solve the kept basis answers")
+
+    jobs, nxt = list(p.jobs), len(p.jobs)
+    for step in range(6):
+        if step % 2:
+            jobs.pop(5 * step)
+        else:
+            jobs.insert(7 * step, kind_job(nxt, step % 4))
+            nxt += 1
+        q = p.with_jobs(jobs)
+        monkeypatch.setattr(transport, "solve", refuse)
+        got = pol.solve(q)
+        monkeypatch.setattr(transport, "solve", real)
+        check(got, q, opts)
+        assert transport_resolve.answered(pol) == (step + 1, 0) and incremental.state(pol) is None
+
+
+def test_the_kept_basis_is_what_answers() -> None:
+    """A corrupted kept basis (its inverse scaled) is not answered from: the certificate refuses
+    it, HiGHS solves the class LP and its basis is taken again (the answer exact)."""
+    pol, p = _first({})
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None and st_.M is not None
+    st_.M = st_.M * 1.01
+    q = p.with_jobs(list(p.jobs)[:-1])
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (0, 1)
+    q = p.with_jobs(list(p.jobs)[1:])
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (1, 1)
+
+
+@pytest.mark.parametrize("opts", OPTS)
+def test_new_classes_and_scarce_gpus(opts: dict) -> None:
+    """Jobs of kinds no class has (new classes appended), whole kinds leaving and coming back, a
+    basis that no longer fits under scarce GPUs: answered by a HiGHS run on the class LP where
+    the kept basis does not, always equal to a cold solve."""
+    pol, p = _first(opts, gpus=12)
+    jobs = list(p.jobs)
+    seq = [jobs + [kind_job(900, 7), kind_job(901, 7), kind_job(902, 8)],
+           [j for j in jobs if j.throughputs != jobs[0].throughputs],
+           jobs[:100] + jobs[150:],
+           jobs[::-1],
+           jobs]
+    for jl in seq:
+        q = p.with_jobs(jl)
+        check(pol.solve(q), q, opts)
+    a, r = transport_resolve.answered(pol)
+    assert a + r == len(seq) and r >= 1 and incremental.state(pol) is None
+
+
+def test_changed_options_or_cluster_drop_the_route() -> None:
+    """Another option value or another cluster: the kept classes are dropped and the policy solves
+    as before (its kept model built), exactly."""
+    pol, p = _first({})
+    pol.config["threads"] = 1
+    q = p.with_jobs(list(p.jobs)[:-1])
+    check(pol.solve(q), q, {})
+    assert transport_resolve.kept(pol) is None and incremental.state(pol) is not None
+    pol, p = _first({})
+    q = type(p)(Cluster.from_counts({t: 31 for t in TYPES}), tuple(p.jobs))
+    check(pol.solve(q), q, {})
+    assert transport_resolve.kept(pol) is None
+
+
+@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
+@given(st.sampled_from(OPTS), st.lists(st.integers(30, 80), min_size=2, max_size=6), st.integers(4, 80),
+       st.integers(0, 3), st.lists(st.tuples(st.booleans(), st.integers(0, 10 ** 6), st.integers(0, 9)),
+                                   min_size=1, max_size=5))
+def test_generated_changes_equal_cold(opts: dict, copies: list[int], gpus: int, seed: int,
+                                      changes: list[tuple[bool, int, int]]) -> None:
+    """Generated problems and sequences of arrivals (of known or new kinds) and completions at
+    generated places: every re-solve equals the whole LP's cold simplex solve."""
+    p = kinds_problem(copies, gpus=gpus, seed=seed)
+    pol = get_policy("max_sum_throughput", **opts)
+    check(pol.solve(p), p, opts)
+    jobs, nxt = list(p.jobs), len(p.jobs)
+    for arrive, at, kind in changes:
+        if arrive or len(jobs) < 140:
+            jobs.insert(at % (len(jobs) + 1), kind_job(nxt, kind, seed))
+            nxt += 1
+        else:
+            jobs.pop(at % len(jobs))
+        q = p.with_jobs(jobs)
+        check(pol.solve(q), q, opts)
+    if class_transport.answered(pol):
+        assert sum(transport_resolve.answered(pol)) == len(changes)
+
+
+def test_a_class_without_jobs_reads_zero() -> None:
+    """Every job of a class completes: its count 0, its row's bound 0; later jobs of it come back."""
+    pol, p = _first({}, gpus=80)
+    jobs = list(p.jobs)
+    gone = [j for j in jobs if j.throughputs == jobs[0].throughputs]
+    rest = [j for j in jobs if j.throughputs != jobs[0].throughputs]
+    for jl in (rest, rest + gone[:3]):
+        q = p.with_jobs(jl)
+        check(pol.solve(q), q, {})
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None and np.count_nonzero(st_.m) == st_.V.shape[0]
+    assert sum(transport_resolve.answered(pol)) == 2
+
+
+def test_a_nan_in_the_kept_map_is_refused() -> None:
+    """A NaN in the kept map fails the certificate (no comparison with a NaN passes): HiGHS answers."""
+    pol, p = _first({})
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None and st_.M is not None
+    st_.M[0, :] = np.nan
+    q = p.with_jobs(list(p.jobs)[:-1])
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (0, 1)
