@@ -43,7 +43,6 @@ from typing import Any
 
 import numpy as np
 
-from . import incremental
 from ._aggregate_parts import common_ends
 from .allocation import AllocationSpace
 from .problem import Problem
@@ -316,8 +315,10 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
         t0 = time.perf_counter()
         cfg = policy.config
         space = policy.make_space(problem)
-        if (cfg != st.config or space._variants is not st.variants or space.counts is not st.counts
-                or not incremental.eligible(policy, space) or not len(space.jobs)):
+        # (the options as kept, where incremental.eligible held: the space's type and the cluster
+        # arrays are what a problem may change)
+        if (cfg != st.config or type(space) is not AllocationSpace or space._variants is not st.variants
+                or space.counts is not st.counts or space.num_pairs or not len(space.jobs)):
             _KEPT.pop(policy, None)
             return None
         got = st.match(space, bool(cfg["normalize"]))
