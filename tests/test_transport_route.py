@@ -296,3 +296,86 @@ def test_a_policy_object_re_solving_larger_problems_keeps_its_model(taken_max_mi
     assert taken_max_min == [True, True] and incremental.state(pol) is None
     check_max_min(pol.solve(p), p, True)  # a larger one: built, its model kept
     assert taken_max_min == [True, True] and incremental.state(pol) is not None
+
+
+def _max_min_arrays(p: Problem):  # type: ignore[no-untyped-def]
+    """The per-type arrays ``transport.solve_max_min`` is given for max-min fairness on ``p``
+    (one row per job)."""
+    pol = get_policy("max_min_fairness")
+    space = pol.make_space(p)
+    V, _ = transport.per_type(space.T, space.single_mask, space.config_type, len(space.worker_types))
+    unit = V / space.equal_share_throughput()[:, None]
+    return V, space.row_scale, space.counts, pol.normalizer(space), unit
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_the_crash_basis_saves_first_lp_iterations(gavel, n: int) -> None:  # type: ignore[no-untyped-def]
+    """The first LP from the crash basis: the same optimum in fewer primal simplex iterations than
+    from the slack basis (Gavel's workload)."""
+    workload = _workload()
+    for seed in (0, 1, 2):
+        V, s, C, a, unit = _max_min_arrays(workload(gavel, n, seed=seed))
+        cold = transport.solve_max_min(V, s, C, a, unit, True, 1e-9, crash=False)
+        warm = transport.solve_max_min(V, s, C, a, unit, True, 1e-9, crash=True)
+        assert cold is not None and warm is not None
+        assert warm.t == pytest.approx(cold.t, rel=1e-9)
+        assert warm.after == pytest.approx(cold.after, rel=1e-9)
+        assert warm.iterations < cold.iterations / 2
+
+
+def test_the_crash_basis_is_declined_for_a_row_without_columns() -> None:
+    Vz = np.array([[1.0, 2.0], [0.0, 0.0]])
+    jj, kk = np.nonzero(Vz > 0)
+    assert transport.crash_basis(Vz, np.ones(2), np.ones(2), np.ones(2), jj, kk) is None
+    got = transport.crash_basis(Vz[:1], np.ones(1), np.ones(1), np.ones(2), jj, kk)
+    assert got is not None
+    cols, rows = got
+    assert int(cols.sum()) + int(rows.sum()) == 2 * 1 + 2  # as many basic variables as rows
+
+
+@settings(max_examples=40)
+@given(seed=st.integers(0, 2**32 - 1), n=st.integers(2, 40), k=st.integers(1, 4), levels=st.integers(1, 6),
+       fill=st.booleans(), shape=st.sampled_from(["worst", "random"]))
+def test_a_wrong_crash_basis_costs_only_iterations(seed: int, n: int, k: int, levels: int, fill: bool,
+                                                   shape: str) -> None:
+    """A bad start — each row on its worst type and the least loaded type as the bottleneck, or
+    random statuses (possibly singular) — still gives the policy's optimum."""
+    rng = np.random.default_rng(seed)
+    p = random_problem(rng, n, k, levels, False)
+    p = p.with_jobs([j for j in p.jobs if any(v > 0 for v in j.throughputs.values())])
+    if not p.jobs:
+        return
+
+    used: list[bool] = []
+    answered: list[bool] = []
+    solve = transport.solve_max_min
+
+    def spy(*a, **k):  # type: ignore[no-untyped-def]
+        ans = solve(*a, **k)
+        answered.append(ans is not None)
+        return ans
+
+    def bad(Vz, a, ws, C, jj, kk):  # type: ignore[no-untyped-def]
+        used.append(True)
+        rows_n, K = Vz.shape
+        cols = np.zeros(jj.size + 1, np.int8)
+        rows = np.zeros(2 * rows_n + K, np.int8)
+        if shape == "worst":
+            worst = np.where(Vz > 0, Vz, np.inf).argmin(axis=1)
+            cols[:-1] = kk == worst[jj]
+            cols[-1] = 1
+            rows[:rows_n + K] = 1
+            rows[rows_n + int(np.bincount(worst, minlength=K).argmin())] = 0
+        else:
+            pick = rng.choice(cols.size + rows.size, size=rows.size, replace=False)
+            both = np.zeros(cols.size + rows.size, np.int8)
+            both[pick] = 1
+            cols, rows = both[:cols.size], both[cols.size:]
+        return cols, rows
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(transport, "crash_basis", bad)
+        mp.setattr(transport, "solve_max_min", spy)
+        got = get_policy("max_min_fairness", fill=fill).solve(p)
+    assert used == [True] and answered == [True]
+    check_max_min(got, p, fill)
