@@ -61,30 +61,49 @@ class ClassBasis:
     """A policy's job classes (their data, rows and per-type values), the last problem's jobs and
     their classes, and one basis of the class totals' LP (module docstring)."""
 
+    # (set by :meth:`_prepare` and :meth:`take`)
+    rep_T: np.ndarray
+    rep_scale: np.ndarray
+    rep_weights: np.ndarray
+    s: np.ndarray
+    bg: np.ndarray
+    bk: np.ndarray
+    u: np.ndarray
+    p: np.ndarray
+    _b: np.ndarray
+    _sb: np.ndarray
+    _vb: np.ndarray
+    _bbest: np.ndarray
+    _cp: float
+    _cap: np.ndarray
+
     def __init__(self, policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray,
-                 mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray) -> None:
+                 mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray,
+                 basic: np.ndarray | None, p: np.ndarray) -> None:
         self.config = dict(policy.config)
         self.variants, self.counts = space._variants, space.counts  # (the cluster's arrays: same object, same cluster)
         self.C = space.counts
         self.ids, self.group = space.jobs.labels, group
         self.T, self.scale, self.weights = space.T, space.scale, space.weights
-        self.rep_T, self.rep_scale, self.rep_weights = space.T.take(rep, axis=0), space.scale[rep], space.weights[rep]
         self.mask, self.eq_share, self.V, self.best = mask, eq_share, V, best
-        self.s = space.row_scale.take(rep)
         self.m = m
         self.lock = threading.Lock()
         self._keys: dict[bytes, int] | None = None
-        self._class_keys()  # (built here, while the classes' data are at hand)
-        self.M: np.ndarray | None = None  # the basis: its columns' classes and types, Z (take), u, p
-        self.bg = self.bk = np.zeros(0, np.int64)
-        self.u = self.p = np.zeros(0)
-        self._b = self._sb = self._vb = np.zeros(0)
-        self._bbest = self.bg
-        self._cp = 0.0
-        self._cap = self.C + TOL * np.maximum(self.C, 1.0)
+        self.M: np.ndarray | None = None  # the basis's map (:meth:`take`)
         #: problems answered from the kept basis / by a HiGHS run on the class LP
         self.answers = 0
         self.runs = 0
+        self._prepare(space.row_scale, rep, basic, p)
+
+    def _prepare(self, row_scale: np.ndarray, rep: np.ndarray, basic: np.ndarray | None, p: np.ndarray) -> None:
+        """The classes' data, scale factors and keys, and the kept basis's map (:meth:`take`). (Made
+        with the first problem's answer, not at the first re-solve: both were measured, see
+        docs/solvers.md.)"""
+        self.rep_T, self.rep_scale, self.rep_weights = self.T.take(rep, axis=0), self.scale[rep], self.weights[rep]
+        self.s = row_scale.take(rep)
+        self._cap = self.C + TOL * np.maximum(self.C, 1.0)
+        self._class_keys()
+        self.take(basic, p, self.m)
 
     # ------------------------------------------------------------------ the basis
     def take(self, basic: np.ndarray | None, p: np.ndarray, m: np.ndarray) -> bool:
@@ -112,8 +131,7 @@ class ClassBasis:
         tight = np.ones(G + K, bool)
         tight[-1 - basic[~isc]] = False
         cnt = np.bincount(bg, minlength=G)
-        if np.count_nonzero(tight) != nb or np.count_nonzero(tight[:G] & (cnt == 0)):
-            return False  # (a tight row without a basic column, or repeats: singular or not a basis)
+        # (no other check of the basis: a map that is not its solution fails the certificate)
         single = tight.take(bg) & (cnt.take(bg) == 1)
         rc = (~single).nonzero()[0]
         r_cls = (tight[:G] & (cnt > 1)).nonzero()[0]
@@ -140,17 +158,14 @@ class ClassBasis:
         i = at_cap.take(sk)
         on = (i >= 0).nonzero()[0]
         R[i.take(on), sg.take(on)] = -s.take(sg.take(on))  # (one single column per class: no repeats)
-        try:
-            W = np.linalg.inv(A) if r else A
-        except np.linalg.LinAlgError:
+        W = _inverse(A)
+        if W is None:
             return False
         Z = np.zeros((nb, G + 1))
         Z[single.nonzero()[0], sg] = 1.0
         Z[rc] = W @ R
         p = np.maximum(p, 0.0)
         u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
-        if not (np.isfinite(Z).all() and np.isfinite(u).all()):
-            return False
         self.M, self.bg, self.bk, self.u, self.p = Z, bg, bk, u, p
         self._b = np.ones(G + 1)
         self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(self.C @ p)
@@ -280,13 +295,44 @@ class ClassBasis:
         return group, m
 
 
+#: up to this size the small block is inverted in Python (no LAPACK call: its first call in a
+#: process costs ~0.13 ms, the whole block's inverse here a few tens of µs)
+_SMALL = 8
+
+
+def _inverse(A: np.ndarray) -> np.ndarray | None:
+    """``A⁻¹`` (square), or ``None`` where ``A`` is singular: Gauss–Jordan with partial pivoting on
+    Python floats up to :data:`_SMALL` rows, ``numpy.linalg.inv`` above."""
+    r = A.shape[0]
+    if r > _SMALL:
+        try:
+            return np.linalg.inv(A)
+        except np.linalg.LinAlgError:
+            return None
+    a = A.tolist()
+    inv = [[1.0 if i == j else 0.0 for j in range(r)] for i in range(r)]
+    for c in range(r):
+        piv = max(range(c, r), key=lambda i: abs(a[i][c]))
+        if a[piv][c] == 0.0:
+            return None
+        a[c], a[piv] = a[piv], a[c]
+        inv[c], inv[piv] = inv[piv], inv[c]
+        f = 1.0 / a[c][c]
+        ac = a[c] = [v * f for v in a[c]]
+        ic = inv[c] = [v * f for v in inv[c]]
+        for i in range(r):
+            h = a[i][c]
+            if i != c and h != 0.0:
+                a[i] = [v - h * w for v, w in zip(a[i], ac)]
+                inv[i] = [v - h * w for v, w in zip(inv[i], ic)]
+    return np.array(inv).reshape(r, r)
+
+
 def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray, mask: np.ndarray,
          eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray, ans: Any) -> None:
     """Keep ``policy``'s classes and the basis of the class LP's certified answer ``ans``
     (:func:`policyopt.solvers.transport.solve` at the counts ``m``) for its re-solves."""
-    st = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m)
-    st.take(ans.basic, ans.p, m)
-    _KEPT[policy] = st
+    _KEPT[policy] = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m, ans.basic, ans.p)
 
 
 def kept(policy: Any) -> ClassBasis | None:

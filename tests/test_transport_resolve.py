@@ -54,15 +54,18 @@ def test_the_kept_basis_is_what_answers() -> None:
     """A corrupted kept basis (its inverse scaled) is not answered from: the certificate refuses
     it, HiGHS solves the class LP and its basis is taken again (the answer exact)."""
     pol, p = _first({})
+    q = p.with_jobs(list(p.jobs)[:-1])
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (1, 0)
     st_ = transport_resolve.kept(pol)
     assert st_ is not None and st_.M is not None
     st_.M = st_.M * 1.01
-    q = p.with_jobs(list(p.jobs)[:-1])
-    check(pol.solve(q), q, {})
-    assert transport_resolve.answered(pol) == (0, 1)
-    q = p.with_jobs(list(p.jobs)[1:])
+    q = p.with_jobs(list(p.jobs)[:-2])
     check(pol.solve(q), q, {})
     assert transport_resolve.answered(pol) == (1, 1)
+    q = p.with_jobs(list(p.jobs)[1:-2])
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (2, 1)
 
 
 @pytest.mark.parametrize("opts", OPTS)
@@ -139,9 +142,27 @@ def test_a_class_without_jobs_reads_zero() -> None:
 def test_a_nan_in_the_kept_map_is_refused() -> None:
     """A NaN in the kept map fails the certificate (no comparison with a NaN passes): HiGHS answers."""
     pol, p = _first({})
+    q = p.with_jobs(list(p.jobs)[:-1])
+    check(pol.solve(q), q, {})
     st_ = transport_resolve.kept(pol)
     assert st_ is not None and st_.M is not None
     st_.M[0, :] = np.nan
-    q = p.with_jobs(list(p.jobs)[:-1])
+    q = p.with_jobs(list(p.jobs)[:-2])
     check(pol.solve(q), q, {})
-    assert transport_resolve.answered(pol) == (0, 1)
+    assert transport_resolve.answered(pol) == (1, 1)
+
+
+def test_small_inverse() -> None:
+    """The small block's inverse (Python Gauss–Jordan up to 8 rows, LAPACK above) against numpy's,
+    with row swaps needed; singular blocks give ``None``."""
+    from policyopt.transport_resolve import _inverse
+
+    rng = np.random.default_rng(3)
+    for r in (2, 5, 8, 9, 12):
+        A = rng.random((r, r)) + np.eye(r)
+        A[0, 0] = 0.0  # (a zero pivot: the rows must be swapped)
+        W = _inverse(A)
+        assert W is not None and np.allclose(W, np.linalg.inv(A), rtol=1e-10, atol=1e-12)
+    assert _inverse(np.array([[1.0, 2.0], [2.0, 4.0]])) is None
+    assert _inverse(np.zeros((3, 3))) is None
+    assert _inverse(np.zeros((9, 9))) is None
