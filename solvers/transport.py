@@ -177,7 +177,7 @@ def crash_basis(Vz: np.ndarray, a: np.ndarray, ws: np.ndarray, C: np.ndarray, jj
                 ) -> tuple[np.ndarray, np.ndarray] | None:
     """A starting basis for max-min's epigraph LP (:func:`solve_max_min`'s columns ``(jj, kk)`` and
     ``t``; rows: job rows, capacity rows, epigraph rows) as ``(column status, row status)`` (0 at
-    the lower bound, 1 basic), or ``None`` when a row has no column.
+    the lower bound, 1 basic, 2 at the upper bound), or ``None`` when a row has no column.
 
     At an optimum the epigraph rows are typically tight and each row's level is bought on the type
     cheapest at the capacity prices ``p``: ``k_j = argmax_k V_{jk} / p_k``. The guess takes each
@@ -203,7 +203,7 @@ def crash_basis(Vz: np.ndarray, a: np.ndarray, ws: np.ndarray, C: np.ndarray, jj
     cols[-1] = 1
     rows = np.zeros(2 * n + K, np.int8)
     rows[:n + K] = 1
-    rows[n + k0] = 0
+    rows[n + k0] = 2  # (at its upper bound C_k)
     return cols, rows
 
 
@@ -214,7 +214,7 @@ def _set_crash(h: Any, highspy: Any, Vz: np.ndarray, a: np.ndarray, ws: np.ndarr
     got = crash_basis(Vz, a, ws, C, jj, kk)
     if got is None:
         return
-    status = (highspy.HighsBasisStatus.kLower, highspy.HighsBasisStatus.kBasic)
+    status = (highspy.HighsBasisStatus.kLower, highspy.HighsBasisStatus.kBasic, highspy.HighsBasisStatus.kUpper)
     basis = highspy.HighsBasis()
     basis.col_status = [status[v] for v in got[0].tolist()]
     basis.row_status = [status[v] for v in got[1].tolist()]

@@ -330,7 +330,8 @@ def test_the_crash_basis_is_declined_for_a_row_without_columns() -> None:
     got = transport.crash_basis(Vz[:1], np.ones(1), np.ones(1), np.ones(2), jj, kk)
     assert got is not None
     cols, rows = got
-    assert int(cols.sum()) + int(rows.sum()) == 2 * 1 + 2  # as many basic variables as rows
+    assert int((cols == 1).sum()) + int((rows == 1).sum()) == 2 * 1 + 2  # as many basic variables as rows
+    assert (rows == 2).sum() == 1 and rows[1] == 2  # the bottleneck: type 0, the one placed on (V / p ties: the first)
 
 
 @settings(max_examples=40)
