@@ -1,0 +1,80 @@
+"""The array routes of max-sum throughput and max-min fairness (``policyopt.transport_route``,
+``policyopt.class_transport``, ``policyopt.transport_resolve``) on the inputs that the kept-model
+tests run with those routes switched off (``no_transport_route`` in test_incremental.py): the same
+sequences of arrivals, completions, throughput changes of kept jobs, reorders and several changes at
+once, each answer equal to a cold HiGHS simplex solve of the whole LP, with the routes taken. And the
+checks of an answer that only a capacity row can refuse."""
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+import pytest
+import test_incremental as kept_tests
+from test_class_transport import check
+
+from policyopt import Cluster, Job, Problem, class_transport, get_policy, incremental, transport_resolve
+from policyopt.solvers import transport
+
+STEPS = [(0, 1), (1, 4), (2, 3), (1, 100), (0, 50), (3, 7), (4, 11), (2, 2), (2, 150), (4, 5), (3, 100)]
+
+
+def _run(monkeypatch: pytest.MonkeyPatch, name: str, opts: dict, n: int, kinds: int | None) -> Any:
+    """``test_incremental.run_sequence`` with the routes on; the policy object it solved with."""
+    made: list[Any] = []
+
+    def spy(policy_name: str, **o: Any) -> Any:
+        pol = get_policy(policy_name, **o)
+        made.append(pol)
+        return pol
+
+    monkeypatch.setattr(kept_tests, "get_policy", spy)
+    kept_tests.run_sequence(name, opts, n, STEPS, kinds, 3, kept=None)
+    return made[0]
+
+
+@pytest.mark.parametrize("opts", [{}, {"normalize": True}])
+@pytest.mark.parametrize("n,kinds", [(220, 12), (140, 30)])
+def test_max_sum_class_routes_on_the_kept_model_sequences(monkeypatch: pytest.MonkeyPatch, opts: dict, n: int,
+                                                          kinds: int) -> None:
+    """The first problem by the class transportation LP, every later one from its kept classes
+    (the kept basis or a HiGHS run on the class LP), none by a kept model."""
+    pol = _run(monkeypatch, "max_sum_throughput", opts, n, kinds)
+    assert class_transport.answered(pol) == 1
+    assert sum(transport_resolve.answered(pol)) == len(STEPS)
+    assert incremental.state(pol) is None
+
+
+@pytest.mark.parametrize("name,opts", [("max_sum_throughput", {}), ("max_sum_throughput", {"normalize": True}),
+                                       ("max_min_fairness", {}), ("max_min_fairness", {"fill": False})])
+@pytest.mark.parametrize("kinds", [None, 3])
+def test_small_array_routes_on_the_kept_model_sequences(monkeypatch: pytest.MonkeyPatch, name: str, opts: dict,
+                                                        kinds: int | None) -> None:
+    """24 jobs: every problem from the arrays, none by a kept model."""
+    pol = _run(monkeypatch, name, opts, 24, kinds)
+    assert pol.__dict__.get("_answered_from_arrays") and incremental.state(pol) is None
+
+
+def test_arrivals_over_a_capacity_without_a_price_are_not_answered_from_the_kept_basis() -> None:
+    """The kept basis puts every job of a class on one type whose capacity row is slack (its price
+    0): arrivals of that class overflow it. The class rows and the Lagrangian bound still hold at
+    the kept basis's point; only its capacity check refuses it, and HiGHS solves the class LP."""
+    cl = Cluster.from_counts({"v100": 10, "p100": 200, "k80": 200})
+    fast = {"v100": 10.0, "k80": 1.0}
+    p = Problem(cl, tuple([Job(f"a{i}", fast) for i in range(4)] + [Job(f"b{i}", {"p100": 5.0}) for i in range(130)]))
+    pol = get_policy("max_sum_throughput")
+    check(pol.solve(p), p, {})
+    st_ = transport_resolve.kept(pol)
+    assert class_transport.answered(pol) == 1 and st_ is not None and not st_.p.any()
+    q = p.with_jobs(list(p.jobs) + [Job(f"a{i}", fast) for i in range(4, 14)])  # 14 on 10 V100s
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (0, 1)
+
+
+def test_the_certificate_refuses_a_point_over_a_capacity_without_a_price() -> None:
+    """A point over a capacity row whose price is 0 meets its bound (the job multiplier pays for
+    it): only the feasibility check refuses it."""
+    V, s, C = np.array([[1.0]]), np.array([1.0]), np.array([0.5])
+    ok, obj, bound, _ = transport.certify(V, s, C, np.array([[1.0]]), np.zeros(1))
+    assert obj == bound == 1.0 and not ok
+    assert transport.certify(V, s, C, np.array([[0.5]]), np.ones(1))[0]
