@@ -89,29 +89,38 @@ def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> Polic
     space = policy.make_space(problem)
     if not applies(policy, space):
         return None
-    mask = space.single_mask
-    V, best = transport.per_type(space.T, mask, space.config_type, len(space.worker_types))
-    eq = space.equal_share_throughput()
+    group, rep, mult = _classes(space)
+    if group is None:
+        mask = space.single_mask
+        V, best = transport.per_type(space.T, mask, space.config_type, len(space.worker_types))
+        eq = space.equal_share_throughput()
+    else:  # the classes' rows only, declared on the space (its jobs' mask rows and equal shares gathered)
+        mask = space.single_mask_of(space.T.take(rep, axis=0), space.scale.take(rep))
+        V, best = transport.per_type(space.T.take(rep, axis=0), mask, space.config_type, len(space.worker_types))
+        # thr(g, X_equal) from the per-type values: max(V, 0) is the best allowed placement's
+        # throughput per type (AllocationSpace._best_placement), so the same numbers
+        eq = np.maximum(V, 0.0) @ (space.counts / space.counts.sum())
+        space.declare_classes(group, mask, eq)
     a = policy.normalizer(space)
-    unit = V / eq[:, None]
     if not np.isfinite(a).all():  # (a job of zero equal share: no finite level)
         return None
+    a_rows = a if group is None else a.take(rep)
     fill = bool(policy.config["fill"])
-    group, rep, mult = _classes(space)
     t1 = time.perf_counter()
-    ans = transport.solve_max_min(V.take(rep, axis=0), space.row_scale.take(rep), space.counts, a.take(rep),
-                                  unit.take(rep, axis=0), fill, fill_tolerance, None, mult)
+    ans = transport.solve_max_min(V, space.row_scale if group is None else space.row_scale.take(rep), space.counts,
+                                  a_rows, V / eq[:, None], fill, fill_tolerance, None, mult)
     if ans is None or (fill and not ans.filled):
         return None
     t2 = time.perf_counter()
-    X = _expand(ans.x, best, group, mask.shape)
+    X = _expand(ans.x, best, None, mask.shape)  # (per class where there are classes)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     policy.__dict__[_ANSWERED] = True
+    result = policy.result if group is None else policy.class_result
     if not fill:
-        return policy.result(space, X, Status.OPTIMAL, ans.t, "highs", timings)
+        return result(space, X, Status.OPTIMAL, ans.t, "highs", timings)
     info = {"seconds": ans.seconds, "min_level": float(ans.level.min()) if ans.level.size else ans.t,
             "normalized_throughput_before": ans.before, "normalized_throughput_after": ans.after, "steps": None}
-    return policy.result(space, X, Status.OPTIMAL, ans.t, "highs", timings, fill=info)
+    return result(space, X, Status.OPTIMAL, ans.t, "highs", timings, fill=info)
 
 
 def _classes(space: AllocationSpace) -> tuple[np.ndarray | None, np.ndarray, np.ndarray | None]:

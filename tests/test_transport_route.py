@@ -380,3 +380,19 @@ def test_a_wrong_crash_basis_costs_only_iterations(seed: int, n: int, k: int, le
         got = get_policy("max_min_fairness", fill=fill).solve(p)
     assert used == [True] and answered == [True]
     check_max_min(got, p, fill)
+
+
+@pytest.mark.parametrize("n", [64, 128])
+def test_max_min_declared_classes_give_the_spaces_own_numbers(gavel, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Max-min's route computes the mask rows and equal shares of its job classes only (the equal
+    share from the per-type values) and declares them on the space: each job's are exactly those
+    of a fresh space."""
+    workload = _workload()
+    for seed in (0, 1):
+        p = workload(gavel, n, seed=seed)
+        got = get_policy("max_min_fairness").solve(p)
+        assert got.space.declared_classes() is not None
+        fresh = get_policy("max_min_fairness").make_space(p)
+        assert np.array_equal(got.space.equal_share_throughput(), fresh.equal_share_throughput())
+        assert np.array_equal(got.space.single_mask, fresh.single_mask)
+        check_max_min(got, p, True)
