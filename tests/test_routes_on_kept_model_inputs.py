@@ -3,7 +3,7 @@
 tests run with those routes switched off (``no_transport_route`` in test_incremental.py): the same
 sequences of arrivals, completions, throughput changes of kept jobs, reorders and several changes at
 once, each answer equal to a cold HiGHS simplex solve of the whole LP, with the routes taken. And the
-checks of an answer that only a capacity row can refuse."""
+checks of an answer that only a capacity row can refuse, and max-min's checks of its points."""
 from __future__ import annotations
 
 from typing import Any
@@ -78,3 +78,17 @@ def test_the_certificate_refuses_a_point_over_a_capacity_without_a_price() -> No
     ok, obj, bound, _ = transport.certify(V, s, C, np.array([[1.0]]), np.zeros(1))
     assert obj == bound == 1.0 and not ok
     assert transport.certify(V, s, C, np.array([[0.5]]), np.ones(1))[0]
+
+
+def test_max_min_points_are_checked_against_every_row() -> None:
+    """A max-min point below the level ``t`` on a row, over a job row or over a capacity is refused
+    (HiGHS's optimal status alone is not taken for a point)."""
+    jj, kk = np.array([0, 0, 1]), np.array([0, 1, 1])
+    Vz = np.array([[2.0, 1.0], [0.0, 4.0]])
+    a, ws, cap = np.ones(2), np.array([1.0, 2.0]), np.array([1.0, 1.5])
+    args = (jj, kk, (2, 2), Vz, a, ws, cap)
+    ok = transport._checked(np.array([0.5, 0.0, 0.5, 1.0]), *args, 1.0, 1e-9)
+    assert ok is not None and np.allclose(ok[1], [1.0, 2.0])
+    assert transport._checked(np.array([0.5, 0.0, 0.2, 1.0]), *args, 1.0, 1e-9) is None  # row 1's level 0.8 < t
+    assert transport._checked(np.array([0.9, 0.2, 0.5, 1.0]), *args, 1.0, 1e-9) is None  # job row 0 at 1.1
+    assert transport._checked(np.array([0.5, 0.0, 1.0, 1.0]), *args, 1.0, 1e-9) is None  # type 1 at 2.0 > 1.5
