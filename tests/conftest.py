@@ -50,10 +50,13 @@ def no_price_path(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 def no_transport_route(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Max-sum throughput solved the usual way at every size (built, compiled, its model kept for
-    re-solves): for tests of the kept-model machinery on problems small enough that the policy
-    would otherwise answer by its transportation LP (``policyopt.transport_route``, and a first
-    problem of repeated jobs by its class transportation LP, ``policyopt.class_transport``)."""
+    """Max-sum throughput and max-min fairness solved the usual way at every size (built, compiled,
+    their models kept for re-solves): for tests of the kept-model machinery on problems small enough
+    that the policy would otherwise answer from the space's arrays (``policyopt.transport_route``:
+    both policies up to ``TRANSPORT_MAX_JOBS`` jobs), and max-sum's first problem of repeated jobs by
+    its class transportation LP (``policyopt.class_transport``, whose re-solves,
+    ``policyopt.transport_resolve``, then never start). The routes on the same inputs:
+    tests/test_routes_on_kept_model_inputs.py."""
     from policyopt import class_transport, solver_api
 
     monkeypatch.setattr(solver_api, "TRANSPORT_MAX_JOBS", 0)
