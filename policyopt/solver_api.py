@@ -116,17 +116,20 @@ IPM_MIN_COLS = 20000
 #: 0.60); an LP infeasible at zero (min-cost with SLO rows) keeps dual simplex with presolve, which
 #: finds its infeasibility 2–4× faster
 PRIMAL_MAX_COLS = 500
-#: max-sum throughput (the policy's own class, ``algorithm="auto"``, HiGHS, the plain allocation
-#: space without pair rows) with at most this many jobs and no kept model is solved as its
-#: transportation LP, built from the space's arrays and handed to HiGHS directly, without the
-#: modeling layer, compile, the backend's load and the kept model for re-solves
-#: (:mod:`policyopt.transport_route`); larger ones go the usual way (the class space, the
-#: structured fast path, re-solves on the kept model)
+#: max-sum throughput and heterogeneity-aware max-min fairness (the policies' own classes,
+#: ``algorithm="auto"``, HiGHS, no ``threads``, ``time_limit`` or ``verbose``, the plain allocation
+#: space without pair rows) with at most this many jobs and no kept model are solved from the
+#: space's arrays (max-sum as its transportation LP, max-min as its epigraph LP and ``fill`` stage on
+#: per-type columns), handed to HiGHS directly, without the modeling layer, compile, the backend's
+#: load and the kept model for re-solves (:mod:`policyopt.transport_route`); larger ones go the
+#: usual way (max-sum's first problem of repeated jobs: :mod:`policyopt.class_transport`; the class
+#: space, the structured fast path, re-solves on the kept model)
 TRANSPORT_MAX_JOBS = 128
 #: a policy object that solved before (re-solving after arrivals and completions) takes the arrays
 #: route only up to this many jobs: above, its kept model re-solves faster (max-min fairness at
 #: ~120 jobs, median CPU per re-solve: 0.59 ms on the kept model against 1.59 ms by the arrays;
-#: at 64 jobs 2.47 against 1.41, max-sum throughput 0.87 against 0.63)
+#: at 64 jobs 2.47 against 1.41; max-sum throughput 0.94 against 0.84 at ~120 jobs and 0.87 against
+#: 0.63 at 64: one threshold for both; docs/solvers.md, the rule's arrays step)
 TRANSPORT_RESOLVE_MAX_JOBS = 64
 
 
