@@ -11,9 +11,10 @@ scale factor ``s_g``, capacities ``C_k``). In the class totals ``y_gk = m_g x_gk
 ``B`` (columns of ``[A, I]``, its nonbasic columns and slacks at 0) has basic values
 ``z_B = B⁻¹ b`` — linear in ``m`` — and multipliers that do not depend on ``m`` at all. So after
 an arrival or a completion (a change of ``m``) the kept basis gives the new point with one
-product ``M b`` (``M`` the inverse of the basis's *kernel*: the rows whose slack is nonbasic against
-the basic columns; a row whose slack is basic takes it alone), and it is optimal exactly when that
-point is feasible (``z_B ≥ 0`` and every row within its bound).
+product ``z = Z (m, 1)`` (the basic columns' values as a map of the counts, made once from the
+basis by :meth:`ClassBasis.take`: a row whose slack is basic takes it alone, a tight class row with
+one basic column gives it ``m_g``, a small block solves the rest), and it is optimal exactly when
+that point is feasible (``z ≥ 0`` and every row within its bound).
 
 *Certificate* (of every answer, recomputed from the point): ``y ≥ 0``, every class row
 ``Σ_k y_gk ≤ m_g`` and capacity row ``Σ_g s_g y_gk ≤ C_k`` to 1e-9 (relative to the bound, at least 1),
