@@ -1,6 +1,7 @@
 """The array routes of max-sum throughput and max-min fairness (``policyopt.transport_route``,
 ``policyopt.class_transport``, ``policyopt.transport_resolve``) on the inputs that the kept-model
-tests run with those routes switched off (``no_transport_route`` in test_incremental.py): the same
+tests run with those routes switched off (``no_transport_route`` in test_incremental.py, the kept
+basis's ``keep`` in test_aggregate_totals.py): the same
 sequences of arrivals, completions, throughput changes of kept jobs, reorders and several changes at
 once, each answer equal to a cold HiGHS simplex solve of the whole LP, with the routes taken. And the
 checks of an answer that only a capacity row can refuse, and max-min's checks of its points."""
@@ -92,3 +93,26 @@ def test_max_min_points_are_checked_against_every_row() -> None:
     assert transport._checked(np.array([0.5, 0.0, 0.2, 1.0]), *args, 1.0, 1e-9) is None  # row 1's level 0.8 < t
     assert transport._checked(np.array([0.9, 0.2, 0.5, 1.0]), *args, 1.0, 1e-9) is None  # job row 0 at 1.1
     assert transport._checked(np.array([0.5, 0.0, 1.0, 1.0]), *args, 1.0, 1e-9) is None  # type 1 at 2.0 > 1.5
+
+
+@pytest.mark.parametrize("opts", [{}, {"normalize": True}])
+def test_class_totals_sequence_from_the_class_transportation_basis(opts: dict) -> None:
+    """test_aggregate_totals.py's arrivals and completions (there with the kept basis switched off):
+    with it on, the first problem by the class transportation LP and every later one from its kept
+    classes and basis, each equal to a cold simplex solve."""
+    import test_aggregate_totals as totals
+
+    pol = get_policy("max_sum_throughput", **opts)
+    jobs = totals.first_jobs()
+    totals.check(pol, "max_sum_throughput", jobs, **opts)
+    rng = np.random.default_rng(5)
+    nxt = totals.N
+    for step in range(8):
+        if step % 2:
+            del jobs[int(rng.integers(len(jobs)))]
+        else:
+            jobs.insert(int(rng.integers(len(jobs) + 1)), totals.kind_job(nxt, int(rng.integers(7))))
+            nxt += 1
+        totals.check(pol, "max_sum_throughput", jobs, **opts)
+    assert class_transport.answered(pol) == 1 and incremental.state(pol) is None
+    assert sum(transport_resolve.answered(pol)) == 8
