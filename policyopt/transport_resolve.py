@@ -80,7 +80,7 @@ class ClassBasis:
 
     def __init__(self, policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray,
                  mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray,
-                 basic: np.ndarray | None, p: np.ndarray) -> None:
+                 ans: Any) -> None:
         self.config = dict(policy.config)
         self.variants, self.counts = space._variants, space.counts  # (the cluster's arrays: same object, same cluster)
         self.C = space.counts
@@ -90,26 +90,30 @@ class ClassBasis:
         self.m = m
         self.lock = threading.Lock()
         self._keys: dict[bytes, int] | None = None
+        self._lookups = 0  # (arrivals' classes found so far: the keys are made at the second)
         self.M: np.ndarray | None = None  # the basis's map (:meth:`take`)
         #: problems answered from the kept basis / by a HiGHS run on the class LP
         self.answers = 0
         self.runs = 0
-        self._prepare(space.row_scale, rep, basic, p)
+        self._prepare(space.row_scale, rep, ans)
 
-    def _prepare(self, row_scale: np.ndarray, rep: np.ndarray, basic: np.ndarray | None, p: np.ndarray) -> None:
-        """The classes' data, scale factors and keys, and the kept basis's map (:meth:`take`). (Made
-        with the first problem's answer, not at the first re-solve: both were measured, see
-        docs/solvers.md.)"""
+    def _prepare(self, row_scale: np.ndarray, rep: np.ndarray, ans: Any) -> None:
+        """The classes' data and scale factors, and the kept basis's map (:meth:`take`, from the
+        columns and multipliers the solve computed). (Made with the first problem's answer, not at
+        the first re-solve: both were measured, see docs/solvers.md. The classes' keys wait for the
+        second arrival, :meth:`classes_of`.)"""
         self.rep_T, self.rep_scale, self.rep_weights = self.T.take(rep, axis=0), self.scale[rep], self.weights[rep]
         self.s = row_scale.take(rep)
         self._cap = self.C + TOL * np.maximum(self.C, 1.0)
-        self._class_keys()
-        self.take(basic, p, self.m)
+        self.take(ans.basic, ans.p, self.m, ans.cols, ans.y)
 
     # ------------------------------------------------------------------ the basis
-    def take(self, basic: np.ndarray | None, p: np.ndarray, m: np.ndarray) -> bool:
+    def take(self, basic: np.ndarray | None, p: np.ndarray, m: np.ndarray,
+             cols: tuple[np.ndarray, np.ndarray] | None = None, y: np.ndarray | None = None) -> bool:
         """Keep the basis ``basic`` (HiGHS's encoding, :class:`~policyopt.solvers.transport.TransportAnswer`)
-        of the class LP solved at the counts ``m`` (its columns: ``V_gk m_g > 0``), with prices ``p``;
+        of the class LP solved at the counts ``m`` (its columns: ``V_gk m_g > 0``, as ``cols`` where
+        the solve gave them), with prices ``p`` and the solve's multipliers ``y``
+        (``y_g = max(0, max_k m_g (V_gk − s_g p_k))``, so ``u_g = y_g / m_g`` where every ``m_g > 0``);
         ``False`` (none kept) where it is not a basis of the totals' LP or its kernel is singular.
 
         The basic values as a linear map of ``(m, 1)``, ``z = Z (m, 1)``: a tight class row (slack
@@ -122,7 +126,7 @@ class ClassBasis:
         G, K = V.shape
         if basic is None or basic.size != G + K:
             return False
-        jj, kk = np.nonzero((V > 0) & (m > 0)[:, None])  # (the solve's columns, job-major)
+        jj, kk = np.nonzero((V > 0) & (m > 0)[:, None]) if cols is None else cols  # (job-major)
         isc = basic >= 0
         cols = basic[isc]
         nb = cols.size
@@ -166,7 +170,10 @@ class ClassBasis:
         Z[single.nonzero()[0], sg] = 1.0
         Z[rc] = W @ R
         p = np.maximum(p, 0.0)
-        u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
+        if y is not None and y.size == G and m.all():
+            u = y / m  # (the solve's multipliers per job: to rounding, the formula below)
+        else:
+            u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
         self.M, self.bg, self.bk, self.u, self.p = Z, bg, bk, u, p
         self._b = np.ones(G + 1)
         self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(self.C @ p)
@@ -204,7 +211,7 @@ class ClassBasis:
         it (:meth:`answer`), or ``None``."""
         self.runs += 1
         ans = transport.solve(self.V * m[:, None], self.s * m, self.C, threads)
-        if ans is None or not self.take(ans.basic, ans.p, m):
+        if ans is None or not self.take(ans.basic, ans.p, m, ans.cols, ans.y):
             return None
         return self.answer(m)
 
@@ -220,15 +227,16 @@ class ClassBasis:
 
     def classes_of(self, space: AllocationSpace, a: int, b: int, normalize: bool) -> np.ndarray | None:
         """The class of each job ``a … b−1`` of ``space``: the class of equal data (a few jobs looked
-        up by their data's bytes — equal bytes, equal data; otherwise compared as numbers with every
-        class's), else a new class (appended, its rows and per-type values computed; the kept basis
+        up by their data's bytes — equal bytes, equal data — from the second problem with arrivals on,
+        the keys made then; otherwise compared as numbers with every class's), else a new class (appended, its rows and per-type values computed; the kept basis
         dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
         T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
-        if b - a <= 8:
+        if b - a <= 8 and self._lookups:  # (the first arrival: compared as numbers, no keys made)
             keys = self._class_keys()
             got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(b - a)]
             if None not in got:
                 return np.array(got, np.int64)
+        self._lookups += b > a
         eq = (T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
         eq &= scale[:, None] == self.rep_scale[None, :]
         eq &= weights[:, None] == self.rep_weights[None, :]
@@ -333,7 +341,7 @@ def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray
          eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray, ans: Any) -> None:
     """Keep ``policy``'s classes and the basis of the class LP's certified answer ``ans``
     (:func:`policyopt.solvers.transport.solve` at the counts ``m``) for its re-solves."""
-    _KEPT[policy] = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m, ans.basic, ans.p)
+    _KEPT[policy] = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m, ans)
 
 
 def kept(policy: Any) -> ClassBasis | None:

@@ -55,7 +55,8 @@ class TransportAnswer:
     the capacity prices ``p`` and job multipliers ``y`` of the certificate, and its dual bound;
     ``basic``: HiGHS's optimal basis (``getBasicVariables``: ``t ≥ 0`` the ``t``-th column with
     ``V > 0`` in job-major order, ``−1 − i`` row ``i``'s logical; job rows, then capacity rows),
-    where HiGHS gave one."""
+    where HiGHS gave one; ``cols``: the columns ``(jj, kk)`` of the LP HiGHS ran (job and type of
+    each column with ``V > 0``, job-major: the ``t`` of ``basic``)."""
 
     x: np.ndarray
     objective: float
@@ -64,6 +65,7 @@ class TransportAnswer:
     bound: float
     iterations: int
     basic: np.ndarray | None = None
+    cols: tuple[np.ndarray, np.ndarray] | None = None
 
 
 def per_type(values: np.ndarray, mask: np.ndarray, config_type: np.ndarray, num_types: int
@@ -138,7 +140,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = Non
     finally:
         _release_highs(h, m)
     ok, obj, bound, y = certify(V, s, C, x, p)
-    return TransportAnswer(x, obj, np.maximum(p, 0.0), y, bound, iterations, basic) if ok else None
+    return TransportAnswer(x, obj, np.maximum(p, 0.0), y, bound, iterations, basic, (jj, kk)) if ok else None
 
 
 @dataclass

@@ -166,3 +166,38 @@ def test_small_inverse() -> None:
     assert _inverse(np.array([[1.0, 2.0], [2.0, 4.0]])) is None
     assert _inverse(np.zeros((3, 3))) is None
     assert _inverse(np.zeros((9, 9))) is None
+
+
+def test_first_arrivals_class_found_without_keys() -> None:
+    """The first problem with an arrival finds its class by comparing numbers (no keys made); the
+    next one makes the keys and looks it up: both give the arrival its kind's class, both exact."""
+    pol, p = _first({}, gpus=80)
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None and st_._keys is None
+    jobs = list(p.jobs)
+    for step, kind in enumerate((2, 1)):
+        jobs.insert(40 + step, kind_job(1000 + step, kind))
+        q = p.with_jobs(jobs)
+        check(pol.solve(q), q, {})
+        assert transport_resolve.answered(pol) == (step + 1, 0)
+        assert (st_._keys is None) == (step == 0)
+        peer = next(i for i, j in enumerate(jobs) if j.throughputs == jobs[40 + step].throughputs
+                    and i != 40 + step)
+        assert st_.group[40 + step] == st_.group[peer]
+
+
+def test_the_solves_columns_and_multipliers_give_the_map() -> None:
+    """The basis taken from the solve's columns and multipliers (``u_g = y_g / m_g``) is the one
+    recomputed from ``V`` and ``p``; multipliers that are not the solve's fail the certificate."""
+    pol, p = _first({})
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None and st_.M is not None
+    ans = transport.solve(st_.V * st_.m[:, None], st_.s * st_.m, st_.C)
+    assert ans is not None and ans.cols is not None
+    assert st_.take(ans.basic, ans.p, st_.m)
+    M, u = st_.M.copy(), st_.u.copy()
+    assert st_.take(ans.basic, ans.p, st_.m, ans.cols, ans.y)
+    assert np.array_equal(st_.M, M) and np.allclose(st_.u, u, rtol=1e-14, atol=0.0)
+    assert st_.answer(st_.m) is not None
+    assert st_.take(ans.basic, ans.p, st_.m, ans.cols, ans.y * 1.01)
+    assert st_.answer(st_.m) is None
