@@ -228,8 +228,9 @@ class ClassBasis:
     def classes_of(self, space: AllocationSpace, a: int, b: int, normalize: bool) -> np.ndarray | None:
         """The class of each job ``a … b−1`` of ``space``: the class of equal data (a few jobs looked
         up by their data's bytes — equal bytes, equal data — from the second problem with arrivals on,
-        the keys made then; otherwise compared as numbers with every class's), else a new class (appended, its rows and per-type values computed; the kept basis
-        dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
+        the keys made then; otherwise compared as numbers with every class's), else a new class
+        (appended, its rows and per-type values computed; the kept basis dropped). ``None`` where a
+        new class has a type of infinite value (a zero equal share)."""
         T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
         if b - a <= 8 and self._lookups:  # (the first arrival: compared as numbers, no keys made)
             keys = self._class_keys()
