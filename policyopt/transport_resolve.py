@@ -126,7 +126,10 @@ class ClassBasis:
         G, K = V.shape
         if basic is None or basic.size != G + K:
             return False
-        jj, kk = np.nonzero((V > 0) & (m > 0)[:, None]) if cols is None else cols  # (job-major)
+        if cols is None:
+            jj, kk = np.nonzero((V > 0) & (m > 0)[:, None])  # (the solve's columns, job-major)
+        else:
+            jj, kk = cols
         isc = basic >= 0
         cols = basic[isc]
         nb = cols.size
