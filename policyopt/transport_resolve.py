@@ -131,11 +131,11 @@ class ClassBasis:
         else:
             jj, kk = cols
         isc = basic >= 0
-        cols = basic[isc]
-        nb = cols.size
-        if nb and cols.max() >= jj.size:
+        at = basic[isc]
+        nb = at.size
+        if nb and at.max() >= jj.size:
             return False
-        bg, bk = jj.take(cols), kk.take(cols)
+        bg, bk = jj.take(at), kk.take(at)
         tight = np.ones(G + K, bool)
         tight[-1 - basic[~isc]] = False
         cnt = np.bincount(bg, minlength=G)
