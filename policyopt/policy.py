@@ -217,19 +217,22 @@ class Policy(ABC):
         return self._package(space, X, status, objective, solver, timings, message, extra, t0)
 
     def class_result(self, space: AllocationSpace, Xc: np.ndarray, status: Status, objective: float | None,
-                     solver: str, timings: Timings, message: str = "", **extra: Any) -> PolicyResult:
+                     solver: str, timings: Timings, message: str = "", clipped: bool = False,
+                     **extra: Any) -> PolicyResult:
         """:meth:`result` of the allocation ``Xc[group]``, where ``Xc`` holds one row per class of
         jobs of equal data declared on the space (:meth:`AllocationSpace.declare_classes`: job ``j``
         is of class ``group[j]``): clipped and masked per class (each job's mask row is its
-        class's), then gathered once — the same numbers as clipping and masking ``Xc[group]``. A
-        policy with its own :meth:`result` gets ``Xc[group]`` there."""
+        class's), then gathered once — the same numbers as clipping and masking ``Xc[group]``.
+        ``clipped``: the caller's ``Xc`` already is (every entry in [0, 1], no NaN or −0.0, 0 where
+        its class's mask row is False), so it is gathered as it is. A policy with its own
+        :meth:`result` gets ``Xc[group]`` there."""
         cls = space.declared_classes()
         if cls is None:
             raise ValueError("class_result needs the space's classes (AllocationSpace.declare_classes)")
         if type(self).result is not Policy.result:
             return self.result(space, Xc.take(cls[0], axis=0), status, objective, solver, timings, message, **extra)
         t0 = time.perf_counter()
-        X = _clip_masked(Xc, cls[1]).take(cls[0], axis=0)  # (take: ~4× fancy indexing's speed on rows)
+        X = (Xc if clipped else _clip_masked(Xc, cls[1])).take(cls[0], axis=0)  # (take: ~4× fancy indexing's)
         return self._package(space, X, status, objective, solver, timings, message, extra, t0)
 
     def _package(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,

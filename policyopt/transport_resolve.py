@@ -398,10 +398,13 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
         t2 = time.perf_counter()
         st.ids, st.group, st.m = space.jobs.labels, group, m
         st.T, st.scale, st.weights = space.T, space.scale, space.weights
+        x = z / np.maximum(m.take(st.bg), 1.0)  # (counts are whole; a class without jobs: z = 0)
+        np.minimum(x, 1.0, out=x)  # (a class row within 1e-9 of its bound: at most 1)
+        x += 0.0  # (−0.0 reads 0.0)
         Xc = np.zeros(st.mask.shape)
-        Xc[st.bg, st._bbest] = z / np.maximum(m.take(st.bg), 1.0)  # (counts are whole; a class without jobs: z = 0)
+        Xc[st.bg, st._bbest] = x  # (z ≥ 0, no NaN (certified), each on a configuration its mask allows)
         space.declare_classes(group, st.mask, st.eq_share)
         timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
-        return policy.class_result(space, Xc, Status.OPTIMAL, obj, "highs", timings)
+        return policy.class_result(space, Xc, Status.OPTIMAL, obj, "highs", timings, clipped=True)
     finally:
         st.lock.release()

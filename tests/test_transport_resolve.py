@@ -201,3 +201,31 @@ def test_the_solves_columns_and_multipliers_give_the_map() -> None:
     assert st_.answer(st_.m) is not None
     assert st_.take(ans.basic, ans.p, st_.m, ans.cols, ans.y * 1.01)
     assert st_.answer(st_.m) is None
+
+
+@pytest.mark.parametrize("gpus", [6, 12, 80])
+def test_answers_given_as_clipped_are(gpus: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every allocation the route hands over as already clipped and masked (``class_result(...,
+    clipped=True)``) is: equal to its clipped and masked copy, bit for bit (no −0.0), under scarce and
+    ample GPUs, through arrivals, completions and a kind emptied."""
+    from policyopt.policy import Policy, _clip_masked
+
+    real = Policy.class_result
+    seen = []
+
+    def spy(self: Any, space: Any, Xc: np.ndarray, *a: Any, clipped: bool = False, **k: Any) -> Any:
+        if clipped:
+            mask = space.declared_classes()[1]
+            assert np.array_equal(Xc, _clip_masked(Xc, mask)) and not np.signbit(Xc).any()
+            seen.append(1)
+        return real(self, space, Xc, *a, clipped=clipped, **k)
+
+    monkeypatch.setattr(Policy, "class_result", spy)
+    pol, p = _first({}, gpus=gpus)
+    jobs = list(p.jobs)
+    seq = [jobs[:-1], jobs[:-1] + [kind_job(2000, 1)], [j for j in jobs if j.throughputs != jobs[0].throughputs],
+           jobs[3:] + [kind_job(2001, 0), kind_job(2002, 3)]]
+    for jl in seq:
+        q = p.with_jobs(jl)
+        check(pol.solve(q), q, {})
+    assert len(seen) == len(seq)
