@@ -90,7 +90,6 @@ class ClassBasis:
         self.m = m
         self.lock = threading.Lock()
         self._keys: dict[bytes, int] | None = None
-        self._lookups = 0  # (arrivals' classes found so far: the keys are made at the second)
         self.M: np.ndarray | None = None  # the basis's map (:meth:`take`)
         #: problems answered from the kept basis / by a HiGHS run on the class LP
         self.answers = 0
@@ -98,13 +97,13 @@ class ClassBasis:
         self._prepare(space.row_scale, rep, ans)
 
     def _prepare(self, row_scale: np.ndarray, rep: np.ndarray, ans: Any) -> None:
-        """The classes' data and scale factors, and the kept basis's map (:meth:`take`, from the
-        columns and multipliers the solve computed). (Made with the first problem's answer, not at
-        the first re-solve: both were measured, see docs/solvers.md. The classes' keys wait for the
-        second arrival, :meth:`classes_of`.)"""
+        """The classes' data, scale factors and keys, and the kept basis's map (:meth:`take`, from
+        the columns and multipliers the solve computed). (Made with the first problem's answer, not
+        at the first re-solve: both were measured, see docs/solvers.md.)"""
         self.rep_T, self.rep_scale, self.rep_weights = self.T.take(rep, axis=0), self.scale[rep], self.weights[rep]
         self.s = row_scale.take(rep)
         self._cap = self.C + TOL * np.maximum(self.C, 1.0)
+        self._class_keys()
         self.take(ans.basic, ans.p, self.m, ans.cols, ans.y)
 
     # ------------------------------------------------------------------ the basis
@@ -230,17 +229,15 @@ class ClassBasis:
 
     def classes_of(self, space: AllocationSpace, a: int, b: int, normalize: bool) -> np.ndarray | None:
         """The class of each job ``a … b−1`` of ``space``: the class of equal data (a few jobs looked
-        up by their data's bytes — equal bytes, equal data — from the second problem with arrivals on,
-        the keys made then; otherwise compared as numbers with every class's), else a new class
-        (appended, its rows and per-type values computed; the kept basis dropped). ``None`` where a
-        new class has a type of infinite value (a zero equal share)."""
+        up by their data's bytes — equal bytes, equal data; otherwise compared as numbers with every
+        class's), else a new class (appended, its rows and per-type values computed; the kept basis
+        dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
         T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
-        if b - a <= 8 and self._lookups:  # (the first arrival: compared as numbers, no keys made)
+        if b - a <= 8:
             keys = self._class_keys()
             got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(b - a)]
             if None not in got:
                 return np.array(got, np.int64)
-        self._lookups += b > a
         eq = (T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
         eq &= scale[:, None] == self.rep_scale[None, :]
         eq &= weights[:, None] == self.rep_weights[None, :]

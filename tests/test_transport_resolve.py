@@ -168,24 +168,6 @@ def test_small_inverse() -> None:
     assert _inverse(np.zeros((9, 9))) is None
 
 
-def test_first_arrivals_class_found_without_keys() -> None:
-    """The first problem with an arrival finds its class by comparing numbers (no keys made); the
-    next one makes the keys and looks it up: both give the arrival its kind's class, both exact."""
-    pol, p = _first({}, gpus=80)
-    st_ = transport_resolve.kept(pol)
-    assert st_ is not None and st_._keys is None
-    jobs = list(p.jobs)
-    for step, kind in enumerate((2, 1)):
-        jobs.insert(40 + step, kind_job(1000 + step, kind))
-        q = p.with_jobs(jobs)
-        check(pol.solve(q), q, {})
-        assert transport_resolve.answered(pol) == (step + 1, 0)
-        assert (st_._keys is None) == (step == 0)
-        peer = next(i for i, j in enumerate(jobs) if j.throughputs == jobs[40 + step].throughputs
-                    and i != 40 + step)
-        assert st_.group[40 + step] == st_.group[peer]
-
-
 def test_the_solves_columns_and_multipliers_give_the_map() -> None:
     """The basis taken from the solve's columns and multipliers (``u_g = y_g / m_g``) is the one
     recomputed from ``V`` and ``p``; multipliers that are not the solve's fail the certificate."""
