@@ -211,3 +211,27 @@ def test_answers_given_as_clipped_are(gpus: int, monkeypatch: pytest.MonkeyPatch
         q = p.with_jobs(jl)
         check(pol.solve(q), q, {})
     assert len(seen) == len(seq)
+
+
+@pytest.mark.parametrize("gpus", [6, 12, 20])
+def test_the_map_solves_the_tight_rows(gpus: int) -> None:
+    """Under scarce GPUs (tight capacity rows: the small block is not empty), the kept map's point
+    ``z = Z (m, 1)`` meets every tight row of the basis with equality at any counts ``m``: a tight
+    class row ``Σ_k y_gk = m_g``, a tight capacity row ``Σ_g s_g y_gk = C_k``."""
+    pol, p = _first({}, gpus=gpus)
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None and st_.M is not None
+    ans = transport.solve(st_.V * st_.m[:, None], st_.s * st_.m, st_.C)
+    assert ans is not None and ans.basic is not None
+    G, K = st_.V.shape
+    tight = np.ones(G + K, bool)
+    tight[-1 - ans.basic[ans.basic < 0]] = False
+    assert tight[G:].any()
+    rng = np.random.default_rng(gpus)
+    for _ in range(5):
+        m = st_.m + rng.integers(-2, 3, G)
+        z = st_.M @ np.append(m, 1.0)
+        rows = np.bincount(st_.bg, z, G)
+        caps = np.bincount(st_.bk, z * st_.s[st_.bg], K)
+        assert np.allclose(rows[tight[:G]], m[tight[:G]], rtol=1e-12, atol=1e-9)
+        assert np.allclose(caps[tight[G:]], st_.C[tight[G:]], rtol=1e-12, atol=1e-9)
