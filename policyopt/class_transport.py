@@ -76,8 +76,8 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     group, rep = got
     if rep.size > aggregate_cold.MAX_CLASS_SHARE * group.size:
         return None
-    T = space.T.take(rep, axis=0)
-    mask, eq_share = space.class_rows(T, space.scale.take(rep))
+    T, scale = space.T.take(rep, axis=0), space.scale.take(rep)
+    mask, eq_share = space.class_rows(T, scale)
     values = T / eq_share[:, None] if policy.config["normalize"] else T
     V, best = transport.per_type(values, mask, space.config_type, len(space.worker_types))
     if not np.isfinite(V[V > -np.inf]).all():  # (a class of zero equal share under normalize)
@@ -93,6 +93,6 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     Xc = np.zeros(mask.shape)
     Xc[gg, best[gg, kk]] = ans.x[gg, kk]
     space.declare_classes(group, mask, eq_share)  # (each job's mask row and equal share: its class's)
-    transport_resolve.keep(policy, space, group, rep, mask, eq_share, V, best, m, ans)  # (its re-solves)
+    transport_resolve.keep(policy, space, group, (rep, T, scale), mask, eq_share, V, best, m, ans)  # (re-solves)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     return policy.class_result(space, Xc, Status.OPTIMAL, ans.objective, "highs", timings)

@@ -78,7 +78,8 @@ class ClassBasis:
     _cp: float
     _cap: np.ndarray
 
-    def __init__(self, policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray,
+    def __init__(self, policy: Any, space: AllocationSpace, group: np.ndarray,
+                 rep: tuple[np.ndarray, np.ndarray, np.ndarray],
                  mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray,
                  ans: Any) -> None:
         self.config = dict(policy.config)
@@ -96,12 +97,12 @@ class ClassBasis:
         self.runs = 0
         self._prepare(space.row_scale, rep, ans)
 
-    def _prepare(self, row_scale: np.ndarray, rep: np.ndarray, ans: Any) -> None:
+    def _prepare(self, row_scale: np.ndarray, rep: tuple[np.ndarray, np.ndarray, np.ndarray], ans: Any) -> None:
         """The classes' data, scale factors and keys, and the kept basis's map (:meth:`take`, from
         the columns and multipliers the solve computed). (Made with the first problem's answer, not
         at the first re-solve: both were measured, see docs/solvers.md.)"""
-        self.rep_T, self.rep_scale, self.rep_weights = self.T.take(rep, axis=0), self.scale[rep], self.weights[rep]
-        self.s = row_scale.take(rep)
+        at, self.rep_T, self.rep_scale = rep
+        self.rep_weights, self.s = self.weights.take(at), row_scale.take(at)
         self._cap = self.C + TOL * np.maximum(self.C, 1.0)
         self._class_keys()
         self.take(ans.basic, ans.p, self.m, ans.cols, ans.y)
@@ -345,10 +346,12 @@ def _inverse(A: np.ndarray) -> np.ndarray | None:
     return np.array(inv).reshape(r, r)
 
 
-def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: np.ndarray, mask: np.ndarray,
-         eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray, ans: Any) -> None:
+def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: tuple[np.ndarray, np.ndarray, np.ndarray],
+         mask: np.ndarray, eq_share: np.ndarray, V: np.ndarray, best: np.ndarray, m: np.ndarray, ans: Any) -> None:
     """Keep ``policy``'s classes and the basis of the class LP's certified answer ``ans``
-    (:func:`policyopt.solvers.transport.solve` at the counts ``m``) for its re-solves."""
+    (:func:`policyopt.solvers.transport.solve` at the counts ``m``) for its re-solves. ``rep``: each
+    class's first job, and its throughputs and scale factor (``space.T`` and ``space.scale`` at those
+    jobs, as the caller took them)."""
     _KEPT[policy] = ClassBasis(policy, space, group, rep, mask, eq_share, V, best, m, ans)
 
 
