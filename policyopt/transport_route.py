@@ -21,7 +21,11 @@ are the policy's), the result as the policy's own (objective ``t*``, ``extra["fi
 stage's seconds, the smallest level, the normalized throughput before and after, ``steps`` None).
 Jobs of equal data (throughputs, scale factor, weight: :func:`policyopt.aggregate_cold.job_classes`)
 are one row of the LPs, its capacity entries and fill costs times the class's size (by symmetry,
-averaging an optimum over identical jobs keeps it feasible and optimal: the same optima). It
+averaging an optimum over identical jobs keeps it feasible and optimal: the same optima); then only
+the classes' mask rows are computed and their equal shares taken from the per-type values
+(``max(V, 0)`` is the best allowed placement's throughput per type), both declared on the space
+(:meth:`~policyopt.allocation.AllocationSpace.declare_classes`) and the result gathered per class
+(:meth:`~policyopt.policy.Policy.class_result`). It
 returns ``None`` (the policy solves as before) where the route does not apply, the first LP's point
 leaves a row by more than 1e-9, or the fill stage ends other than optimal.
 """
@@ -74,7 +78,7 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     if ans is None:
         return None
     t2 = time.perf_counter()
-    X = _expand(ans.x, best, None, mask.shape)
+    X = _expand(ans.x, best, mask.shape)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     policy.__dict__[_ANSWERED] = True
     return policy.result(space, X, Status.OPTIMAL, ans.objective, "highs", timings)
@@ -112,7 +116,7 @@ def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> Polic
     if ans is None or (fill and not ans.filled):
         return None
     t2 = time.perf_counter()
-    X = _expand(ans.x, best, None, mask.shape)  # (per class where there are classes)
+    X = _expand(ans.x, best, mask.shape)  # (per class where there are classes)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     policy.__dict__[_ANSWERED] = True
     result = policy.result if group is None else policy.class_result
@@ -135,11 +139,10 @@ def _classes(space: AllocationSpace) -> tuple[np.ndarray | None, np.ndarray, np.
     return group, rep, np.bincount(group, minlength=rep.size)
 
 
-def _expand(x: np.ndarray, best: np.ndarray, group: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
-    """The allocation (jobs × configurations): each job's class row ``x[group[j]]`` on its best
-    configuration of each type (``best``)."""
-    xj = x if group is None else x.take(group, axis=0)
-    jj, kk = np.nonzero(xj)
+def _expand(x: np.ndarray, best: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """The allocation (rows × configurations): each row's ``x`` of each type on its best
+    configuration of that type (``best``)."""
+    jj, kk = np.nonzero(x)
     X = np.zeros(shape)
-    X[jj, best[jj, kk]] = xj[jj, kk]
+    X[jj, best[jj, kk]] = x[jj, kk]
     return X
