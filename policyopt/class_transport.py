@@ -28,8 +28,8 @@ problems (arrivals and completions) are re-solved; where that route declines, th
 class space's reduced LP, :mod:`policyopt.aggregate_cold`, kept for the re-solves after it). Fewer than
 :data:`~policyopt.aggregate_cold.MIN_JOBS` jobs, more classes than
 :data:`~policyopt.aggregate_cold.MAX_CLASS_SHARE` of the jobs, a space or option the kept model
-would refuse (:func:`policyopt.incremental.eligible`), ``verbose``, or a failed certificate: ``None``,
-and the policy solves as before.
+would refuse (:func:`policyopt.incremental.eligible`), ``verbose``, a ``time_limit``, or a failed
+certificate: ``None``, and the policy solves as before.
 """
 from __future__ import annotations
 
@@ -57,9 +57,10 @@ def answered(policy: Any) -> int:
 
 def applies(policy: Any, n: int) -> bool:
     """Whether :func:`solve` may answer ``policy``'s problem of ``n`` jobs (before the space is made):
-    its first problem, from :data:`~policyopt.aggregate_cold.MIN_JOBS` jobs, not ``verbose``."""
+    its first problem, from :data:`~policyopt.aggregate_cold.MIN_JOBS` jobs, not ``verbose``, no
+    ``time_limit`` (the LP path applies it and reports a time-out as documented)."""
     return (n >= aggregate_cold.MIN_JOBS and policy not in _ANSWERED and not policy.config["verbose"]
-            and incremental.state(policy) is None)
+            and policy.config["time_limit"] is None and incremental.state(policy) is None)
 
 
 def solve(policy: Any, problem: Problem) -> PolicyResult | None:

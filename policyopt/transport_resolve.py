@@ -220,7 +220,9 @@ class ClassBasis:
         """The class LP at the counts ``m`` solved by HiGHS, its basis kept and the answer read from
         it (:meth:`answer`), or ``None``."""
         self.runs += 1
-        ans = transport.solve(self.V * m[:, None], self.s * m, self.C, threads)
+        Vm = np.full(self.V.shape, -np.inf)  # (a class without jobs: no column; −inf·0 would be NaN)
+        np.multiply(self.V, m[:, None], out=Vm, where=(m > 0)[:, None])
+        ans = transport.solve(Vm, self.s * m, self.C, threads)
         if ans is None or not self.take(ans.basic, ans.p, m, ans.cols, ans.y):
             return None
         return self.answer(m)

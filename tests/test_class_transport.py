@@ -109,11 +109,12 @@ def test_the_next_problems_are_re_solved_from_the_kept_basis(opts: dict) -> None
 
 
 def test_declines_leave_the_problem_to_the_lp() -> None:
-    """Too few repeats, below 128 jobs, an explicit algorithm or ``verbose``: not answered here
+    """Too few repeats, below 128 jobs, an explicit algorithm, a ``time_limit`` or ``verbose``: not answered here
     (each answer still equal to the whole LP's)."""
     cases = [(kinds_problem([2] * 150), {}),  # 150 classes of 2 jobs: more than a quarter of the jobs
              (kinds_problem([40, 40, 40]), {}),  # 120 jobs: the small transportation route
-             (kinds_problem([60, 50, 40, 30]), {"algorithm": "simplex"})]
+             (kinds_problem([60, 50, 40, 30]), {"algorithm": "simplex"}),
+             (kinds_problem([60, 50, 40, 30]), {"time_limit": 30.0})]
     for p, opts in cases:
         pol = get_policy("max_sum_throughput", **opts)
         check(pol.solve(p), p, {})

@@ -13,7 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_class_transport import OPTS, TYPES, check, kind_job, kinds_problem
 
-from policyopt import Cluster, class_transport, get_policy, incremental, transport_resolve
+from policyopt import Cluster, Job, Problem, class_transport, get_policy, incremental, transport_resolve
 from policyopt.solvers import transport
 
 
@@ -235,3 +235,20 @@ def test_the_map_solves_the_tight_rows(gpus: int) -> None:
         caps = np.bincount(st_.bk, z * st_.s[st_.bg], K)
         assert np.allclose(rows[tight[:G]], m[tight[:G]], rtol=1e-12, atol=1e-9)
         assert np.allclose(caps[tight[G:]], st_.C[tight[G:]], rtol=1e-12, atol=1e-9)
+
+
+def test_an_emptied_class_without_a_type_keeps_the_route() -> None:
+    # every job of a class that cannot run on P100 or K80 (V = -inf there) completes, then jobs of a
+    # new kind arrive: the class LP's HiGHS run at a zero count must stay certified (no -inf * 0)
+    cl = Cluster.from_counts({"v100": 20, "p100": 20, "k80": 20})
+    a = [Job(f"a{i}", {"v100": 5.0}) for i in range(40)]
+    b = [Job(f"b{i}", {"v100": 1.0, "p100": 3.0, "k80": 2.0}) for i in range(150)]
+    p = Problem(cl, tuple(a + b))
+    pol = get_policy("max_sum_throughput")
+    check(pol.solve(p), p, {})
+    q = p.with_jobs(b)
+    check(pol.solve(q), q, {})
+    r = p.with_jobs(b + [Job("c0", {"p100": 4.0, "k80": 4.0})])
+    check(pol.solve(r), r, {})
+    assert transport_resolve.kept(pol) is not None
+    assert transport_resolve.answered(pol)[1] >= 1
