@@ -13,6 +13,12 @@ from .allocation import AllocationSpace
 __all__: list[str] = []
 
 
+
+def data_keys(T: np.ndarray, scale: np.ndarray, weights: np.ndarray) -> dict[bytes, int]:
+    """Each class's data row ``(T[g], scale[g], weights[g])`` as bytes → ``g`` (one row per class)."""
+    rows = np.concatenate([T, scale[:, None], weights[:, None]], axis=1)
+    return dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(), range(len(rows))))
+
 class _ClassCounts:
     """The class matching and count updates of :class:`~policyopt.aggregate_resolve.AggregateModel`."""
 
@@ -99,9 +105,7 @@ class _ClassCounts:
         """Each class's data (throughputs, scale factor, weight) as bytes → the class (built once)."""
         keys = self._keys
         if keys is None:
-            rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
-            keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
-                                         range(len(rows))))
+            keys = self._keys = data_keys(self.rep_T, self.rep_scale, self.rep_weights)
         return keys
 
     def _few_counts(self, mult: np.ndarray) -> bool:

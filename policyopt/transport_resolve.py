@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from ._aggregate_counts import data_keys
 from ._aggregate_parts import common_ends
 from .allocation import AllocationSpace
 from .problem import Problem
@@ -232,9 +233,7 @@ class ClassBasis:
         """Each class's data (throughputs, scale factor, weight) as bytes → the class."""
         keys = self._keys
         if keys is None:
-            rows = np.concatenate([self.rep_T, self.rep_scale[:, None], self.rep_weights[:, None]], axis=1)
-            keys = self._keys = dict(zip(rows.view(f"V{rows.shape[1] * rows.itemsize}").ravel().tolist(),
-                                         range(len(rows))))
+            keys = self._keys = data_keys(self.rep_T, self.rep_scale, self.rep_weights)
         return keys
 
     def classes_of(self, space: AllocationSpace, a: int, b: int, normalize: bool) -> np.ndarray | None:
