@@ -221,7 +221,7 @@ WORKLOADS = ("gavel", "distinct")
 def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = WORKLOADS) -> list[dict[str, Any]]:
     """Re-solve after one arrival at ``n`` jobs (and after one completion, ``n − 1`` left) against a
     cold solve, in one process: a fresh policy object solving the problem (cold) and one that solved
-    the problem before the change (warm: its loaded model updated in place, see docs/solvers.md).
+    the problem before the change (warm: its loaded model updated in place, see docs/solvers-resolves.md).
     Two workloads: Gavel's (jobs repeat: the structured fast path), and the same with every job's
     throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
     picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``class basis``

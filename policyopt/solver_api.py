@@ -129,7 +129,7 @@ TRANSPORT_MAX_JOBS = 128
 #: route only up to this many jobs: above, its kept model re-solves faster (max-min fairness at
 #: ~120 jobs, median CPU per re-solve: 0.59 ms on the kept model against 1.59 ms by the arrays;
 #: at 64 jobs 2.47 against 1.41; max-sum throughput 0.94 against 0.84 at ~120 jobs and 0.87 against
-#: 0.63 at 64: one threshold for both; docs/solvers.md, the rule's arrays step)
+#: 0.63 at 64: one threshold for both; docs/solvers.md, `algorithm="auto"`: one rule)
 TRANSPORT_RESOLVE_MAX_JOBS = 64
 
 

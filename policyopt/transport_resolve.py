@@ -101,7 +101,8 @@ class ClassBasis:
     def _prepare(self, row_scale: np.ndarray, rep: tuple[np.ndarray, np.ndarray, np.ndarray], ans: Any) -> None:
         """The classes' data, scale factors and keys, and the kept basis's map (:meth:`take`, from
         the columns and multipliers the solve computed). (Made with the first problem's answer, not
-        at the first re-solve: both were measured, see docs/solvers.md.)"""
+        at the first re-solve: both were measured, see docs/solvers-class-resolves.md, "Re-solves from the
+        class transportation LP's basis".)"""
         at, self.rep_T, self.rep_scale = rep
         self.rep_weights, self.s = self.weights.take(at), row_scale.take(at)
         self._cap = self.C + TOL * np.maximum(self.C, 1.0)
