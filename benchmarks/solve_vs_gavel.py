@@ -8,10 +8,13 @@ done before the timed call, as cvxpy's and ECOS's are):
 
 * ``ours``: ``policy.solve(problem)`` once, timed by its ``PolicyResult.timings`` (build + compile
   + solve + extract), with the default ``algorithm=auto`` — the first call in the process
-  (``ours_s``) and the best of ``--repeats`` calls (``ours_best_s``);
+  (``ours_s``) and the best of ``--repeats`` calls (``ours_best_s``); ``route``: how that first call
+  was answered (``arrays``, ``class LP``, ``aggregated model``, ``kept model`` or ``modeling layer``,
+  see :func:`_route`);
 * ``old``: the same with ``algorithm=simplex`` — HiGHS's dual simplex, the previous default below
   200,000 non-zeros (``--old-max`` bounds the sizes: it is slow);
-* every LP the policy solved is recorded (the standard form at each solve, in-place updates
+* every LP the policy solved is recorded (``path``: whether the backend solved them as the class
+  space's reduced LPs; the standard form at each solve, in-place updates
   included; a stage solved by simplex steps on HiGHS's factorization, ``solvers/highs_steps``, is
   run by HiGHS in the recording pass), exported to one cvxpy problem each (``A_lo x ≥ lo``,
   ``A_hi x ≤ hi``, bounds on one vector variable) and solved with ECOS and Clarabel; their time is the solver's own
@@ -138,7 +141,8 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
     res = pol.solve(problem)
     cpu = time.process_time() - c0
     t = res.timings
-    row: dict[str, Any] = {"policy": label, "jobs": n, "status": res.status.value, "ours_s": t.total,
+    route = _route(pol)
+    row: dict[str, Any] = {"policy": label, "jobs": n, "status": res.status.value, "route": route, "ours_s": t.total,
                            "ours_cpu_s": cpu, "build_s": t.build, "compile_s": t.compile,
                            "solve_s": t.solve, "extract_s": t.extract, "objective": res.objective}
     best, best_cpu = t.total, cpu
@@ -218,13 +222,38 @@ def measure(label: str, n: int, seed: int, old: bool, gavel_solvers: tuple[str, 
 WORKLOADS = ("gavel", "distinct")
 
 
-def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = WORKLOADS) -> list[dict[str, Any]]:
+def _route(pol: Any) -> str:
+    """How a policy object's first (timed) call was answered: ``arrays`` (a small max-sum or max-min
+    problem from the space's arrays, :mod:`policyopt.transport_route`), ``class LP`` (max-sum's
+    transportation LP over the job classes, :mod:`policyopt.class_transport`), ``aggregated model``
+    (the class space's reduced LP, :mod:`policyopt.aggregate_cold`, kept for re-solves), ``kept model``
+    (the modeling layer's LP, kept for re-solves, :mod:`policyopt.incremental`) or ``modeling layer``
+    (none kept). The backend may still aggregate the LP it is given: ``path`` says so."""
+    from policyopt import class_transport, incremental, transport_route
+    from policyopt.aggregate_resolve import AggregateModel
+
+    if class_transport.answered(pol):
+        return "class LP"
+    if pol.__dict__.get(transport_route._ANSWERED):
+        return "arrays"
+    st = incremental.state(pol)
+    if st is None:
+        return "modeling layer"
+    return "aggregated model" if isinstance(st, AggregateModel) else "kept model"
+
+
+WARM_POLICIES = ("max_min_fairness", "max_sum_throughput")
+
+
+def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = WORKLOADS,
+                 policies: tuple[str, ...] = WARM_POLICIES) -> list[dict[str, Any]]:
     """Re-solve after one arrival at ``n`` jobs (and after one completion, ``n − 1`` left) against a
     cold solve, in one process: a fresh policy object solving the problem (cold) and one that solved
     the problem before the change (warm: its loaded model updated in place, see docs/solvers-resolves.md).
     Two workloads: Gavel's (jobs repeat: the structured fast path), and the same with every job's
     throughputs scaled by ``U(0.9, 1.1)`` (all jobs distinct: the whole LP goes to HiGHS); ``workloads``
-    picks them (``gavel``, ``distinct``). ``path`` tells how the re-solve was answered: ``class basis``
+    picks them (``gavel``, ``distinct``); ``policies`` the policies (of :data:`WARM_POLICIES`). ``path``
+    tells how the re-solve was answered: ``class basis``
     (max-sum after its class transportation LP: that LP's kept basis, :mod:`policyopt.transport_resolve`;
     ``class LP``: a HiGHS run on that LP), ``aggregated``
     (the kept reduced LP, :mod:`policyopt.aggregate_resolve`; ``aggregated, factor``: an LP stage
@@ -260,7 +289,7 @@ def measure_warm(n: int, seed: int, repeats: int, workloads: tuple[str, ...] = W
                 ("arrival", other[:-1], jobs[:-1], jobs),
                 ("completion", other, jobs, jobs[:n // 2] + jobs[n // 2 + 1:])):
             first_p, prev_p, new_p = p.with_jobs(first), p.with_jobs(prev), p.with_jobs(new)
-            for name in ("max_min_fairness", "max_sum_throughput"):
+            for name in policies:
                 cold_t, warm_t, steady_t, objs = [], [], [], []
                 for _ in range(repeats):  # CPU seconds of policy.solve (wall clocks measure waiting here)
                     c0 = time.process_time()
@@ -380,11 +409,15 @@ def main() -> None:
                     help="with --warm: Gavel's generated jobs (kinds repeat) and/or the same jobs made distinct")
     args = ap.parse_args()
     if args.warm is not None:
+        warm_policies = tuple(p for p in WARM_POLICIES if p in args.policies)
+        if not warm_policies:
+            ap.error(f"--warm measures {', '.join(WARM_POLICIES)}; --policies {' '.join(args.policies)} has neither")
         ctx = mp.get_context("spawn")
         rows = []
         for n in args.warm or [2048]:
             with cf.ProcessPoolExecutor(max_workers=1, mp_context=ctx) as ex:
-                rows += ex.submit(measure_warm, n, args.seed, max(1, args.repeats), tuple(args.workload)).result()
+                rows += ex.submit(measure_warm, n, args.seed, max(1, args.repeats), tuple(args.workload),
+                                  warm_policies).result()
         with pd.option_context("display.width", 200, "display.float_format", "{:.4g}".format):
             print(pd.DataFrame(rows).to_string(index=False))
         return
@@ -394,7 +427,7 @@ def main() -> None:
     args.csv.parent.mkdir(parents=True, exist_ok=True)
     df.to_csv(args.csv, index=False)
     plot(df, args.plot)
-    cols = [c for c in ("policy", "jobs", "lps", "nnz", "path", "ours_s", "ours_best_s", "old_s",
+    cols = [c for c in ("policy", "jobs", "lps", "nnz", "route", "path", "ours_s", "ours_best_s", "old_s",
                         "ipm_nocrossover_s", "ecos_s", "ecos_ratio", "ecos_ratio_best", "ours_best_cpu_s", "ecos_cpu_s",
                         "ecos_cpu_ratio", "ecos_first_s", "ecos_ratio_first", "ecos_cpu_ratio_first",
                         "clarabel_s", "clarabel_ratio", "ecos_obj_rel_diff", "clarabel_obj_rel_diff") if c in df]
