@@ -25,7 +25,8 @@ every column of the whole LP, :mod:`policyopt.solvers.transport`), the Lagrangia
 LP's (:mod:`policyopt.class_transport`).
 
 A re-solve (:func:`solve`) matches the new problem's jobs to the kept ones by the common prefix and
-suffix of their ids (their data compared at once), finds the class of each other job by
+suffix of their ids (their data compared at once; jobs appended to the kept ``Job`` objects, or the
+last ones gone, by the job tuples alone: :meth:`ClassBasis._ends`), finds the class of each other job by
 its data, recounts ``m`` from the changed jobs only, answers from the kept basis, and gathers the
 class rows into the result (:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no
 compiled form, no HiGHS run. Where the kept basis's point is infeasible or not certified, or jobs
@@ -87,6 +88,7 @@ class ClassBasis:
         self.variants, self.counts = space._variants, space.counts  # (the cluster's arrays: same object, same cluster)
         self.C = space.counts
         self.ids, self.group = space.jobs.labels, group
+        self.jobs: tuple[Any, ...] = space.problem.jobs  # (the kept jobs: :meth:`_ends`)
         self.T, self.scale, self.weights = space.T, space.scale, space.weights
         self.mask, self.eq_share, self.V, self.best = mask, eq_share, V, best
         self.m = m
@@ -242,6 +244,8 @@ class ClassBasis:
         up by their data's bytes — equal bytes, equal data; otherwise compared as numbers with every
         class's), else a new class (appended, its rows and per-type values computed; the kept basis
         dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
+        if b == a:
+            return np.zeros(0, np.int64)
         T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
         if b - a <= 8:
             keys = self._class_keys()
@@ -285,16 +289,11 @@ class ClassBasis:
 
     def match(self, space: AllocationSpace, normalize: bool) -> tuple[np.ndarray, np.ndarray] | None:
         """Each job's class in ``space`` and the classes' counts: the common prefix and suffix of the
-        ids keep their classes where their data equal the kept ones', every other job is
-        found by its data (:meth:`classes_of`); the counts change by the jobs between them."""
-        ids, T, scale, weights = space.jobs.labels, space.T, space.scale, space.weights
+        jobs keep their classes where their data equal the kept ones' (:meth:`_ends`), every other
+        job is found by its data (:meth:`classes_of`); the counts change by the jobs between them."""
+        ids = space.jobs.labels
         n, S = len(ids), len(self.ids)
-        p, q = common_ends(self.ids, ids)
-        kT, ks, kw = self.T, self.scale, self.weights
-        cnz = np.count_nonzero
-        same = not (p and (cnz(T[:p] != kT[:p]) or cnz(scale[:p] != ks[:p]) or cnz(weights[:p] != kw[:p]))
-                    or q and (cnz(T[n - q:] != kT[S - q:]) or cnz(scale[n - q:] != ks[S - q:])
-                              or cnz(weights[n - q:] != kw[S - q:])))
+        p, q, same = self._ends(space, space.problem.jobs)
         if not same:  # (kept jobs' data changed: every job by its data)
             p = q = 0
         mid = self.classes_of(space, p, n - q, normalize)
@@ -313,6 +312,34 @@ class ClassBasis:
         for g in gone.tolist():
             m[g] -= 1.0
         return group, m
+
+    def _ends(self, space: AllocationSpace, jobs: tuple[Any, ...]) -> tuple[int, int, bool]:
+        """The common prefix and suffix ``p``, ``q`` of the kept jobs and ``jobs`` (``space``'s), and
+        whether the jobs there hold the kept data.
+
+        Jobs appended to the kept ones, or the last kept ones gone (a scheduler's next problem made
+        from the last one's :class:`~policyopt.problem.Job` objects, :meth:`Problem.with_jobs`), are
+        found by comparing the job tuples (``tuple ==``, in C: the same object is equal at once,
+        two distinct ones are compared as jobs, all their fields): equal jobs hold equal data — a
+        problem's arrays are read from its jobs, which are frozen, and the kept arrays are for the
+        same configurations (:func:`solve` checks the cluster arrays). No id or data array is
+        read then. Otherwise the ids' common ends (:func:`~policyopt._aggregate_parts.common_ends`)
+        and the data there compared as numbers with the kept ones."""
+        kj = self.jobs
+        n, S = len(jobs), len(kj)
+        # (the ends compared by identity first: a rebuilt job list does not pay the jobs' __eq__)
+        if n >= S and jobs[S - 1] is kj[-1] and jobs[0] is kj[0] and jobs[:S] == kj:
+            return S, 0, True  # (arrivals appended)
+        if n < S and jobs[-1] is kj[n - 1] and jobs[0] is kj[0] and jobs == kj[:n]:
+            return n, 0, True  # (the last jobs gone)
+        p, q = common_ends(self.ids, space.jobs.labels)
+        T, scale, weights = space.T, space.scale, space.weights
+        kT, ks, kw = self.T, self.scale, self.weights
+        cnz = np.count_nonzero
+        same = not (p and (cnz(T[:p] != kT[:p]) or cnz(scale[:p] != ks[:p]) or cnz(weights[:p] != kw[:p]))
+                    or q and (cnz(T[n - q:] != kT[S - q:]) or cnz(scale[n - q:] != ks[S - q:])
+                              or cnz(weights[n - q:] != kw[S - q:])))
+        return p, q, same
 
 
 #: up to this size the small block is inverted in Python (no LAPACK call: its first call in a
@@ -405,7 +432,7 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
             st.answers += 1
         z, obj = ans
         t2 = time.perf_counter()
-        st.ids, st.group, st.m = space.jobs.labels, group, m
+        st.ids, st.group, st.m, st.jobs = space.jobs.labels, group, m, space.problem.jobs
         st.T, st.scale, st.weights = space.T, space.scale, space.weights
         x = z / np.maximum(m.take(st.bg), 1.0)  # (counts are whole; a class without jobs: z = 0)
         np.minimum(x, 1.0, out=x)  # (a class row within 1e-9 of its bound: at most 1)

@@ -5,6 +5,7 @@ whose point no longer fits, new classes and a corrupted basis go to a HiGHS run 
 changed options or cluster drop the route (the policy solves as before)."""
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 import numpy as np
@@ -252,3 +253,32 @@ def test_an_emptied_class_without_a_type_keeps_the_route() -> None:
     check(pol.solve(r), r, {})
     assert transport_resolve.kept(pol) is not None
     assert transport_resolve.answered(pol)[1] >= 1
+
+
+@pytest.mark.parametrize("change", ["append", "drop last"])
+def test_the_same_job_objects_skip_the_data_compare(change: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Jobs appended to the kept ones, or the last ones gone, with the kept ``Job`` objects: matched
+    by the job tuples alone (no id or data array compared) and answered from the kept basis, equal
+    to a cold solve; where the job at the end is another object of the same id but other data, the
+    data decide its class (matched by ids, the answer is that data's)."""
+    from policyopt import _aggregate_parts
+
+    pol, p = _first({}, gpus=12)
+    jobs = list(p.jobs)
+    nxt = jobs[:-3] if change == "drop last" else jobs + [kind_job(3000, 1), kind_job(3001, 2)]
+
+    def refuse(*a: Any, **k: Any) -> None:
+        raise AssertionError("the ids were compared")
+
+    monkeypatch.setattr(transport_resolve, "common_ends", refuse)
+    q = p.with_jobs(nxt)
+    check(pol.solve(q), q, {})
+    assert transport_resolve.answered(pol) == (1, 0)
+    monkeypatch.setattr(transport_resolve, "common_ends", _aggregate_parts.common_ends)
+    # the last kept job (the same id) of another kind's data, with and without one more arrival
+    last = len(nxt) - 1 if change == "drop last" else len(jobs) - 1
+    odd = dataclasses.replace(nxt[last], throughputs={"v100": 97.0, "k80": 0.5}, scale_factor=1)
+    for jl in (nxt[:last] + [odd] + nxt[last + 1:], nxt[:last] + [odd] + nxt[last + 1:] + [kind_job(3002, 0)]):
+        q = p.with_jobs(jl)
+        check(pol.solve(q), q, {})
+    assert sum(transport_resolve.answered(pol)) == 3
