@@ -96,10 +96,19 @@ def certify(V: np.ndarray, s: np.ndarray, C: np.ndarray, x: np.ndarray, p: np.nd
     return ok, obj, bound, y
 
 
-def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None) -> TransportAnswer | None:
+def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None, exact: bool = True
+          ) -> TransportAnswer | None:
     """The certified optimum of ``max Σ V·x`` s.t. ``Σ_k x_jk ≤ 1``, ``Σ_j s_j x_jk ≤ C_k``,
     ``x ≥ 0`` (columns where ``V ≤ 0`` or ``-inf`` held at 0), or ``None`` when HiGHS gives no
-    optimum or the certificate fails."""
+    optimum or the certificate fails. With ``exact`` the primal–dual method of
+    :mod:`~policyopt.solvers.transport_exact` is tried first (no HiGHS; its answer certified the
+    same way, with a basis of the LP); where it declines, HiGHS's primal simplex answers."""
+    if exact:
+        from .transport_exact import solve as solve_exact
+
+        got = solve_exact(V, s, C)
+        if got is not None:
+            return got
     import highspy
 
     n, K = V.shape
