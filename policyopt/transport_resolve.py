@@ -134,63 +134,79 @@ class ClassBasis:
             jj, kk = np.nonzero((V > 0) & (m > 0)[:, None])  # (the solve's columns, job-major)
         else:
             jj, kk = cols
-        isc = basic >= 0
-        at = basic[isc]
-        nb = at.size
-        if nb and at.max() >= jj.size:
+        # (the basis has a few dozen columns: read as Python lists, not by ~40 small numpy calls,
+        # each of whose first use in a process costs 5–15 µs)
+        bl = basic.tolist()
+        at = [c for c in bl if c >= 0]
+        nb = len(at)
+        if nb and max(at) >= jj.size:
             return False
         bg, bk = jj.take(at), kk.take(at)
-        tight = np.ones(G + K, bool)
-        tight[-1 - basic[~isc]] = False
-        cnt = np.bincount(bg, minlength=G)
+        gl, kl = bg.tolist(), bk.tolist()
+        tight = [True] * (G + K)
+        for c in bl:
+            if c < 0:
+                tight[-1 - c] = False
+        cnt = [0] * G
+        for g in gl:
+            cnt[g] += 1
         # (no other check of the basis: a map that is not its solution fails the certificate)
-        single = tight.take(bg) & (cnt.take(bg) == 1)
-        rc = (~single).nonzero()[0]
-        r_cls = (tight[:G] & (cnt > 1)).nonzero()[0]
-        r_cap = tight[G:].nonzero()[0]
-        r = r_cls.size + r_cap.size
-        if r != rc.size:
+        single = [tight[g] and cnt[g] == 1 for g in gl]
+        rc = [i for i in range(nb) if not single[i]]
+        r_cls = sorted({g for g in gl if cnt[g] > 1 and tight[g]})
+        r_cap = [k for k in range(K) if tight[G + k]]
+        nc, r = len(r_cls), len(r_cls) + len(r_cap)
+        if r != len(rc):
             return False
-        at_cls = np.full(G, -1)
-        at_cls[r_cls] = np.arange(r_cls.size)
-        at_cap = np.full(K, -1)
-        at_cap[r_cap] = r_cls.size + np.arange(r_cap.size)
-        g_rc, k_rc = bg.take(rc), bk.take(rc)
-        A = np.zeros((r, r))  # the remaining tight rows × the other basic columns
-        i = at_cls.take(g_rc)
-        on = (i >= 0).nonzero()[0]
-        A[i.take(on), on] = 1.0
-        i = at_cap.take(k_rc)
-        on = (i >= 0).nonzero()[0]
-        A[i.take(on), on] = s.take(g_rc.take(on))
-        W = _inverse(A)
+        at_cls = {g: i for i, g in enumerate(r_cls)}
+        at_cap = {k: nc + i for i, k in enumerate(r_cap)}
+        sl = s.tolist()
+        A = [[0.0] * r for _ in range(r)]  # the remaining tight rows × the other basic columns
+        for j, c in enumerate(rc):
+            g = gl[c]
+            i = at_cls.get(g)
+            if i is not None:
+                A[i][j] = 1.0
+            i = at_cap.get(kl[c])
+            if i is not None:
+                A[i][j] = sl[g]
+        W = _inverse_rows(A)
         if W is None:
             return False
         # The other basic columns' map W R, R the remaining rows' right-hand sides as maps of
         # (m, 1): a tight class row i reads m_g (R's column g: 1), a tight capacity row C_k less its
         # single columns' s_g m_g (column G: C_k; column g: −s_g). Each of R's columns has one
         # entry (a class is either several columns' or a single column's, one type), so W R is
-        # W's columns scaled and placed: no product (its BLAS call's first in a process ~40 µs).
-        sg, sk = bg[single], bk[single]
-        nc = r_cls.size
-        Zr = np.zeros((r, G + 1))
-        Zr[:, r_cls] = W[:, :nc]
-        Zr[:, G] = (W[:, nc:] * self.C.take(r_cap)).sum(axis=1)
-        i = at_cap.take(sk)
-        on = (i >= 0).nonzero()[0]
-        g_on = sg.take(on)
-        Zr[:, g_on] = W[:, i.take(on)] * -s.take(g_on)
-        Z = np.zeros((nb, G + 1))
-        Z[single.nonzero()[0], sg] = 1.0
-        Z[rc] = Zr
-        p = np.maximum(p, 0.0)
-        if y is not None and y.size == G and m.all():
+        # W's columns scaled and placed: no product.
+        n1 = G + 1  # (Z's entries as flat positions and values)
+        zi = [i for i in range(nb) if single[i]]
+        zf = [i * n1 + gl[i] for i in zi]
+        zv = [1.0] * len(zi)
+        cg = [gl[i] for i in zi if kl[i] in at_cap]  # (single columns on tight capacity rows)
+        ci = [(at_cap[kl[i]], -sl[gl[i]]) for i in zi if kl[i] in at_cap]
+        Cl = self.C.tolist()
+        cr = [Cl[k] for k in r_cap]
+        for j, c in enumerate(rc):
+            w, at0 = W[j], c * n1
+            zf += [at0 + g for g in r_cls]
+            zv += w[:nc]
+            zf.append(at0 + G)
+            zv.append(sum(wt * ct for wt, ct in zip(w[nc:], cr)))
+            zf += [at0 + g for g in cg]
+            zv += [w[i] * ns for i, ns in ci]
+        Z = np.zeros(nb * n1)
+        Z[zf] = zv
+        Z = Z.reshape(nb, n1)
+        pl = [max(v, 0.0) for v in p.tolist()]
+        p = np.array(pl)
+        if y is not None and y.size == G and 0.0 not in m.tolist():
             u = y / m  # (the solve's multipliers per job: to rounding, the formula below)
         else:
             u = np.maximum((V - np.multiply.outer(s, p)).max(axis=1), 0.0)  # (−inf rows: no column, 0)
         self.M, self.bg, self.bk, self.u, self.p = Z, bg, bk, u, p
-        self._b = np.ones(G + 1)
-        self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(self.C @ p)
+        self._b = np.empty(n1)  # (:meth:`answer` sets its first G entries)
+        self._b[G] = 1.0
+        self._sb, self._vb, self._cp = s.take(bg), V[bg, bk], float(sum(c * v for c, v in zip(Cl, pl)))
         self._bbest = self.best[bg, bk]
         return True
 
@@ -343,36 +359,57 @@ class ClassBasis:
 
 
 #: up to this size the small block is inverted in Python (no LAPACK call: its first call in a
-#: process costs ~0.13 ms, the whole block's inverse here a few tens of µs)
+#: process costs ~0.13 ms, the whole block's inverse here a few µs)
 _SMALL = 8
 
 
-def _inverse(A: np.ndarray) -> np.ndarray | None:
-    """``A⁻¹`` (square), or ``None`` where ``A`` is singular: Gauss–Jordan with partial pivoting on
-    Python floats up to :data:`_SMALL` rows, ``numpy.linalg.inv`` above."""
-    r = A.shape[0]
+def _inverse_rows(a: list[list[float]]) -> list[list[float]] | None:
+    """The inverse of the square matrix of rows ``a`` (changed in place), or ``None`` where it is
+    singular: Gauss–Jordan with partial pivoting on Python floats up to :data:`_SMALL` rows (a
+    row's elimination skipped where its entry is 0: the block is sparse), ``numpy.linalg.inv``
+    above."""
+    r = len(a)
     if r > _SMALL:
         try:
-            return np.linalg.inv(A)
+            return np.linalg.inv(np.array(a).reshape(r, r)).tolist()
         except np.linalg.LinAlgError:
             return None
-    a = A.tolist()
-    inv = [[1.0 if i == j else 0.0 for j in range(r)] for i in range(r)]
-    for c in range(r):
-        piv = max(range(c, r), key=lambda i: abs(a[i][c]))
-        if a[piv][c] == 0.0:
+    inv = [[0.0] * r for _ in range(r)]
+    for i in range(r):
+        inv[i][i] = 1.0
+    rr = range(r)
+    for c in rr:
+        piv, best = c, abs(a[c][c])
+        for i in range(c + 1, r):
+            v = abs(a[i][c])
+            if v > best:
+                piv, best = i, v
+        if best == 0.0:
             return None
-        a[c], a[piv] = a[piv], a[c]
-        inv[c], inv[piv] = inv[piv], inv[c]
-        f = 1.0 / a[c][c]
-        ac = a[c] = [v * f for v in a[c]]
-        ic = inv[c] = [v * f for v in inv[c]]
-        for i in range(r):
-            h = a[i][c]
+        if piv != c:
+            a[c], a[piv] = a[piv], a[c]
+            inv[c], inv[piv] = inv[piv], inv[c]
+        ac, ic = a[c], inv[c]
+        f = 1.0 / ac[c]
+        for t in rr:
+            ac[t] *= f
+            ic[t] *= f
+        for i in rr:
+            ai = a[i]
+            h = ai[c]
             if i != c and h != 0.0:
-                a[i] = [v - h * w for v, w in zip(a[i], ac)]
-                inv[i] = [v - h * w for v, w in zip(inv[i], ic)]
-    return np.array(inv).reshape(r, r)
+                ii = inv[i]
+                for t in rr:
+                    ai[t] -= h * ac[t]
+                    ii[t] -= h * ic[t]
+    return inv
+
+
+def _inverse(A: np.ndarray) -> np.ndarray | None:
+    """``A⁻¹`` (square) by :func:`_inverse_rows`, or ``None`` where ``A`` is singular."""
+    r = A.shape[0]
+    W = _inverse_rows(A.tolist())
+    return None if W is None else np.array(W).reshape(r, r)
 
 
 def keep(policy: Any, space: AllocationSpace, group: np.ndarray, rep: tuple[np.ndarray, np.ndarray, np.ndarray],
