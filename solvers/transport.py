@@ -36,6 +36,7 @@ from typing import Any
 
 import numpy as np
 
+from . import transport_exact
 from .highs_support import _acquire_highs, _release_highs, run_threads, silence_banner
 
 __all__ = ["TransportAnswer", "EpigraphAnswer", "per_type", "solve", "certify", "solve_max_min"]
@@ -104,9 +105,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = Non
     :mod:`~policyopt.solvers.transport_exact` is tried first (no HiGHS; its answer certified the
     same way, with a basis of the LP); where it declines, HiGHS's primal simplex answers."""
     if exact:
-        from .transport_exact import solve as solve_exact
-
-        got = solve_exact(V, s, C)
+        got = transport_exact.solve(V, s, C)
         if got is not None:
             return got
     import highspy

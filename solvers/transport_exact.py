@@ -51,7 +51,6 @@ from __future__ import annotations
 import numpy as np
 
 from . import transport
-from .transport import TransportAnswer
 
 __all__ = ["MAX_STEPS", "MAX_TYPES", "solve"]
 
@@ -63,7 +62,7 @@ MAX_STEPS = 60
 _Flow = list[dict[int, float]]
 
 
-def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> TransportAnswer | None:
+def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAnswer | None:
     """The certified optimum of the transportation LP as a
     :class:`~policyopt.solvers.transport.TransportAnswer` (with a basis), or ``None`` (module
     docstring)."""
@@ -143,7 +142,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> TransportAnswer | None
         if not ok:
             return None
         jj, kk = np.nonzero(use)
-        return TransportAnswer(x, obj, p, y, bound, step, basic, (jj, kk))
+        return transport.TransportAnswer(x, obj, p, y, bound, step, basic, (jj, kk))
     return None
 
 
