@@ -62,38 +62,40 @@ def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
     share a hash (or the data holds a NaN).
 
     Each job's row ``k_j = (T[j], sf_j, w_j)`` (as float64 bit patterns ``b_ji``) is hashed as
-    ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``). Each job's first job of equal hash ``r_j``
-    is read from a table of ``B ≥ 2n`` buckets indexed by ``bits`` bits of ``h_j`` (the smallest
-    job index per bucket); jobs whose bucket's first job has another hash are bucketed again by
+    ``h_j = Σ_i a_i b_ji mod 2⁶⁴`` (fixed odd ``a_i``; one integer matrix-vector product of the
+    rows side by side). Each job's first job of equal hash ``r_j`` is read from a table of
+    ``B ≥ 2n`` buckets indexed by ``bits`` bits of ``h_j`` (the smallest job index per bucket:
+    :func:`_bucket_firsts`); jobs whose bucket's first job has another hash are bucketed again by
     the next ``bits`` bits (at most :data:`_BUCKET_ROUNDS` times), then by a sort. Then
-    ``k_j = k_{r_j}`` is checked exactly for every job."""
+    ``k_j = k_{r_j}`` is checked exactly for every job.
+
+    (A process's first call pays for every numpy routine and dtype it uses for the first time,
+    ~50–200 µs each here: the rows are hashed and compared side by side, one product and one
+    comparison, and a bucket's first job is found by an assignment, not ``np.minimum.at``.)"""
     n, C = T.shape
     if C + 2 > _MULT.size:
         return None
-    T = np.ascontiguousarray(T, np.float64)
-    scale = np.ascontiguousarray(scale, np.float64)
-    weights = np.ascontiguousarray(weights, np.float64)
-    with np.errstate(over="ignore"):
-        h = T.view(np.uint64) @ _MULT[:C]
-        h += scale.view(np.uint64) * _MULT[C]
-        h += weights.view(np.uint64) * _MULT[C + 1]
+    K = np.concatenate([T, np.reshape(scale, (n, 1)), np.reshape(weights, (n, 1))], axis=1, dtype=np.float64)
+    h = K.view(np.uint64) @ _MULT[:C + 2]
     # (no sort of the n hashes: its first call in a process cost 0.12–0.27 ms at 2,048 jobs,
     # the table's 0.03)
     bits = min(_MAX_BITS, (2 * n).bit_length())
-    ar = np.arange(n, dtype=np.int32)
-    r = ar.copy()  # each job's first job of equal hash
+    ar = np.arange(n, dtype=np.int64)
+    r = ar  # each job's first job of equal hash
     todo = ar
     for k in range(_BUCKET_ROUNDS + 1):
         hk = h if k == 0 else h.take(todo)
-        if k < _BUCKET_ROUNDS:
-            b = ((hk >> np.uint64(64 - bits * (k + 1))) & np.uint64((1 << bits) - 1)).view(np.int64)
-            first = np.full(1 << bits, n, np.int32)
-            np.minimum.at(first, b, ar[:todo.size])
-            got = todo.take(first.take(b))
+        if k < _BUCKET_ROUNDS:  # bits [64 − bits(k+1), 64 − bits k) of the hash
+            hb = hk if k == 0 else hk << np.uint64(bits * k)
+            b = (hb >> np.uint64(64 - bits)).view(np.int64)
+            got = todo.take(_bucket_firsts(b, 1 << bits))
         else:  # (the few left: the first of each run of equal hashes, by a stable sort)
             _, at, inv = np.unique(hk, return_index=True, return_inverse=True)
             got = todo.take(at.take(inv))
-        r[todo] = got
+        if k == 0:
+            r = got  # (a new array: later rounds write into it)
+        else:
+            r[todo] = got
         bad = (h.take(got) != hk).nonzero()[0]
         if not bad.size:
             break
@@ -102,10 +104,32 @@ def job_classes(T: np.ndarray, scale: np.ndarray, weights: np.ndarray
     label = np.empty(n, np.int64)
     label[rep] = np.arange(rep.size)
     group = label.take(r)
-    if (np.count_nonzero(T != T.take(r, axis=0)) or np.count_nonzero(scale != scale.take(r))
-            or np.count_nonzero(weights != weights.take(r))):
+    if np.count_nonzero(K != K.take(r, axis=0)):
         return None  # a hash collision (or NaN data): no classes
     return group, rep
+
+
+def _fill_reversed(table: np.ndarray, b: np.ndarray) -> None:
+    """``table[b[i]] = i`` for ``i`` from the last position down (NumPy's assignment runs through
+    repeated indices in order, so a bucket keeps its smallest position; :func:`_bucket_firsts`
+    checks it)."""
+    table[b[::-1]] = np.arange(b.size - 1, -1, -1, dtype=np.int64)
+
+
+def _bucket_firsts(b: np.ndarray, size: int) -> np.ndarray:
+    """Per position ``i``, the smallest position of equal bucket ``b[i]`` (``0 ≤ b < size``).
+
+    Filled by one assignment in reverse order (:func:`_fill_reversed`) and checked: each table
+    entry is some position of its bucket, so it is the smallest exactly when no position precedes
+    its bucket's entry (``table[b[i]] ≤ i`` for every ``i``); otherwise by ``np.minimum.at``."""
+    table = np.empty(size, np.int64)
+    _fill_reversed(table, b)
+    got = table.take(b)
+    if np.count_nonzero(got > np.arange(b.size)):  # (not expected: NumPy's order of assignment)
+        table.fill(b.size)
+        np.minimum.at(table, b, np.arange(b.size))
+        got = table.take(b)
+    return got
 
 
 def class_space(space: AllocationSpace, rep: np.ndarray) -> AllocationSpace:

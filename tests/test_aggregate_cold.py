@@ -193,6 +193,25 @@ def test_job_classes_are_exact() -> None:
         aggregate_cold._MULT[:] = saved
 
 
+def test_bucket_firsts_checks_the_assignment(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each position's smallest position of equal bucket; a table filled in another order (here
+    forward: each bucket keeps its last position) is caught and filled again by ``np.minimum.at``."""
+    b = np.random.default_rng(5).integers(0, 16, 200)
+    want = np.array([int(np.flatnonzero(b == v)[0]) for v in b])
+    assert np.array_equal(aggregate_cold._bucket_firsts(b, 16), want)
+
+    def forward(table: np.ndarray, bb: np.ndarray) -> None:
+        for i, v in enumerate(bb.tolist()):
+            table[v] = i
+
+    monkeypatch.setattr(aggregate_cold, "_fill_reversed", forward)
+    assert np.array_equal(aggregate_cold._bucket_firsts(b, 16), want)
+    T = np.repeat(np.eye(3), 4, axis=0)[np.random.default_rng(6).permutation(12)]
+    group, rep = aggregate_cold.job_classes(T, np.ones(12), np.ones(12))
+    assert np.array_equal(rep, np.sort(np.unique(T.argmax(axis=1), return_index=True)[1]))
+    assert np.array_equal(T[rep][group], T)
+
+
 @pytest.mark.parametrize("max_bits", [1, 3, 20])
 def test_job_classes_through_crowded_bucket_tables(monkeypatch: pytest.MonkeyPatch, max_bits: int) -> None:
     """Buckets shared by unequal hashes (tables of 2, 8 and up to 2**20 buckets): the jobs of a
