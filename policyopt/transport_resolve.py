@@ -25,12 +25,13 @@ every column of the whole LP, :mod:`policyopt.solvers.transport`), the Lagrangia
 LP's (:mod:`policyopt.class_transport`).
 
 A re-solve (:func:`solve`) matches the new problem's jobs to the kept ones by the common prefix and
-suffix of their ids (their data compared at once; jobs appended to the kept ``Job`` objects, or the
-last ones gone, by the job tuples alone: :meth:`ClassBasis._ends`), finds the class of each other job by
-its data, recounts ``m`` from the changed jobs only, answers from the kept basis, and gathers the
-class rows into the result (:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no
-compiled form, no HiGHS run. Where the kept basis's point is infeasible or not certified, or jobs
-of data no class has arrived (new classes appended), HiGHS solves the class LP at the new counts
+suffix of their ids (their data compared at once; where the new problem holds the kept ``Job``
+objects around one changed block, by the job tuples alone: :meth:`ClassBasis._ends`), finds the
+class of each other job by its data, recounts ``m`` from the changed jobs only, answers from the
+kept basis, and gathers the class rows into the result
+(:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no compiled form, no HiGHS run.
+Where the kept basis's point is infeasible or not certified, or jobs of data no class has arrived
+(new classes appended), HiGHS solves the class LP at the new counts
 (:func:`policyopt.solvers.transport.solve`) and its basis is kept instead. A change of the policy's
 options, of the cluster or its configurations, a space the route does not take
 (:func:`policyopt.incremental.eligible`), or a class LP HiGHS does not certify: ``None`` (the state
@@ -339,7 +340,8 @@ class ClassBasis:
         two distinct ones are compared as jobs, all their fields): equal jobs hold equal data — a
         problem's arrays are read from its jobs, which are frozen, and the kept arrays are for the
         same configurations (:func:`solve` checks the cluster arrays). No id or data array is
-        read then. Otherwise the ids' common ends (:func:`~policyopt._aggregate_parts.common_ends`)
+        read then. One block changed elsewhere: the same by :func:`_same_job_ends`. Otherwise the
+        ids' common ends (:func:`~policyopt._aggregate_parts.common_ends`)
         and the data there compared as numbers with the kept ones."""
         kj = self.jobs
         n, S = len(jobs), len(kj)
@@ -348,6 +350,9 @@ class ClassBasis:
             return S, 0, True  # (arrivals appended)
         if n < S and jobs[-1] is kj[n - 1] and jobs[0] is kj[0] and jobs == kj[:n]:
             return n, 0, True  # (the last jobs gone)
+        got = _same_job_ends(kj, jobs)
+        if got is not None:
+            return got[0], got[1], True
         p, q = common_ends(self.ids, space.jobs.labels)
         T, scale, weights = space.T, space.scale, space.weights
         kT, ks, kw = self.T, self.scale, self.weights
@@ -356,6 +361,42 @@ class ClassBasis:
                     or q and (cnz(T[n - q:] != kT[S - q:]) or cnz(scale[n - q:] != ks[S - q:])
                               or cnz(weights[n - q:] != kw[S - q:])))
         return p, q, same
+
+
+def _same_job_ends(old: tuple[Any, ...], new: tuple[Any, ...]) -> tuple[int, int] | None:
+    """A common prefix ``p`` and suffix ``q`` (``p + q ≤ min(len(old), len(new))``) of the job tuples
+    ``old`` and ``new`` where one block of jobs changed between them (jobs completed or arrived in
+    one place), or ``None``. The ends of the same objects are found by bisection on identity (a
+    few dozen ``is`` tests, assuming one changed block), then the tuples' ends compared (``tuple
+    ==``: identity in C; distinct objects compared as jobs); ``None`` where a spot check of the
+    ends finds another object (jobs rebuilt: no costly comparison of distinct jobs) or they
+    differ. Any ``p``, ``q`` returned are common ends (checked), not always the longest."""
+    n, S = len(new), len(old)
+    L = min(n, S)
+    if not L or (new[0] is not old[0] and new[-1] is not old[-1]):
+        return None
+    lo, hi = 0, L  # (the first position not the same object, if the same ones come first)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if new[mid] is old[mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    p = lo
+    lo, hi = 0, L - p  # (the same from the end)
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if new[n - 1 - mid] is old[S - 1 - mid]:
+            lo = mid + 1
+        else:
+            hi = mid
+    q = lo
+    if (any(new[i] is not old[i] for i in range(0, p, max(1, p // 8)))
+            or any(new[n - 1 - i] is not old[S - 1 - i] for i in range(0, q, max(1, q // 8)))):
+        return None
+    if (p and new[:p] != old[:p]) or (q and new[n - q:] != old[S - q:]):
+        return None
+    return p, q
 
 
 #: up to this size the small block is inverted in Python (no LAPACK call: its first call in a

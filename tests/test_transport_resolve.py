@@ -255,17 +255,20 @@ def test_an_emptied_class_without_a_type_keeps_the_route() -> None:
     assert transport_resolve.answered(pol)[1] >= 1
 
 
-@pytest.mark.parametrize("change", ["append", "drop last"])
+@pytest.mark.parametrize("change", ["append", "drop last", "complete in the middle", "arrive in the middle"])
 def test_the_same_job_objects_skip_the_data_compare(change: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Jobs appended to the kept ones, or the last ones gone, with the kept ``Job`` objects: matched
-    by the job tuples alone (no id or data array compared) and answered from the kept basis, equal
-    to a cold solve; where the job at the end is another object of the same id but other data, the
-    data decide its class (matched by ids, the answer is that data's)."""
+    """Jobs appended to the kept ones, the last ones gone, or one block of jobs completed or arrived
+    in the middle, with the kept ``Job`` objects: matched by the job tuples alone (no id or data
+    array compared) and answered from the kept basis, equal to a cold solve; where a kept job is
+    another object of the same id but other data, the data decide its class (matched by ids, the
+    answer is that data's)."""
     from policyopt import _aggregate_parts
 
     pol, p = _first({}, gpus=12)
     jobs = list(p.jobs)
-    nxt = jobs[:-3] if change == "drop last" else jobs + [kind_job(3000, 1), kind_job(3001, 2)]
+    nxt = {"append": jobs + [kind_job(3000, 1), kind_job(3001, 2)], "drop last": jobs[:-3],
+           "complete in the middle": jobs[:90] + jobs[93:],
+           "arrive in the middle": jobs[:90] + [kind_job(3000, 1), kind_job(3001, 2)] + jobs[90:]}[change]
 
     def refuse(*a: Any, **k: Any) -> None:
         raise AssertionError("the ids were compared")
@@ -276,7 +279,7 @@ def test_the_same_job_objects_skip_the_data_compare(change: str, monkeypatch: py
     assert transport_resolve.answered(pol) == (1, 0)
     monkeypatch.setattr(transport_resolve, "common_ends", _aggregate_parts.common_ends)
     # the last kept job (the same id) of another kind's data, with and without one more arrival
-    last = len(nxt) - 1 if change == "drop last" else len(jobs) - 1
+    last = {"append": len(jobs) - 1, "drop last": len(nxt) - 1}.get(change, 40)
     odd = dataclasses.replace(nxt[last], throughputs={"v100": 97.0, "k80": 0.5}, scale_factor=1)
     for jl in (nxt[:last] + [odd] + nxt[last + 1:], nxt[:last] + [odd] + nxt[last + 1:] + [kind_job(3002, 0)]):
         q = p.with_jobs(jl)
