@@ -36,15 +36,18 @@ the group flow are cancelled (each move along a cycle of admissible edges keeps 
 the positive ``x`` form a forest in the LP's basis graph (nodes: job rows, capacity rows and the
 slacks' ground; a column joins its job row and type row, a slack its row and the ground). It is
 padded to a spanning tree with zero-valued admissible columns and slacks of rows with a zero
-multiplier: a **basis** of the LP whose multipliers are ``(u, p)`` and whose point is ``x`` (the
-form HiGHS's ``getBasicVariables`` gives, for :mod:`policyopt.transport_resolve`).
+multiplier: a **basis** of the LP whose multipliers are ``(s_j u_j, p)`` and whose point is ``x``
+(the form HiGHS's ``getBasicVariables`` gives, for :mod:`policyopt.transport_resolve`). Where no such
+tree exists, a component of full priced types and the jobs routed whole into them is joined to
+nothing else; lowering its prices together leaves ``φ`` (its load equals its capacity) and ``x``
+optimal, so they are lowered until a price reaches 0 or a job outside ties on one of its types,
+and the tree is sought again (at most ``K`` times).
 
 :func:`solve` returns ``None`` — and the caller's HiGHS runs — on the step cap, a line search
-without progress, a basis that cannot be completed with zero multipliers' slacks (a dual-degenerate
-component), more than :data:`MAX_TYPES` types, non-finite data or a non-positive scale factor of a
-job with a column. Every answer is certified by :func:`policyopt.solvers.transport.certify` (rows
-to 1e-9, the Lagrangian bound equal to the objective to 1e-9 relative): the method only has to be
-fast, the certificate makes it exact.
+without progress, more than :data:`MAX_TYPES` types, non-finite data or a non-positive scale
+factor of a job with a column. Every answer is certified by
+:func:`policyopt.solvers.transport.certify` (rows to 1e-9, the Lagrangian bound equal to the
+objective to 1e-9 relative): the method only has to be fast, the certificate makes it exact.
 """
 from __future__ import annotations
 
@@ -125,19 +128,24 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAns
         if built is None:
             return None
         x, idle = built
-        r, adm = rT.T, admT.T
-        basic = _basis(use, act, x, idle, room, adm, u <= tol, p, ftol)
-        if basic is None:
+        for _ in range(K + 1):
+            basic = _basis(use, act, x, idle, room, admT.T, u <= tol, p, ftol)
+            if not isinstance(basic, list):
+                break
+            # a dual-degenerate component: its prices lowered together (φ and x stay optimal) until
+            # one reaches 0 or a job outside it ties on it (one at a time: each move joins it to more)
+            Kc = basic[0]
+            inside = admT[Kc].any(axis=0)
+            gap = (u - rT[Kc].max(axis=0))[~inside]
+            t = min(float(p[Kc].min()), float(gap.min()) if gap.size else np.inf)
+            if not 0 < t < np.inf:
+                return None
+            p[Kc] = np.where(p[Kc] - t <= tol, 0.0, p[Kc] - t)
+            rT = wT - p[:, None]
+            u = np.maximum(rT.max(axis=0), 0.0)
+            admT = rT >= u - tol
+        if basic is None or isinstance(basic, list):
             return None
-        if isinstance(basic, list):  # dual-degenerate components: their prices shifted (module docstring)
-            for Kc in basic:
-                inside = adm[:, Kc].any(axis=1)
-                gap = (u - r[:, Kc].max(axis=1))[~inside]
-                t = min(float(p[Kc].min()), float(gap.min()) if gap.size else np.inf)
-                if not 0 < t < np.inf:
-                    return None
-                p[Kc] = np.where(p[Kc] - t <= tol, 0.0, p[Kc] - t)
-            continue
         ok, obj, bound, y = transport.certify(V, s, C, x, p)
         if not ok:
             return None
