@@ -51,6 +51,7 @@ from ._aggregate_counts import _ClassCounts
 from ._aggregate_parts import ClassVariable, Declined, _PerClass, _uniform, certify, common_ends, match_slots
 from ._aggregate_convert import _first_basis, from_kept
 from .aggregate_basis import Basis, FactorLost, KeptFactor
+from .aggregate_epigraph import EpigraphLP, EpigraphStages, EpigraphTotals, cross_column
 from .aggregate_totals import ClassTotals, Unit, bounds_only, unit_matrix
 from .allocation import AllocationSpace
 from .modeling import Model, Variable
@@ -144,13 +145,23 @@ class _Loaded(LoadedModel):
         certificate fails."""
         owner, small = self.owner, self.small
         t0 = time.perf_counter()
-        tot = owner.totals
-        if tot is not None and not self.touched and not owner.n_dead:
+        tot, epi = owner.totals, owner.epi
+        compiled = not self.touched and not owner.n_dead
+        if tot is not None and compiled:
             got = tot.answer(owner.mult)
             if got is not None:
                 owner.factor_answers += 1
                 return self._result(*got, "class totals", t0)
         fac = owner.kept_factor()
+        if compiled and owner.cross is not None:
+            if epi is None and fac is not None and fac.base is not None:
+                epi = owner.epi = owner.epigraph_totals(fac.base)  # (the kept basis's, taken when first needed)
+            if epi is not None:
+                got = epi.answer(owner.mult, float(owner.base[1][epi.t]))
+                if got is not None:
+                    owner.factor_answers += 1
+                    return self._result(*got, "class totals", t0)
+                owner.epi = None  # (its basis no longer optimal: the kept factorization, then HiGHS)
         if fac is not None and fac.base is not None:
             try:
                 pt = fac.base.point()
@@ -208,10 +219,19 @@ class _Loaded(LoadedModel):
         from policyopt.solvers import highs_steps
 
         owner = self.owner
+        sf = self.small.sf
+        cross = owner.cross
+        compiled = (not self.touched and not owner.n_dead and cross is not None and t_col.size == 1
+                    and int(t_col[0]) == cross[0])
+        if compiled:  # the class totals of the basis the last such stage ended with, for these costs
+            if owner.epi_fill is None and owner.second_basis is not None:  # (taken when first needed)
+                owner.take_fill_totals(owner.second_basis, cols, costs)
+            got = owner.fill_totals_answer(cols, costs, float(t_low))
+            if got is not None:
+                return got
         fac = owner.kept_factor()
         if fac is None or fac.base is None:
             return None
-        sf = self.small.sf
         c = np.zeros(sf.num_cols)
         c[cols] = costs
         lower = sf.col_lower.copy()
@@ -219,16 +239,19 @@ class _Loaded(LoadedModel):
         try:
             # first the basis the last such stage ended with (usually still optimal), certified here
             last = owner.second_basis
+            got = None
             if last is not None and last.factor is fac:
                 pt = last.point(c, lower)
                 if pt is not None:
                     ok, primal, _, _ = certify(sf, pt[0], pt[1], c=c, col_lower=lower)
                     if ok:
-                        return highs_steps.Steps(pt[0], 0, primal - float(sf.offset), last.var)
-            if not fac.base.form():
-                return None
-            got = highs_steps.reoptimize(self.small, x, c, lower, sf.col_upper, factor=fac.base)
-            owner.second_basis = None if got is None or got.basic is None else fac.basis(got.basic, got.x, lower)
+                        got = highs_steps.Steps(pt[0], 0, primal - float(sf.offset), last.var)
+            if got is None:
+                if not fac.base.form():
+                    return None
+                got = highs_steps.reoptimize(self.small, x, c, lower, sf.col_upper, factor=fac.base)
+                owner.second_basis = None if got is None or got.basic is None else fac.basis(got.basic, got.x,
+                                                                                              lower)
         except FactorLost:
             owner.factor = owner.second_basis = None
             return None
@@ -244,7 +267,7 @@ def _signature(policy: Any, space: AllocationSpace) -> tuple[Any, ...]:
     return sig(policy, space)
 
 
-class AggregateModel(_ClassCounts):
+class AggregateModel(_ClassCounts, EpigraphStages):
     """A policy's kept reduced LP and the class of each job of its last problem (see the module
     docstring); in :mod:`policyopt.incremental`'s place of a :class:`~policyopt.incremental.JobSetModel`
     (same calls: ``lock``, ``update``, ``keep_start``, ``prefers_rebuild``, ``loaded``)."""
@@ -303,6 +326,16 @@ class AggregateModel(_ClassCounts):
         self.bounds_only = bounds_only(row_group, col_group, A.indices, self.ent_col)
         self.totals: ClassTotals | None = None
         self._unit: Unit | None = None  # (the totals' matrix: built with the first totals)
+        self._grp: np.ndarray | None = None  # (each reduced column's then row's class, G linking: with it)
+        #: max-min's epigraph column ``t`` and its entries in the classes' rows, where it is the one
+        #: linking column with such entries (:mod:`policyopt.aggregate_epigraph`); then the class totals
+        #: of the first stage's kept basis (:attr:`epi`) and of a second stage's (``fill``: with its
+        #: columns and costs per unit count, :attr:`epi_fill`), taken at the first re-solve that needs
+        #: them (not in a first call: a process that solves once never reads them)
+        self.cross = None if self.bounds_only else cross_column(row_group, col_group, A, self.ent_col)
+        self.epi: EpigraphTotals | None = None
+        self.epi_fill: tuple[EpigraphTotals, np.ndarray, np.ndarray] | None = None
+        self._epi_lp: EpigraphLP | None = None
         self.n_dead = int(np.count_nonzero(self.mult == 0))  # classes without jobs
 
     def adopt_factor(self, first: tuple[Any, np.ndarray] | None = None) -> None:
@@ -355,6 +388,7 @@ class AggregateModel(_ClassCounts):
         self.factor = self.totals = None
         if not self.bounds_only:
             self.factor = KeptFactor.take(small, x, self.lin_pos, self.link_rows, self.ent_col)
+            self.epi = None  # (max-min's class totals: of this basis, taken at the next re-solve)
             return
         if touched or self.n_dead:
             return
@@ -362,15 +396,21 @@ class AggregateModel(_ClassCounts):
         if ok != small._hs.HighsStatus.kOk:
             return
         sf = small.sf
-        if self._unit is None:
-            self._unit = unit_matrix(sf.A, self.ent_col, self.lin_pos, self.lin_unit)
+        unit, grp = self._unit_grp()
+        c, lo, hi, rlo, rhi = self.base
+        self.totals = ClassTotals.take(unit, c, (lo, hi, rlo, rhi), grp, self.mult.size, basic, x,
+                                       matvec(sf.A, x), sf.sense, float(sf.offset))
+        self._class_keys()  # (with the basis, what the next re-solves read: an arrival's class by its data)
+
+    def _unit_grp(self) -> tuple[Unit, np.ndarray]:
+        """The class totals' matrix (:func:`~policyopt.aggregate_totals.unit_matrix`) and each reduced
+        column's then row's class (the number of classes ``G``: linking), built once."""
+        if self._unit is None or self._grp is None:
+            self._unit = unit_matrix(self.small.sf.A, self.ent_col, self.lin_pos, self.lin_unit)
             G = self.mult.size
             self._grp = np.concatenate([np.where(self.col_group >= 0, self.col_group, G),
                                         np.where(self.row_group >= 0, self.row_group, G)])
-        c, lo, hi, rlo, rhi = self.base
-        self.totals = ClassTotals.take(self._unit, c, (lo, hi, rlo, rhi), self._grp, self.mult.size, basic, x,
-                                       matvec(sf.A, x), sf.sense, float(sf.offset))
-        self._class_keys()  # (with the basis, what the next re-solves read: an arrival's class by its data)
+        return self._unit, self._grp
 
     def kept_factor(self) -> KeptFactor | None:
         """The kept factorization while it is still HiGHS's (no run and no basis set since)."""

@@ -16,7 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from policyopt import (AllocationSpace, Cluster, Job, Policy, PolicyResult, Problem, aggregate_basis, aggregate_cold,
-                       aggregate_resolve, aggregate_totals, get_policy, incremental)
+                       aggregate_epigraph, aggregate_resolve, aggregate_totals, get_policy, incremental)
 from policyopt.aggregate_resolve import AggregateModel, ClassVariable, match_slots
 from policyopt.incremental import JobSetModel
 from policyopt.modeling import IndexSet, Model, Variable
@@ -181,7 +181,8 @@ def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatc
     kept, then by HiGHS warm, then cold), the policy solves the whole LP cold and keeps that model
     instead. The first re-solve has the fast path's last basis (three answers refused): max-sum's
     as class totals (:mod:`policyopt.aggregate_totals`, its own certificate), max-min's
-    factorization of its ``fill`` stage with the max-min stage's basis solved on it."""
+    factorization of its ``fill`` stage with the max-min stage's basis solved on it (after its class
+    totals, :mod:`policyopt.aggregate_epigraph`, refused too)."""
     pol = get_policy(name)
     jobs = first_jobs()
     check(pol, name, {}, jobs)
@@ -196,11 +197,20 @@ def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatc
         calls.append(1)
         return None
 
+    epigraph: list[int] = []
+
+    def refuse_epigraph(self: aggregate_epigraph.EpigraphTotals, mult: np.ndarray, t_lower: float,
+                        tol: float = 1e-9) -> None:
+        epigraph.append(1)
+        return None
+
     monkeypatch.setattr(aggregate_resolve, "certify", refuse)
     monkeypatch.setattr(aggregate_totals.ClassTotals, "answer", refuse_totals)
+    monkeypatch.setattr(aggregate_epigraph.EpigraphTotals, "answer", refuse_epigraph)
     jobs.append(kind_job(N, 4))
     check(pol, name, {}, jobs)
     assert len(calls) == 3, len(calls)
+    assert len(epigraph) == (name == "max_min_fairness")  # (max-min's class totals tried first, refused)
     assert isinstance(incremental.state(pol), JobSetModel)
 
 
@@ -312,10 +322,11 @@ def test_small_inverse_equals_numpy() -> None:
     assert aggregate_basis._inverse(np.zeros((10, 10))) is None
 
 
-def test_a_lost_factorization_is_answered_by_highs() -> None:
+def test_a_lost_factorization_is_answered_by_highs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where HiGHS dropped the factorization behind the kept model's back (a basis set), the next
     re-solve is answered by HiGHS instead, exactly. (Max-min fairness without ``fill``: max-sum
-    keeps its basis as class totals, which need no factorization of HiGHS.)"""
+    keeps its basis as class totals, which need no factorization of HiGHS; max-min's class totals,
+    ``policyopt.aggregate_epigraph``, are dropped here for the same reason.)"""
     name, opts = "max_min_fairness", {"fill": False}
     pol = get_policy(name, **opts)
     jobs = first_jobs()
@@ -325,6 +336,8 @@ def test_a_lost_factorization_is_answered_by_highs() -> None:
     st_ = incremental.state(pol)
     assert isinstance(st_, AggregateModel) and st_.factor is not None
     answered = st_.factor_answers
+    st_.epi = None
+    monkeypatch.setattr(AggregateModel, "epigraph_totals", lambda *a, **k: None)
     st_.small.restore_basis(st_.small.basis_object())  # (HiGHS factors it again at its next run only)
     jobs.append(kind_job(N + 1, 3))
     check(pol, name, opts, jobs)

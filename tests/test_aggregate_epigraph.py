@@ -1,0 +1,305 @@
+"""Max-min fairness's aggregated re-solve in class totals (``policyopt.aggregate_epigraph``): its
+epigraph column ``t`` has an entry in each class's rows, so a count change is a rank-one change of
+``t``'s column (the max-min stage) or of the right-hand side (the ``fill`` stage, ``t`` at its lower
+bound). Every answer equals a cold HiGHS simplex solve of the whole LP; for other counts an answer's
+point and multipliers pass the reduced LP's own certificate and HiGHS from scratch finds its
+objective; a basis that no longer fits, or a corrupted one, is refused and the re-solve answered
+from the kept factorization or by HiGHS, exactly."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from policyopt import Cluster, Job, Problem, aggregate_cold, get_policy, incremental
+from policyopt._aggregate_parts import certify
+from policyopt.aggregate_epigraph import EpigraphTotals, cross_column
+from policyopt.aggregate_resolve import AggregateModel
+
+TYPES = ("v100", "p100", "k80")
+N = 300
+CLUSTER = Cluster.from_counts({t: N // 4 for t in TYPES})
+NAME = "max_min_fairness"
+KINDS = 12  # (on this cluster every re-solve below keeps its bases: with fewer kinds some bases change)
+
+
+def kind_job(i: int, k: int) -> Job:
+    """Job ``j<i>`` of kind ``k``: its throughputs, scale factor and weight depend on ``k`` only."""
+    r = np.random.default_rng(1000 + k)
+    thr = {t: float(r.uniform(0.5, 10)) for t in TYPES if r.random() < 0.8 or t == "k80"}
+    return Job(f"j{i}", thr, scale_factor=int(r.choice([1, 2, 4])), weight=float(r.choice([1.0, 2.0])))
+
+
+def first_jobs() -> list[Job]:
+    return [kind_job(i, i % KINDS) for i in range(N)]
+
+
+def check(pol, jobs: list[Job], **opts):
+    """Solve with ``pol``: the answer equals a cold simplex solve of the whole LP (objective to 1e-9
+    relative, the allocation feasible to 1e-9; with ``fill``, its normalized throughput total to 1e-7)."""
+    p = Problem(CLUSTER, tuple(jobs))
+    got = pol.solve(p)
+    ref = get_policy(NAME, algorithm="simplex", **opts).solve(p)
+    assert got.status.value == "optimal" and ref.status.value == "optimal"
+    assert got.objective == pytest.approx(ref.objective, rel=1e-9, abs=1e-12)
+    assert not got.space.check(got.X, tol=1e-9)
+    if opts.get("fill", True):
+        a, b = got.extra["fill"]["normalized_throughput_after"], ref.extra["fill"]["normalized_throughput_after"]
+        assert a == pytest.approx(b, rel=1e-7)
+    return got
+
+
+def _kept(pol) -> AggregateModel:
+    st = incremental.state(pol)
+    assert isinstance(st, AggregateModel)
+    return st
+
+
+@pytest.mark.usefixtures("no_transport_route")  # (the first call keeps the model: see conftest)
+@pytest.mark.parametrize("whole_lp_first", [False, True])
+@pytest.mark.parametrize("fill", [True, False])
+def test_re_solves_are_answered_in_class_totals(monkeypatch: pytest.MonkeyPatch, whole_lp_first: bool,
+                                                fill: bool) -> None:
+    """Arrivals and completions of known kinds: both stages answered in class totals (no HiGHS run,
+    no simplex step), each equal to a cold simplex solve of the whole LP; the first call by the class
+    route or by the whole LP's fast path (its reduced LP taken over)."""
+    if whole_lp_first:
+        monkeypatch.setattr(aggregate_cold, "MIN_JOBS", 2**62)
+    opts = {} if fill else {"fill": False}
+    pol = get_policy(NAME, **opts)
+    jobs = first_jobs()
+    check(pol, jobs, **opts)
+    rng = np.random.default_rng(5)
+    nxt = N
+    for step in range(8):
+        if step % 2:
+            del jobs[int(rng.integers(len(jobs)))]
+        else:
+            jobs.insert(int(rng.integers(len(jobs) + 1)), kind_job(nxt, int(rng.integers(KINDS))))
+            nxt += 1
+        got = check(pol, jobs, **opts)
+        if fill:
+            assert got.extra["fill"]["steps"] == 0
+    st = _kept(pol)
+    assert st.cross is not None and st.epi is not None and st.epi.t_basic
+    assert st.epi.answers >= 7 and st.updates >= 8 and st.small.runs <= 2
+    if fill:
+        assert st.epi_fill is not None and not st.epi_fill[0].t_basic and st.epi_fill[0].answers >= 7
+
+
+def _after_one_re_solve() -> AggregateModel:
+    pol = get_policy(NAME)
+    jobs = first_jobs()
+    check(pol, jobs)
+    jobs.append(kind_job(N, 2))
+    check(pol, jobs)
+    st = _kept(pol)
+    assert st.epi is not None and st.epi_fill is not None
+    return st
+
+
+def _at(st: AggregateModel, mult: np.ndarray) -> None:
+    """The reduced LP's standard form at the multiplicities ``mult`` (compiled costs and bounds)."""
+    st._restore(mult)
+    st.mult = mult
+
+
+def _fill_lp(st: AggregateModel, t_low: float) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The ``fill`` stage's columns, costs (``m_g`` times the kept unit costs), full cost vector and
+    column lower bounds (``t ≥ t_low``) in the reduced LP at its current multiplicities."""
+    assert st.epi_fill is not None and st.cross is not None
+    _, cols, unit = st.epi_fill
+    s = np.append(st.mult, 1).astype(np.float64)[st.col_group[cols]]
+    costs = unit * s
+    sf = st.small.sf
+    c = np.zeros(sf.num_cols)
+    c[cols] = costs
+    lower = sf.col_lower.copy()
+    lower[st.cross[0]] = t_low
+    return cols, costs, c, lower
+
+
+def test_an_answer_passes_the_reduced_lps_own_certificate() -> None:
+    """For other multiplicities (two classes up or down by a few jobs), both stages' answers are the
+    reduced LP's as it stands: its general certificate (``certify``: feasible, the Lagrangian bound of
+    the multipliers equal to the objective) passes with the same objective and bound, and HiGHS from
+    scratch finds the same objective."""
+    st = _after_one_re_solve()
+    epi, (fill, _, _) = st.epi, st.epi_fill  # type: ignore[misc]
+    assert epi is not None
+    sf, small = st.small.sf, st.small
+    rng = np.random.default_rng(7)
+    answered = 0
+    for _ in range(12):
+        mult = st.mult.copy()
+        pick = rng.choice(mult.size, size=2, replace=False)
+        mult[pick] = np.maximum(1, mult[pick] + rng.integers(-3, 4, size=2))
+        _at(st, mult)
+        got = epi.answer(mult, -np.inf)
+        if got is None:
+            continue
+        x, y, primal, bound, _ = got
+        ok, primal2, bound2, _ = certify(sf, x, y)
+        assert ok and primal2 == pytest.approx(primal, rel=1e-12) and bound2 == pytest.approx(bound, rel=1e-9)
+        st.sync()
+        small.clear_warm_start()
+        x3, _ = small.run_point()
+        assert x3 is not None and float(sf.c @ x3) == pytest.approx(primal, rel=1e-9)
+        # the fill stage at t ≥ t*(1 − 1e-9)
+        t_low = primal - 1e-9 * abs(primal)
+        cols, costs, c, lower = _fill_lp(st, t_low)
+        got2 = fill.answer(mult, t_low)
+        assert got2 is not None
+        x2, y2, primal2, bound2, _ = got2
+        ok, p2, b2, _ = certify(sf, x2, y2, c=c, col_lower=lower)
+        assert ok and p2 == pytest.approx(primal2, rel=1e-12) and b2 == pytest.approx(bound2, rel=1e-9)
+        small.set_costs(np.arange(sf.num_cols), c)
+        small.set_col_bounds(np.arange(sf.num_cols), lower, sf.col_upper)
+        small.clear_warm_start()
+        x4, _ = small.run_point()
+        assert x4 is not None and float(c @ x4) == pytest.approx(p2, rel=1e-9)
+        st.loaded.touched = True  # (costs and bounds changed in HiGHS: the next _restore compares all)
+        st._held = (sf.A.data[st.lin_pos].copy(), c.copy(), lower.copy(), sf.col_upper.copy(),
+                    sf.row_lower.copy(), sf.row_upper.copy())
+        answered += 1
+    assert answered >= 8
+
+
+def test_a_basis_that_no_longer_fits_or_a_corrupted_one_is_refused() -> None:
+    """Multiplicities far from the basis's (one class 10–50 times larger or smaller) leave its point
+    infeasible for some classes: refused; every other answer passes the general certificate. A
+    corrupted bound term, right-hand side or reduced cost of ``t`` is refused."""
+    st = _after_one_re_solve()
+    epi = st.epi
+    assert epi is not None
+    base = st.mult.copy()
+    assert epi.answer(base, -np.inf) is not None
+    refused = 0
+    for g in range(base.size):
+        for f in (0.05, 0.3, 3.0, 10.0, 50.0):
+            mult = base.copy()
+            mult[g] = max(1, int(mult[g] * f))
+            got = epi.answer(mult, -np.inf)
+            if got is None:
+                refused += 1
+                continue
+            _at(st, mult)
+            assert certify(st.small.sf, got[0], got[1])[0]
+    assert refused >= 2
+    _at(st, base)
+    assert epi.answer(base, -np.inf) is not None
+    # the bound's terms, a right-hand side of the point, t's reduced cost's coefficients
+    for name, k in (("beta", 0), ("P", int(np.flatnonzero(epi.P)[0])), ("g0", int(np.flatnonzero(epi.g0)[0]))):
+        arr = getattr(epi, name)
+        keep = arr.copy()
+        arr.flat[k] += 1e-3 * max(1.0, abs(float(arr.flat[k])))
+        assert epi.answer(base, -np.inf) is None, name
+        arr[...] = keep
+    assert epi.answer(base, -np.inf) is not None
+
+
+@pytest.mark.usefixtures("no_transport_route")
+def test_a_refused_answer_falls_back_and_the_basis_is_taken_again() -> None:
+    """Where the class totals refuse (here: corrupted), the kept factorization answers, exactly, and
+    the class totals are taken again from the kept basis at the next re-solve, which they answer."""
+    pol = get_policy(NAME)
+    jobs = first_jobs()
+    check(pol, jobs)
+    jobs.append(kind_job(N, 2))
+    check(pol, jobs)
+    st = _kept(pol)
+    old, old_fill = st.epi, st.epi_fill
+    assert old is not None and old_fill is not None
+    old.beta[0] += 1.0  # (its bound no longer the objective: refused)
+    old_fill[0].beta[0] += 1.0
+    answered, runs = st.factor_answers, st.small.runs
+    jobs.append(kind_job(N + 1, 4))
+    check(pol, jobs)
+    assert st.factor_answers == answered + 1 and st.small.runs == runs  # (the kept factorization's answer)
+    assert st.epi is None and st.epi_fill is None
+    del jobs[3]
+    check(pol, jobs)
+    assert st.epi is not None and st.epi is not old and st.epi.answers == 1
+    assert st.epi_fill is not None and st.epi_fill is not old_fill and st.epi_fill[0].answers == 1
+    assert st.small.runs == runs
+
+
+def test_the_first_re_solve_after_a_class_route_first_call_runs_no_highs(no_transport_route: None) -> None:
+    """A first call takes no class totals (a process that solves once never reads them); the first
+    re-solve takes both stages' from the bases the first call kept and is answered from them."""
+    pol = get_policy(NAME)
+    jobs = first_jobs()
+    check(pol, jobs)
+    st = _kept(pol)
+    runs = st.small.runs
+    assert st.epi is None and st.epi_fill is None
+    jobs.append(kind_job(N, 5))
+    got = check(pol, jobs)
+    assert st.small.runs == runs and st.epi is not None and st.epi_fill is not None
+    assert st.epi.answers == 1 and st.epi_fill[0].answers == 1
+    assert got.extra["fill"]["steps"] == 0
+
+
+def test_cross_column_finds_the_one_linking_column_in_class_rows() -> None:
+    """``cross_column``: the one linking column with entries in classes' rows and those entries;
+    ``None`` with none (max-sum's layout) or with two such columns."""
+    import scipy.sparse as sp
+
+    # rows: class 0, class 1, linking; columns: class 0, class 1, linking t, linking z
+    A = sp.csc_matrix(np.array([[1.0, 0.0, -1.0, 0.0], [0.0, 2.0, -3.0, 0.0], [1.0, 1.0, 0.0, 1.0]]))
+    row_group, col_group = np.array([0, 1, -1]), np.array([0, 1, -1, -1])
+    ent_col = np.repeat(np.arange(4), np.diff(A.indptr))
+    got = cross_column(row_group, col_group, A, ent_col)
+    assert got is not None
+    t, pos, rows, rgrp, val = got
+    assert t == 2 and rows.tolist() == [0, 1] and rgrp.tolist() == [0, 1] and val.tolist() == [-1.0, -3.0]
+    assert np.array_equal(A.data[pos], val)
+    assert cross_column(row_group, np.array([0, 1, -1, -1]), sp.csc_matrix(A.toarray() * [1, 1, 0, 1]),
+                        np.repeat(np.arange(4), np.diff(sp.csc_matrix(A.toarray() * [1, 1, 0, 1]).indptr))) is None
+    B = A.toarray()
+    B[0, 3] = 5.0  # (z in class 0's row too: two such columns)
+    Bs = sp.csc_matrix(B)
+    assert cross_column(row_group, col_group, Bs, np.repeat(np.arange(4), np.diff(Bs.indptr))) is None
+
+
+def test_a_basis_with_t_basic_and_other_costs_is_not_taken() -> None:
+    """With ``t`` basic the multipliers only scale when ``t`` alone has a cost (the max-min stage):
+    a basis with ``t`` basic under other costs is not taken."""
+    st = _after_one_re_solve()
+    fac = st.kept_factor()
+    assert fac is not None and fac.base is not None  # (the max-min stage's basis)
+    c = st.base[0].copy()
+    c[int(st.col_group.argmax())] = 1.0
+    assert st.epigraph_totals(fac.base, c) is None
+    assert isinstance(st.epigraph_totals(fac.base), EpigraphTotals)
+
+
+def test_the_fill_stages_totals_from_the_first_stages_with_one_swap() -> None:
+    """The ``fill`` stage's basis is the max-min stage's with ``t`` swapped for one variable: its
+    totals come from the first stage's factors with one more rank-one correction
+    (``EpigraphTotals.swapped``), and answer as totals taken afresh from that basis do, at other
+    multiplicities too."""
+    st = _after_one_re_solve()
+    assert st.epi is not None and st.epi_fill is not None and st.second_basis is not None
+    swapped, cols, unit = st.epi_fill
+    assert swapped.swap is not None and swapped.lu is st.epi.lu
+    c = np.zeros(st.small.sf.num_cols)
+    c[cols] = unit
+    fresh = st.epigraph_totals(st.second_basis, c)
+    assert fresh is not None and fresh.swap is None
+    epi = st.epi
+    rng = np.random.default_rng(11)
+    compared = 0
+    for _ in range(10):
+        mult = st.mult.copy()
+        pick = rng.choice(mult.size, size=2, replace=False)
+        mult[pick] = np.maximum(1, mult[pick] + rng.integers(-3, 4, size=2))
+        first = epi.answer(mult, -np.inf)
+        if first is None:
+            continue
+        t_low = first[2] - 1e-9 * abs(first[2])
+        a, b = swapped.answer(mult, t_low), fresh.answer(mult, t_low)
+        assert a is not None and b is not None
+        assert np.allclose(a[0], b[0], rtol=0, atol=1e-9) and np.allclose(a[1], b[1], rtol=0, atol=1e-9)
+        assert a[2] == pytest.approx(b[2], rel=1e-12) and a[3] == pytest.approx(b[3], rel=1e-9)
+        compared += 1
+    assert compared >= 6
