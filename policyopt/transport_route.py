@@ -52,16 +52,23 @@ _ANSWERED = "_answered_from_arrays"
 def applies(policy: Any, space: AllocationSpace) -> bool:
     """Whether :func:`solve` may answer ``policy`` on ``space`` (see the module docstring)."""
     cfg = policy.config
-    most = solver_api.TRANSPORT_RESOLVE_MAX_JOBS if policy.__dict__.get(_ANSWERED) else solver_api.TRANSPORT_MAX_JOBS
-    return (len(space.jobs) <= most and not cfg["verbose"] and cfg["threads"] is None
+    return (_size_applies(policy, len(space.jobs)) and not cfg["verbose"] and cfg["threads"] is None
             and cfg["time_limit"] is None and incremental.eligible(policy, space)
             and incremental.state(policy) is None)
+
+
+def _size_applies(policy: Any, n: int) -> bool:
+    """Whether ``n`` jobs are few enough for the route (checked before the space is made)."""
+    most = solver_api.TRANSPORT_RESOLVE_MAX_JOBS if policy.__dict__.get(_ANSWERED) else solver_api.TRANSPORT_MAX_JOBS
+    return n <= most
 
 
 def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     """``policy``'s result on ``problem`` by the transportation LP, or ``None`` (see the module
     docstring)."""
     t0 = time.perf_counter()
+    if not _size_applies(policy, len(problem.jobs)):
+        return None
     space = policy.make_space(problem)
     if not applies(policy, space):
         return None
@@ -90,6 +97,8 @@ def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> Polic
     if policy.agnostic:
         return None
     t0 = time.perf_counter()
+    if not _size_applies(policy, len(problem.jobs)):  # (a larger problem: no space made here)
+        return None
     space = policy.make_space(problem)
     if not applies(policy, space):
         return None
