@@ -476,15 +476,16 @@ def _cluster_arrays(cl: Any, configs: Any) -> tuple[Any, ...]:
         _LAST_CLUSTER = (cl, cfgs, hit)
         return hit
     wts = cl.worker_types
-    type_labels = np.asarray([w.name for w in wts])
+    type_names = [w.name for w in wts]
     cfg_names = list(key[1])
-    pos = {t: i for i, t in enumerate(type_labels.tolist())}
+    pos = {t: i for i, t in enumerate(type_names)}
     phys = [physical_type(c) for c in cfg_names]
     missing = [t for t in phys if t not in pos]
     if missing:  # (as IndexSet.position says it)
-        IndexSet("worker_types", type_labels).position(missing[0])
-    counts = np.array([w.count for w in wts], dtype=np.float64)
-    gps = np.array([w.gpus_per_server or max(w.count, 1) for w in wts], float)
+        IndexSet("worker_types", np.asarray(type_names)).position(missing[0])
+    counts = [float(w.count) for w in wts]
+    gps = [float(w.gpus_per_server or max(w.count, 1)) for w in wts]
+    prices = [np.nan if w.price_per_hour is None else float(w.price_per_hour) for w in wts]
     ctype = [pos[t] for t in phys]
     unc = [c != t for c, t in zip(cfg_names, phys)]
     # per unconsolidated configuration, the first consolidated configuration of its type
@@ -493,15 +494,18 @@ def _cluster_arrays(cl: Any, configs: Any) -> tuple[Any, ...]:
         if not u:
             first_phys.setdefault(t, c)
     pairs = [(c, first_phys[t]) for c, (t, u) in enumerate(zip(ctype, unc)) if u and t in first_phys]
-    c_u = np.array([c for c, _ in pairs], np.int64)
-    c_p = np.array([c for _, c in pairs], np.int64)
-    variants = (counts[ctype], c_u, c_p, gps[[ctype[c] for c in c_p.tolist()]],
-                len(set(c_p.tolist())) == c_p.size)
-    hit = (type_labels, np.asarray(cfg_names), counts, gps,
-           np.array([np.nan if w.price_per_hour is None else w.price_per_hour for w in wts], dtype=np.float64),
-           np.array(ctype, np.int64), np.array(unc, bool), variants)
-    for a in (*hit[:-1], *variants[:-1]):
-        a.flags.writeable = False
+    c_u = [c for c, _ in pairs]
+    c_p = [c for _, c in pairs]
+    # one float and one integer array, sliced (a process's first call pays for each array made)
+    K, C, P = len(wts), len(cfg_names), len(pairs)
+    floats = np.array(counts + gps + prices + [counts[t] for t in ctype] + [gps[ctype[c]] for c in c_p], np.float64)
+    ints = np.array(ctype + c_u + c_p, np.int64)
+    names = np.array(type_names + cfg_names)
+    flags = np.array(unc, bool)
+    for a in (floats, ints, names, flags):
+        a.flags.writeable = False  # (their slices below are read-only too)
+    variants = (floats[3 * K:3 * K + C], ints[C:C + P], ints[C + P:], floats[3 * K + C:], len(set(c_p)) == P)
+    hit = (names[:K], names[K:], floats[:K], floats[K:2 * K], floats[2 * K:3 * K], ints[:C], flags, variants)
     if len(_CLUSTER_ARRAYS) >= _CLUSTER_ARRAYS_MAX:
         _CLUSTER_ARRAYS.clear()  # (atomic: other threads may read and fill it meanwhile)
     _CLUSTER_ARRAYS[key] = hit
