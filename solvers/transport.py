@@ -86,13 +86,13 @@ def certify(V: np.ndarray, s: np.ndarray, C: np.ndarray, x: np.ndarray, p: np.nd
     (see the module docstring): every row and bound within 1e-9 and the Lagrangian bound equal to
     the objective to 1e-9 relative."""
     use = V > 0
-    obj = float(np.vdot(np.where(use, V, 0.0), x))
-    p = np.maximum(p, 0.0)
+    obj = float((np.where(use, V, 0.0) * x).sum())  # (sums, not BLAS products: a process's first
+    p = np.maximum(p, 0.0)                          # BLAS call costs ~0.1-0.2 ms)
     y = (V - np.multiply.outer(s, p)).max(axis=1)  # (-inf where a job has no column: no term)
     np.maximum(y, 0.0, out=y)
-    bound = float(y.sum() + C @ p)
+    bound = float(y.sum() + (C * p).sum())
     feasible = (x.min() >= 0.0 and x.sum(axis=1).max() <= 1.0 + TOL
-                and (s @ x <= C + TOL * np.maximum(C, 1.0)).all() and not x[~use].any())
+                and ((s[:, None] * x).sum(axis=0) <= C + TOL * np.maximum(C, 1.0)).all() and not x[~use].any())
     ok = bool(feasible) and abs(bound - obj) <= TOL * max(1.0, abs(obj))
     return ok, obj, bound, y
 

@@ -74,7 +74,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAns
         return None
     use = V > 0
     active = use.any(axis=1)
-    if np.isposinf(V).any() or np.isnan(V).any() or (s[active] <= 0).any() or not np.isfinite(s[active]).all():
+    if (V == np.inf).any() or np.isnan(V).any() or (s[active] <= 0).any() or not np.isfinite(s[active]).all():
         return None
     act = active.nonzero()[0]
     sa = s.take(act)
@@ -331,9 +331,10 @@ def _point(n: int, K: int, act: np.ndarray, sa: np.ndarray, inv: np.ndarray, sup
     order = np.argsort(inv, kind="stable")
     job_end = np.cumsum(sa.take(order))
     seg_end = np.cumsum(np.array(seg_a, np.float64))
-    cuts = np.unique(np.concatenate([[0.0], job_end, seg_end]))
+    cuts = np.concatenate([[0.0], job_end, seg_end])
+    cuts.sort()
     lo, hi = cuts[:-1], cuts[1:]
-    keep = hi - lo > ftol
+    keep = hi - lo > ftol  # (equal cuts, and rounding between the two sums, give no interval)
     lo, hi = lo[keep], hi[keep]
     mid = 0.5 * (lo + hi)
     jpos = np.minimum(np.searchsorted(job_end, mid), order.size - 1)
@@ -487,10 +488,9 @@ def _basis(use: np.ndarray, act: np.ndarray, x: np.ndarray, idle: np.ndarray, ro
     cand_a = np.concatenate([cand_a, zk])
     cand_b = np.concatenate([cand_b, np.full(zk.size, ground)])
     cand_v = np.concatenate([cand_v, -1 - n - zk])
-    pair = np.minimum(cand_a, cand_b) * (K + 2 + inner.size) + np.maximum(cand_a, cand_b)
-    _, first = np.unique(pair, return_index=True)
-    for a, b, v in zip(cand_a[first].tolist(), cand_b[first].tolist(), cand_v[first].tolist()):
-        if join(a, b):
+    for a, b, v in zip(cand_a.tolist(), cand_b.tolist(), cand_v.tolist()):  # (few: tied jobs' edges)
+        if find(a) != find(b):
+            join(a, b)
             basic.append(v)
     if len(basic) != n + K:
         top = find(ground)
