@@ -224,12 +224,14 @@ class ClassBasis:
         b[:G] = m
         z = M @ b
         np.maximum(z, 0.0, out=z)
-        if not m.all():
+        cnz = np.count_nonzero  # (in C; ndarray.all goes through a Python wrapper)
+        if cnz(m) != G:
             z[m.take(self.bg) == 0] = 0.0  # (a class without jobs: its row's bound is 0)
-        # (each test true only for numbers: a NaN fails it)
-        if not (np.bincount(self.bg, z, G) <= m + TOL * np.maximum(m, 1.0)).all():
+        # (every row counted as within its bound, each test true only for numbers: a NaN fails it)
+        if cnz(np.bincount(self.bg, z, G) <= m + TOL * np.maximum(m, 1.0)) != G:
             return None
-        if not (np.bincount(self.bk, z * self._sb, self.C.size) <= self._cap).all():
+        K = self._cap.size
+        if cnz(np.bincount(self.bk, z * self._sb, K) <= self._cap) != K:
             return None
         obj = float(z @ self._vb)
         bound = float(self.u @ m) + self._cp
