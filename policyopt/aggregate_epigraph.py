@@ -164,7 +164,7 @@ class EpigraphTotals:
             if kind[lp.t] != 0:
                 return None
             vnb[lp.t] = 0.0  # (t's value is the answer's: its lower bound then)
-        if np.count_nonzero(kind == 2) or not np.isfinite(vnb).all():
+        if not np.isfinite(vnb).all():  # (a free nonbasic variable: its bounds are infinite)
             return None
         return kind, vnb, t_basic
 
@@ -173,12 +173,12 @@ class EpigraphTotals:
              ) -> "EpigraphTotals | None":
         """The totals of ``basis`` (a :class:`~policyopt.aggregate_basis.Basis`: its basic variables
         by position, ``j < n`` column ``j``, ``n + i`` row ``i``'s logical, and the bound each
-        nonbasic one is at) in the reduced LP of multiplicities ``mult`` (all ``> 0``), for the costs
-        ``c`` per unit count (``t``'s its own). ``None`` where a nonbasic variable is free or at an
-        infinite bound, ``t`` is nonbasic but not at its lower bound, ``t`` is basic under other costs
-        than its own, or ``M₀`` is singular."""
+        nonbasic one is at) in the reduced LP of multiplicities ``mult`` (all ``> 0``: the caller
+        sees to it), for the costs ``c`` per unit count (``t``'s its own). ``None`` where a nonbasic
+        variable is free or at an infinite bound, ``t`` is nonbasic but not at its lower bound, ``t``
+        is basic under other costs than its own, or ``M₀`` is singular."""
         got = cls._kinds(lp, basis)
-        if got is None or not lp.fits or np.count_nonzero(mult <= 0):
+        if got is None or not lp.fits:
             return None
         kind, vnb, t_basic = got
         if t_basic and (np.count_nonzero(c) != 1 or c[lp.t] == 0.0):
@@ -226,12 +226,15 @@ class EpigraphTotals:
         nonzero bound, ``t`` aside: its value is the answer's; nonbasic activities of the rows K)."""
         n, G1 = lp.n, lp.G + 1
         nz = vnb[:n].nonzero()[0]
-        ent, col = _entries(lp.indptr, nz)
-        kk = k_of.take(lp.indices.take(ent))
-        keep = (kk >= 0).nonzero()[0]
-        cn = nz.take(col.take(keep))
-        P = np.bincount(kk.take(keep) * G1 + lp.grp.take(cn), weights=-at0.take(ent.take(keep)) * vnb.take(cn),
-                        minlength=K.size * G1).astype(np.float64, copy=False).reshape(K.size, G1)
+        if nz.size:
+            ent, col = _entries(lp.indptr, nz)
+            kk = k_of.take(lp.indices.take(ent))
+            keep = (kk >= 0).nonzero()[0]
+            cn = nz.take(col.take(keep))
+            P = np.bincount(kk.take(keep) * G1 + lp.grp.take(cn), weights=-at0.take(ent.take(keep)) * vnb.take(cn),
+                            minlength=K.size * G1).astype(np.float64, copy=False).reshape(K.size, G1)
+        else:
+            P = np.zeros((K.size, G1))
         P[np.arange(K.size), lp.grp.take(n + K)] += vnb.take(n + K)
         return P
 
