@@ -108,8 +108,9 @@ def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> Polic
         V, best = transport.per_type(space.T, mask, space.config_type, len(space.worker_types))
         eq = space.equal_share_throughput()
     else:  # the classes' rows only, declared on the space (its jobs' mask rows and equal shares gathered)
-        mask = space.single_mask_of(space.T.take(rep, axis=0), space.scale.take(rep))
-        V, best = transport.per_type(space.T.take(rep, axis=0), mask, space.config_type, len(space.worker_types))
+        T_rep = space.T.take(rep, axis=0)
+        mask = space.single_mask_of(T_rep, space.scale.take(rep))
+        V, best = transport.per_type(T_rep, mask, space.config_type, len(space.worker_types))
         # thr(g, X_equal) from the per-type values: max(V, 0) is the best allowed placement's
         # throughput per type (AllocationSpace._best_placement), so the same numbers
         eq = np.maximum(V, 0.0) @ (space.counts / space.counts.sum())
