@@ -79,7 +79,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAns
     act = active.nonzero()[0]
     sa = s.take(act)
     w = np.where(use[act], V[act] / sa[:, None], -np.inf)
-    scale = float(np.abs(w[np.isfinite(w)]).max()) if act.size else 1.0
+    scale = float(w.max()) if act.size else 1.0  # (the largest value: every active row has one > 0)
     tol = 1e-12 * max(1.0, scale)
     ftol = 1e-12 * max(1.0, float(sa.sum()), float(C.sum()))
     p = np.zeros(K)
