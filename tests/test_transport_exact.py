@@ -137,9 +137,10 @@ def test_gavel_workload_16_to_512_jobs(gavel: Any) -> None:
 
 
 @pytest.mark.parametrize("seed", range(12))
-@pytest.mark.parametrize("K", [1, 2, 3, 8])
+@pytest.mark.parametrize("K", [1, 2, 3, 8, 12])
 def test_random_lps(seed: int, K: int) -> None:
-    """Random LPs, distinct values and few levels (ties between jobs and types), scarce and ample capacity."""
+    """Random LPs of 1-12 types (12: admissible sets grouped by np.unique, not counted), distinct values and
+    few levels (ties between jobs and types), scarce and ample capacity."""
     rng = np.random.default_rng(100 * K + seed)
     for levels, cap in ((0, 0.3), (3, 0.3), (2, 1.5), (0, 0.05)):
         check(*random_lp(rng, int(rng.integers(1, 150)), K, levels, cap=cap))
