@@ -29,7 +29,7 @@ with few types the groups are few, and the flow is found by augmenting paths on 
 Either way ``p`` moves along ``±1_S`` by an **exact line search**: ``φ`` restricted to the line is
 ``c·t +`` one hinge per job (its best value on ``S`` against its best off ``S``, or idle), so the
 minimum is a weighted median of the hinges' breakpoints (one sort), capped where a price of ``S``
-reaches 0. The start is ``p = 0``; the steps are capped (:data:`MAX_STEPS`).
+reaches 0. The start is ``p = 0``; the steps are capped (:data:`MAX_STEPS` + :data:`STEPS_PER_TYPE` ``K``).
 
 The optimal flow is split per group over its jobs by the north-west corner rule, after cycles of
 the group flow are cancelled (each move along a cycle of admissible edges keeps the objective), so
@@ -55,12 +55,14 @@ import numpy as np
 
 from . import transport
 
-__all__ = ["MAX_STEPS", "MAX_TYPES", "solve"]
+__all__ = ["MAX_STEPS", "MAX_TYPES", "STEPS_PER_TYPE", "solve"]
 
 #: more types than this: declined (the admissible sets are bit masks of one int64)
 MAX_TYPES = 60
-#: line-search steps before the method gives up (the caller's HiGHS answers)
-MAX_STEPS = 60
+#: line-search steps before the method gives up (the caller's HiGHS answers): this many plus
+#: :data:`STEPS_PER_TYPE` per type (random LPs of ~25 types took up to ~80 steps)
+MAX_STEPS = 40
+STEPS_PER_TYPE = 4
 
 _Flow = list[dict[int, float]]
 
@@ -70,7 +72,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAns
     :class:`~policyopt.solvers.transport.TransportAnswer` (with a basis), or ``None`` (module
     docstring)."""
     n, K = V.shape
-    if K == 0 or K > MAX_TYPES or not np.isfinite(C).all() or (C < 0).any():
+    if n == 0 or K == 0 or K > MAX_TYPES or not np.isfinite(C).all() or (C < 0).any():
         return None
     use = V > 0
     active = use.any(axis=1)
@@ -89,7 +91,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAns
     lut = np.zeros(2 << K if small else 0, np.int64)
     Cl = C.tolist()
     decoded: dict[int, list[int]] = {}  # key → its admissible types
-    for step in range(MAX_STEPS):
+    for step in range(MAX_STEPS + STEPS_PER_TYPE * K):
         rT = wT - p[:, None]
         u = rT.max(axis=0) if act.size else np.zeros(0)
         np.maximum(u, 0.0, out=u)

@@ -239,12 +239,13 @@ def test_take_accepts_the_basis_of_every_class_lp(gavel: Any) -> None:
 
 def test_declined_lps_are_answered_by_highs(monkeypatch: pytest.MonkeyPatch) -> None:
     """Where the exact route declines (its step cap, too many types), ``transport.solve`` answers
-    by HiGHS, the same optimum; non-finite data and a job with a column and no scale factor are
-    declined."""
+    by HiGHS, the same optimum; non-finite data, a job with a column and no scale factor and an LP
+    without jobs are declined."""
     rng = np.random.default_rng(5)
     V, s, C = random_lp(rng, 60, 3, cap=0.2)
     ref = highs(V, s, C)
     monkeypatch.setattr(transport_exact, "MAX_STEPS", 0)
+    monkeypatch.setattr(transport_exact, "STEPS_PER_TYPE", 0)
     assert transport_exact.solve(V, s, C) is None
     got = transport.solve(V, s, C)
     assert got is not None and got.objective == pytest.approx(ref.objective, rel=TOL)
@@ -258,6 +259,7 @@ def test_declined_lps_are_answered_by_highs(monkeypatch: pytest.MonkeyPatch) -> 
     s[1] = 0.0
     V[0, 0] = 1.0
     assert transport_exact.solve(V, s, C) is None  # (a job with a column and no scale factor)
+    assert transport_exact.solve(np.zeros((0, 3)), np.zeros(0), np.ones(3)) is None  # (no job)
 
 
 def test_a_failed_certificate_falls_back(monkeypatch: pytest.MonkeyPatch) -> None:
