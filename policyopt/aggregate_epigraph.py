@@ -322,6 +322,8 @@ class EpigraphTotals:
         qv = self.lu.solve(e_p, trans="T")
         pi = np.zeros(lp.m)
         pi[K] = pi0 - qv * (float(u @ pi0) / den)
+        if q >= n:
+            pi[q - n] = 0.0  # (a basic row's multiplier: 0 by the basis, not its round-off)
         return self._finish(lp, c, (basis.var, basis.kind, bcols, vnb), False, (self.lu, K, m0, (p, w, den)),
                             (P, self.CK), at0, pi, sense, offset)
 

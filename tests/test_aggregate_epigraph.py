@@ -286,6 +286,9 @@ def test_the_fill_stages_totals_from_the_first_stages_with_one_swap() -> None:
     c[cols] = unit
     fresh = st.epigraph_totals(st.second_basis, c)
     assert fresh is not None and fresh.swap is None
+    n = st.small.sf.num_cols
+    for tot in (swapped, fresh):  # (a basic row's multiplier is 0 exactly, not round-off)
+        assert not np.count_nonzero(tot.pi[tot.kind[n:] < 0])
     epi = st.epi
     rng = np.random.default_rng(11)
     compared = 0
