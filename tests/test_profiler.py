@@ -26,10 +26,21 @@ def test_plan_labels() -> None:
             parse_plan(bad)
 
 
-def _tiny_profile(tmp_path: Path, plans: list[str]) -> tuple[dict, list[dict], list[dict]]:
+def _two_cores() -> bool:
+    return len(os.sched_getaffinity(0)) >= 2
+
+
+@pytest.fixture(scope="module")
+def tiny_profile(tmp_path_factory: pytest.TempPathFactory) -> tuple[dict, list[dict], list[dict], list[str]]:
+    """One tiny real profile through the CLI, shared by the tests that read it: recommendation-bs128
+    on cpu1, alone and paired, plus the data-parallel plan dp2-ga2-gc1 where two cores are usable
+    (each profile run starts fresh worker processes that import torch: seconds each)."""
+    pytest.importorskip("torch")
+    pytest.importorskip("sklearn")
     from policyopt.jobs.cli import main
 
-    out = tmp_path / "prof"
+    plans = ["dp2-ga2-gc1"] if _two_cores() else []
+    out = tmp_path_factory.mktemp("tiny") / "prof"
     assert main(["profile", "--output", str(out), "--job-types", "recommendation-bs128", "--worker-types", "cpu1",
                  "--seconds-per-run", "0.5", "--repeats", "2", "--warmup-steps", "2", "--pairs", "--plans",
                  *plans]) == 0
@@ -39,10 +50,10 @@ def _tiny_profile(tmp_path: Path, plans: list[str]) -> tuple[dict, list[dict], l
         reader = csv.DictReader(handle)
         assert reader.fieldnames == PLAN_COLUMNS + EXTRA_COLUMNS
         rows = list(reader)
-    return table, runs, rows
+    return table, runs, rows, plans
 
 
-def test_tiny_profile_writes_a_valid_table_and_samples(tmp_path: Path) -> None:
+def test_profile_argument_errors(tmp_path: Path) -> None:
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
     from policyopt.jobs.profiler import profile
@@ -54,7 +65,10 @@ def test_tiny_profile_writes_a_valid_table_and_samples(tmp_path: Path) -> None:
     with pytest.raises(InputError, match="seconds_per_run"):
         profile(tmp_path, seconds_per_run=0)
 
-    table, runs, rows = _tiny_profile(tmp_path, plans=[])
+
+def test_tiny_profile_writes_a_valid_table_and_samples(tiny_profile: tuple[dict, list[dict], list[dict], list[str]]
+                                                       ) -> None:
+    table, runs, rows, plans = tiny_profile
     assert table["worker_types"]["cpu1"] == {"count": 1, "device": "cpu", "threads": 1,
                                              "cores": [sorted(os.sched_getaffinity(0))[0]]}
     entry = table["job_types"]["recommendation-bs128"]
@@ -65,8 +79,11 @@ def test_tiny_profile_writes_a_valid_table_and_samples(tmp_path: Path) -> None:
     # both paired throughputs measured (how they compare with alone depends on machine load: that is
     # a measurement, reported by the profiler, not something a test can assert)
     assert all(t > 0 for t in pair["throughputs"])
-    assert len(runs) == 2 + 4 and all(r["steady_steps_per_s"] > 0 for r in runs)
-    (base,) = rows
+    # 2 alone runs (repeats), then 2 x 2 paired; the plan's runs (if any) come after them
+    assert len(runs) == 2 + 4 + 2 * len(plans) and all(r["steady_steps_per_s"] > 0 for r in runs)
+    assert [r["measurement"] for r in runs[:6]] == ["alone"] * 2 + ["pair"] * 4
+    assert len(rows) == 1 + len(plans)
+    base = rows[0]
     assert (base["dp"], base["ga_steps"], base["gc"]) == ("1", "1", "0")
     assert float(base["iter_time"]) == pytest.approx(sum(1 / r["steady_steps_per_s"] for r in runs[:2]) / 2)
     assert 0 < float(base["fwd_time_1gpu"]) < float(base["iter_time"])
@@ -74,12 +91,10 @@ def test_tiny_profile_writes_a_valid_table_and_samples(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
-def test_profile_samples_data_parallel_plans(tmp_path: Path) -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("sklearn")
-    if len(os.sched_getaffinity(0)) < 2:
+def test_profile_samples_data_parallel_plans(tiny_profile: tuple[dict, list[dict], list[dict], list[str]]) -> None:
+    if not _two_cores():
         pytest.skip("needs two usable cores")
-    _, runs, rows = _tiny_profile(tmp_path, plans=["dp2-ga2-gc1"])
+    _, runs, rows, _ = tiny_profile
     assert len(runs) == 2 + 4 + 2
     assert [(r["dp"], r["ga_steps"], r["gc"], r["cpus"]) for r in rows] == [("1", "1", "0", "1"), ("2", "2", "1", "2")]
     assert float(rows[1]["bw_intra"]) > 0 and float(rows[1]["iter_time"]) > 0
@@ -92,7 +107,7 @@ def test_profile_writes_k_worker_rows(tmp_path: Path) -> None:
     of two threads each."""
     pytest.importorskip("torch")
     pytest.importorskip("sklearn")
-    if len(os.sched_getaffinity(0)) < 2:
+    if not _two_cores():
         pytest.skip("needs two usable cores")
     from policyopt.jobs.cli import main
 
