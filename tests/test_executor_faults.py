@@ -55,7 +55,7 @@ def _max_round_steps(report: dict[str, Any], job: str) -> int:
 def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp_path: Path) -> None:
     # job a runs about 190 steps a round on one core of the development machine: 600 steps keep it
     # running for several rounds, so the killer below finds it mid-run even on a fast or idle machine
-    a_steps = 600
+    a_steps = 400
     jobs = parse_jobs([{"id": "a", "job_type": "lstm-bs10", "steps": a_steps, "seed": 1},
                        {"id": "b", "job_type": "resnet-bs32", "steps": 160},
                        {"id": "bad", "job_type": "recommendation-bs128", "steps": 300}])

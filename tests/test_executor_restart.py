@@ -1,6 +1,9 @@
 """The executor itself is SIGKILLed mid-run; the same ``policyopt run`` command with the same
 ``--state`` resumes and completes: every job at exactly its step count, the orphaned workers
-retired (they checkpoint), nothing lost beyond one round."""
+retired (they checkpoint), nothing lost beyond one round.
+
+The jobs are the ``small`` example's at half their steps (about six 2-second rounds of work, so the
+kill after the second round still finds most of the run ahead)."""
 from __future__ import annotations
 
 import json
@@ -14,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+
+from policyopt.executor.spec import EXAMPLES
 
 pytest.importorskip("torch")
 pytest.importorskip("sklearn")
@@ -61,7 +66,9 @@ def _live_worker_pids(state: Path) -> list[int]:
 @pytest.mark.slow
 def test_executor_killed_and_resumed_with_the_same_state(tmp_path: Path) -> None:
     state, out = tmp_path / "state.sqlite", tmp_path / "out"
-    cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--example", "small", "--cluster", "cpu1=1,cpu2=1",
+    (tmp_path / "jobs.json").write_text(json.dumps([dict(j, steps=j["steps"] // 2) for j in EXAMPLES["small"]]))
+    cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--jobs", str(tmp_path / "jobs.json"),
+           "--cluster", "cpu1=1,cpu2=1",
            "--policy", "max_min_fairness", "--round-seconds", "2", "--state", str(state), "--output", str(out),
            "--no-live", "--no-fidelity"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
