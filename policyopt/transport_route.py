@@ -9,7 +9,9 @@ build differently) with ``algorithm="auto"`` on HiGHS and no ``threads``, ``time
 worker counts) and solves it as the transportation LP of :mod:`policyopt.solvers.transport`
 (the same optimum as the policy's LP: per job and worker type only the better of the type's
 configurations matters), certified on the whole LP. The answer is the policy's result as the LP
-path gives it (allocation clipped and masked, objective the optimal sum, solver ``"highs"``). When
+path gives it (allocation clipped and masked, objective the optimal sum, solver ``"highs"``); the
+answer's capacity prices are kept on the policy object, where the next problem's exact
+transportation route (:mod:`policyopt.solvers.transport_exact`) starts from them. When
 the route does not apply or its certificate fails it returns ``None`` and the policy solves as
 before.
 
@@ -47,6 +49,9 @@ __all__ = ["applies", "solve", "solve_max_min"]
 #: set on a policy object this route answered: its later problems (re-solves) take the route only
 #: up to ``TRANSPORT_RESOLVE_MAX_JOBS`` jobs, larger ones build and keep the model as before
 _ANSWERED = "_answered_from_arrays"
+#: set with it: the capacity prices of that answer, the next problem's start for the exact
+#: transportation route (:mod:`policyopt.solvers.transport_exact`; any prices are a valid start)
+_PRICES = "_transport_prices"
 
 
 def applies(policy: Any, space: AllocationSpace) -> bool:
@@ -81,13 +86,14 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     if normalize and not np.isfinite(V[V > -np.inf]).all():  # (a job of zero equal share)
         return None
     t1 = time.perf_counter()
-    ans = transport.solve(V, space.row_scale, space.counts, None)
+    ans = transport.solve(V, space.row_scale, space.counts, None, start=policy.__dict__.get(_PRICES))
     if ans is None:
         return None
     t2 = time.perf_counter()
     X = _expand(ans.x, best, mask.shape)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     policy.__dict__[_ANSWERED] = True
+    policy.__dict__[_PRICES] = ans.p
     return policy.result(space, X, Status.OPTIMAL, ans.objective, "highs", timings)
 
 

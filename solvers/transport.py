@@ -97,15 +97,16 @@ def certify(V: np.ndarray, s: np.ndarray, C: np.ndarray, x: np.ndarray, p: np.nd
     return ok, obj, bound, y
 
 
-def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None, exact: bool = True
-          ) -> TransportAnswer | None:
+def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None, exact: bool = True,
+          start: np.ndarray | None = None) -> TransportAnswer | None:
     """The certified optimum of ``max Σ V·x`` s.t. ``Σ_k x_jk ≤ 1``, ``Σ_j s_j x_jk ≤ C_k``,
     ``x ≥ 0`` (columns where ``V ≤ 0`` or ``-inf`` held at 0), or ``None`` when HiGHS gives no
     optimum or the certificate fails. With ``exact`` the primal–dual method of
     :mod:`~policyopt.solvers.transport_exact` is tried first (no HiGHS; its answer certified the
-    same way, with a basis of the LP); where it declines, HiGHS's primal simplex answers."""
+    same way, with a basis of the LP), from the capacity prices ``start`` where given (a previous
+    problem's ``p``); where it declines, HiGHS's primal simplex answers."""
     if exact:
-        got = transport_exact.solve(V, s, C)
+        got = transport_exact.solve(V, s, C, start)
         if got is not None:
             return got
     import highspy

@@ -29,7 +29,8 @@ with few types the groups are few, and the flow is found by augmenting paths on 
 Either way ``p`` moves along ``±1_S`` by an **exact line search**: ``φ`` restricted to the line is
 ``c·t +`` one hinge per job (its best value on ``S`` against its best off ``S``, or idle), so the
 minimum is a weighted median of the hinges' breakpoints (one sort), capped where a price of ``S``
-reaches 0. The start is ``p = 0``; the steps are capped (:data:`MAX_STEPS` + :data:`STEPS_PER_TYPE` ``K``).
+reaches 0. The start is ``p = 0`` or given prices (a previous problem's: few steps are left after
+one arrival or completion); the steps are capped (:data:`MAX_STEPS` + :data:`STEPS_PER_TYPE` ``K``).
 
 The optimal flow is split per group over its jobs by the north-west corner rule, after cycles of
 the group flow are cancelled (each move along a cycle of admissible edges keeps the objective), so
@@ -67,10 +68,12 @@ STEPS_PER_TYPE = 4
 _Flow = list[dict[int, float]]
 
 
-def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAnswer | None:
+def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: np.ndarray | None = None
+          ) -> transport.TransportAnswer | None:
     """The certified optimum of the transportation LP as a
     :class:`~policyopt.solvers.transport.TransportAnswer` (with a basis), or ``None`` (module
-    docstring)."""
+    docstring). ``start``: prices to start from instead of 0 (clipped at 0; ignored unless ``K``
+    finite numbers) — a previous problem's ``p`` leaves a few steps to take."""
     n, K = V.shape
     if n == 0 or K == 0 or K > MAX_TYPES or not np.isfinite(C).all() or (C < 0).any():
         return None
@@ -85,6 +88,8 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray) -> transport.TransportAns
     tol = 1e-12 * max(1.0, scale)
     ftol = 1e-12 * max(1.0, float(sa.sum()), float(C.sum()))
     p = np.zeros(K)
+    if start is not None and start.shape == (K,) and np.isfinite(start).all():
+        np.maximum(start, 0.0, out=p)
     wT = np.ascontiguousarray(w.T)  # (types × jobs: one row per type, as the steps read them)
     small = K <= 10
     weight = (2 << np.arange(K, dtype=np.int64))[:, None]  # (bit k + 1 of a job's key: type k admissible)

@@ -107,9 +107,9 @@ def gavel_lps(gavel: Any, sizes: tuple[int, ...], seeds: range) -> list[tuple[np
     solve = transport.solve
 
     def spy(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None,
-            exact: bool = True) -> transport.TransportAnswer | None:
+            exact: bool = True, start: np.ndarray | None = None) -> transport.TransportAnswer | None:
         got.append((V.copy(), s.copy(), C.copy()))
-        return solve(V, s, C, threads, exact)
+        return solve(V, s, C, threads, exact, start)
 
     transport.solve = spy
     try:
@@ -278,3 +278,65 @@ def test_a_failed_certificate_falls_back(monkeypatch: pytest.MonkeyPatch) -> Non
     got = transport.solve(V, s, C)
     assert got is not None and len(seen) == 2  # (the exact answer refused, HiGHS's certified)
     assert got.objective == pytest.approx(highs(V, s, C).objective, rel=TOL)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_any_start_prices(seed: int) -> None:
+    """From any prices (the optimum's, scaled up or down, random, a previous LP's) the route ends at
+    the same optimum, with a valid basis."""
+    rng = np.random.default_rng(40 + seed)
+    V, s, C = random_lp(rng, int(rng.integers(20, 120)), int(rng.integers(1, 6)), int(rng.integers(0, 3)), cap=0.3)
+    ref = check(V, s, C)
+    K = C.size
+    other = random_lp(rng, V.shape[0], K, cap=0.3)
+    for start in (ref.p, 2.0 * ref.p + 1.0, 0.5 * ref.p, rng.uniform(0, 3 * max(1.0, float(ref.p.max())), K),
+                  transport_exact.solve(*other).p if transport_exact.solve(*other) else np.zeros(K),
+                  np.full(K, np.nan), -np.ones(K)):
+        got = transport_exact.solve(V, s, C, start)
+        assert got is not None
+        assert got.objective == pytest.approx(ref.objective, rel=TOL, abs=1e-12)
+        check_basis(V, s, C, got)
+
+
+def test_re_solves_by_the_arrays_start_from_the_last_prices(gavel: Any) -> None:
+    """A policy object the arrays answered hands its last prices to the next problem's exact route
+    (0-1 steps after one arrival or completion on Gavel's workload); each answer equal to the whole LP's."""
+    from test_transport_route import check as check_whole
+
+    problem = gavel_problem(gavel, 60)
+    jobs = list(problem.jobs)
+    starts: list[Any] = []
+    steps: list[int] = []
+    solve = transport_exact.solve
+
+    def spy(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: Any = None) -> Any:
+        ans = solve(V, s, C, start)
+        starts.append(start)
+        steps.append(-1 if ans is None else ans.iterations)
+        return ans
+
+    transport_exact.solve = spy
+    try:
+        pol = get_policy("max_sum_throughput")
+        cur = jobs[:50]
+        for i in range(8):
+            q = problem.with_jobs(cur)
+            check_whole(pol.solve(q), q, False)
+            cur = cur + [jobs[50 + i]] if i % 2 == 0 else cur[1:]
+    finally:
+        transport_exact.solve = solve
+    assert starts[0] is None and all(st is not None for st in starts[1:])
+    assert min(steps) >= 0 and sum(steps[1:]) < sum(steps[:1]) * len(steps[1:])
+
+
+def gavel_problem(gavel: Any, n: int) -> Any:
+    """``benchmarks/policies_bench.workload`` at ``n`` jobs (seed 3)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[1] / "benchmarks" / "policies_bench.py"
+    spec = importlib.util.spec_from_file_location("policies_bench", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.workload(gavel, n, seed=3)
