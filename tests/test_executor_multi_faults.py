@@ -78,23 +78,23 @@ def _time_left(live: dict[str, Any]) -> float:
     return left
 
 
-def _command(tmp_path: Path, dp_steps: int = 120) -> tuple[list[str], dict[str, str]]:
+def _command(tmp_path: Path, dp_steps: int, round_seconds: float) -> tuple[list[str], dict[str, str]]:
     jobs = [dict(j, steps=dp_steps) if j["id"] == "dp" else j for j in JOBS]
     (tmp_path / "jobs.json").write_text(json.dumps(jobs))
     cmd = [sys.executable, "-m", "policyopt.executor.cli", "run", "--jobs", str(tmp_path / "jobs.json"),
-           "--cluster", "cpu1=2", "--policy", "max_min_fairness", "--round-seconds", "2",
+           "--cluster", "cpu1=2", "--policy", "max_min_fairness", "--round-seconds", str(round_seconds),
            "--state", str(tmp_path / "s.sqlite"), "--output", str(tmp_path / "out"), "--no-live", "--no-fidelity"]
     return cmd, {**os.environ, "PYTHONPATH": str(ROOT)}
 
 
-def _start_while_dp_trains(tmp_path: Path, log_name: str) -> tuple[Path, list[str], dict[str, str],
-                                                                    subprocess.Popen[bytes], dict[str, Any]]:
+def _start_while_dp_trains(tmp_path: Path, log_name: str, round_seconds: float
+                           ) -> tuple[Path, list[str], dict[str, str], subprocess.Popen[bytes], dict[str, Any]]:
     """Start the run and return once both ranks of ``dp`` train with time to spare. A machine fast
     enough to finish the job before that moment is seen gets a fresh run with 4x the steps."""
     for attempt, steps in enumerate((120, 480, 1920, 7680)):
         work = tmp_path / f"attempt{attempt}"
         work.mkdir()
-        cmd, env = _command(work, steps)
+        cmd, env = _command(work, steps, round_seconds)
         log = open(work / log_name, "wb")
         run = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env)
         t0 = time.time()
@@ -117,7 +117,9 @@ def _check_exact(report: dict[str, Any]) -> None:
 
 
 def test_executor_killed_mid_round_of_a_two_rank_job(tmp_path: Path) -> None:
-    tmp_path, cmd, env, first, proc = _start_while_dp_trains(tmp_path, "first.log")
+    # 4 s rounds: ``one`` finishes in round 0 even on a loaded machine; with 2 s rounds it may not, and each
+    # round it takes back costs ``dp`` a relaunch, in both runs of this test
+    tmp_path, cmd, env, first, proc = _start_while_dp_trains(tmp_path, "first.log", 4.0)
     state = tmp_path / "s.sqlite"
     first.send_signal(signal.SIGKILL)
     first.wait()
@@ -151,7 +153,7 @@ def test_executor_killed_mid_round_of_a_two_rank_job(tmp_path: Path) -> None:
 
 
 def test_a_killed_rank_restarts_the_whole_job(tmp_path: Path) -> None:
-    tmp_path, cmd, env, run, proc = _start_while_dp_trains(tmp_path, "run.log")
+    tmp_path, cmd, env, run, proc = _start_while_dp_trains(tmp_path, "run.log", 2.0)
     state = tmp_path / "s.sqlite"
     rank0, rank1 = (int(r["pid"]) for r in proc["ranks"])
     os.kill(rank1, signal.SIGKILL)
