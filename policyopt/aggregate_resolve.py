@@ -390,8 +390,10 @@ class AggregateModel(_ClassCounts, EpigraphStages):
             self.factor = KeptFactor.take(small, x, self.lin_pos, self.link_rows, self.ent_col)
             self.epi = None  # (max-min's class totals: of this basis, taken at the next re-solve)
             return
-        if touched or self.n_dead:
-            return
+        from .solvers import highs_steps
+
+        if touched or self.n_dead or not highs_steps.factored(small):
+            return  # (no factorization after an interior point run: getBasicVariables would crash)
         ok, basic = small._h.getBasicVariables()
         if ok != small._hs.HighsStatus.kOk:
             return

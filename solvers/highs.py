@@ -39,7 +39,7 @@ from policyopt.solver_api import (
 )
 from policyopt.standard_form import StandardForm
 
-from . import blocks
+from . import blocks, highs_steps
 from .highs_basis import _TIGHT_PRIMAL, BasisMixin
 from .highs_prices import PricePath
 from .highs_support import (
@@ -432,7 +432,9 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         red = agg.reduced
         small = self._small
         if small is not None and self._agg is not None and agg.same_reduction(self._agg):
-            if self._stage0 is None and self._small_x is not None:
+            if self._stage0 is None and self._small_x is not None and highs_steps.factored(small):
+                # (only after a simplex run: after interior point HiGHS holds no factorization and
+                # getBasicVariables then crashes the process)
                 ok, basic = small._h.getBasicVariables()  # (~5 µs on ~170 rows)
                 if ok == self._hs.HighsStatus.kOk:
                     self._stage0 = (np.asarray(basic, np.int64), self._small_x)
