@@ -7,6 +7,8 @@ objective; a basis that no longer fits, or a corrupted one, is refused and the r
 from the kept factorization or by HiGHS, exactly."""
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pytest
 
@@ -86,7 +88,9 @@ def test_re_solves_are_answered_in_class_totals(monkeypatch: pytest.MonkeyPatch,
         assert st.epi_fill is not None and not st.epi_fill[0].t_basic and st.epi_fill[0].answers >= 7
 
 
-def _after_one_re_solve() -> AggregateModel:
+def _re_solved_once() -> tuple[Any, list[Job], AggregateModel]:
+    """A policy object after a first call and one re-solve (an arrival), its jobs and kept model
+    (both stages' class totals taken)."""
     pol = get_policy(NAME)
     jobs = first_jobs()
     check(pol, jobs)
@@ -94,7 +98,11 @@ def _after_one_re_solve() -> AggregateModel:
     check(pol, jobs)
     st = _kept(pol)
     assert st.epi is not None and st.epi_fill is not None
-    return st
+    return pol, jobs, st
+
+
+def _after_one_re_solve() -> AggregateModel:
+    return _re_solved_once()[2]
 
 
 def _at(st: AggregateModel, mult: np.ndarray) -> None:
@@ -201,12 +209,7 @@ def test_a_basis_that_no_longer_fits_or_a_corrupted_one_is_refused() -> None:
 def test_a_refused_answer_falls_back_and_the_basis_is_taken_again() -> None:
     """Where the class totals refuse (here: corrupted), the kept factorization answers, exactly, and
     the class totals are taken again from the kept basis at the next re-solve, which they answer."""
-    pol = get_policy(NAME)
-    jobs = first_jobs()
-    check(pol, jobs)
-    jobs.append(kind_job(N, 2))
-    check(pol, jobs)
-    st = _kept(pol)
+    pol, jobs, st = _re_solved_once()
     old, old_fill = st.epi, st.epi_fill
     assert old is not None and old_fill is not None
     old.beta[0] += 1.0  # (its bound no longer the objective: refused)
