@@ -213,12 +213,9 @@ class KeptFactor:
 
         sf = model.sf
         n, m = sf.num_cols, sf.num_rows
-        if x.shape != (n,) or not highs_steps.factored(model):
+        bv = highs_steps.basic_variables(model) if x.shape == (n,) else None
+        if bv is None:
             return None
-        ok, bv = model._h.getBasicVariables()
-        if ok != model._hs.HighsStatus.kOk:
-            return None
-        bv = np.asarray(bv, np.int64)
         var = np.where(bv >= 0, bv, n - 1 - bv)
         if bv.size != m or np.count_nonzero(np.bincount(var, minlength=n + m) > 1):
             return None

@@ -392,10 +392,10 @@ class AggregateModel(_ClassCounts, EpigraphStages):
             return
         from .solvers import highs_steps
 
-        if touched or self.n_dead or not highs_steps.factored(small):
-            return  # (no factorization after an interior point run: getBasicVariables would crash)
-        ok, basic = small._h.getBasicVariables()
-        if ok != small._hs.HighsStatus.kOk:
+        if touched or self.n_dead:
+            return
+        basic = highs_steps.basic_variables(small)  # (None after an interior point run)
+        if basic is None:
             return
         sf = small.sf
         unit, grp = self._unit_grp()

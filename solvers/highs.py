@@ -432,12 +432,10 @@ class HighsModel(PricePath, BasisMixin, LoadedModel):
         red = agg.reduced
         small = self._small
         if small is not None and self._agg is not None and agg.same_reduction(self._agg):
-            if self._stage0 is None and self._small_x is not None and highs_steps.factored(small):
-                # (only after a simplex run: after interior point HiGHS holds no factorization and
-                # getBasicVariables then crashes the process)
-                ok, basic = small._h.getBasicVariables()  # (~5 µs on ~170 rows)
-                if ok == self._hs.HighsStatus.kOk:
-                    self._stage0 = (np.asarray(basic, np.int64), self._small_x)
+            if self._stage0 is None and self._small_x is not None:
+                basic = highs_steps.basic_variables(small)  # (None after an interior point run)
+                if basic is not None:
+                    self._stage0 = (basic, self._small_x)
             cols = np.arange(red.num_cols)
             small.set_sense(red.sense)
             small.set_costs(cols, red.c)

@@ -89,6 +89,17 @@ def factored(model: Any) -> bool:
         and h.getNumCol() == model.sf.num_cols and h.getNumRow() == model.sf.num_rows
 
 
+def basic_variables(model: Any) -> np.ndarray | None:
+    """HiGHS's basic variables of ``model``'s last run by basis position (``j ≥ 0`` a column,
+    ``−1 − i`` row ``i``'s logical), or ``None`` when HiGHS holds no factorization of it
+    (:func:`factored`: after an interior point run ``getBasicVariables`` crashes the process) or
+    the call fails. The one way the package reads them from a loaded model."""
+    if not factored(model):
+        return None
+    ok, bv = model._h.getBasicVariables()
+    return np.asarray(bv, np.int64) if ok == model._hs.HighsStatus.kOk else None
+
+
 class _HighsFactor:
     """HiGHS's own factorization of its current basis (what :func:`reoptimize` solves with by
     default)."""
