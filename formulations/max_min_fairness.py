@@ -59,7 +59,7 @@ from typing import ClassVar
 import numpy as np
 
 from policyopt import incremental, transport_route
-from policyopt._aggregate_parts import class_values
+from policyopt._aggregate_parts import ClassVariable, class_values
 from policyopt.aggregate_resolve import AggregateModel, Declined
 from policyopt.allocation import AllocationSpace
 from policyopt.modeling import Model, Variable
@@ -132,6 +132,10 @@ class MaxMinFairness(LPPolicy):
             st, variables = kept
             try:
                 timings.build = time.perf_counter() - t0
+                if isinstance(st, AggregateModel):  # both stages in class totals, where they answer
+                    totals = self._class_totals_resolve(space, st, variables, timings)
+                    if totals is not None:
+                        return totals
                 lp = LoadedLP.of(self, st.loaded, timings, warm=True)
                 return self._solve_loaded(space, lp, variables["X"], variables["t"], timings, st, None, variables)
             except Declined:  # the aggregated re-solve gave no certified answer: the whole LP, cold
@@ -171,13 +175,21 @@ class MaxMinFairness(LPPolicy):
             remember(self, st.snapshot(space, variables))  # labels of a kept model (used after a cold build)
         elif model is not None:  # this LP's basis, copied now (the fill stage changes it), converted when used
             remember(self, BasisSnapshot(model, source=lp.loaded.basis_reader()) if lp.loaded.has_basis() else None)
+        return self._fill_stage(space, lp, X, t, timings, st, raw, runs)
+
+    def _fill_stage(self, space: AllocationSpace, lp: LoadedLP, X: Variable, t: Variable, timings: Timings,
+                    st: incremental.JobSetModel | AggregateModel | None, raw: SolveResult, runs: int | None,
+                    steps_tried: bool = False) -> PolicyResult:
+        """The ``fill`` stage from the max-min LP's answer ``raw`` in ``lp``, and the result: by
+        class (:meth:`_fill_by_class`), else by steps on a kept factorization, else by HiGHS
+        (``steps_tried``: the steps were tried already and gave none, so HiGHS)."""
         if raw.status is not Status.OPTIMAL or raw.x is None:
             Xf, msg = self.fallback(space, raw, X)
             return self.result(space, Xf, raw.status, None, raw.solver, timings, msg)
         T, Tp = self.data(space)
         t_col = LoadedLP.cols(t)  # t's one column
-        if isinstance(st, AggregateModel) and T is space.T:
-            by_class = self._fill_by_class(space, lp, X, st, raw, t_col, timings)
+        if isinstance(st, AggregateModel) and T is space.T and not steps_tried:
+            by_class = self._fill_by_class(space, X, st, raw, t_col, timings)
             if by_class is not None:
                 return by_class
         cols, costs = normalized_throughput_costs(space, X, T, Tp)
@@ -186,7 +198,7 @@ class MaxMinFairness(LPPolicy):
         t1 = time.perf_counter()
         t_low = t_star - FILL_TOLERANCE * abs(t_star)
         x, message = raw.x, ""
-        steps = self._fill_steps(lp, runs, raw.x, cols, costs, t_col, t_low)
+        steps = None if steps_tried else self._fill_steps(lp, runs, raw.x, cols, costs, t_col, t_low)
         if steps is not None:  # taken on HiGHS's factorization; the loaded model is unchanged
             x = steps.x
         else:
@@ -204,8 +216,69 @@ class MaxMinFairness(LPPolicy):
                 "steps": None if steps is None else steps.steps}
         return self.result(space, Xv, Status.OPTIMAL, t_star, raw.solver, timings, message, fill=fill)
 
-    def _fill_by_class(self, space: AllocationSpace, lp: LoadedLP, X: Variable, st: AggregateModel,
-                       raw: SolveResult, t_col: np.ndarray, timings: Timings) -> PolicyResult | None:
+    def _class_totals_resolve(self, space: AllocationSpace, st: AggregateModel, variables: dict[str, Variable],
+                              timings: Timings) -> PolicyResult | None:
+        """A re-solve whose both stages the kept model's class totals answer
+        (:mod:`policyopt.aggregate_epigraph`): the max-min LP's point
+        (:meth:`~policyopt.aggregate_resolve._Loaded.totals_answer`, certified), then the ``fill``
+        stage by class (:meth:`_fill_by_class`) — the same answer as the general path's, without
+        its wrappers. ``None`` where the totals do not answer the max-min LP (then the general path,
+        which goes to the kept factorization, then HiGHS)."""
+        X, t = variables["X"], variables["t"]
+        t0 = time.perf_counter()
+        got = st.loaded.totals_answer()
+        if got is None:
+            return None
+        x = got[0]
+        timings.solve += time.perf_counter() - t0
+        st.keep_start(x)
+        if self._class_data(space, st, X, x) is not None:
+            raw = SolveResult(Status.OPTIMAL, got[2], x, solver="highs")
+            found = self._fill_by_class(space, X, st, raw, LoadedLP.cols(t), timings)
+            if found is not None:
+                return found
+            tried = True  # (the fill stage's steps gave none: HiGHS runs it, from this answer)
+        else:  # (not per class: the general path's fill from this answer)
+            tried = False
+        lp = LoadedLP.of(self, st.loaded, timings, warm=True)
+        lp.solves = 1  # (the loaded model's next solve is a re-solve)
+        return self._fill_stage(space, lp, X, t, timings, st, st.loaded._result(*got, "class totals", t0), None,
+                                steps_tried=tried)
+
+    def _class_data(self, space: AllocationSpace, st: AggregateModel, X: Variable, x: np.ndarray
+                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """What the ``fill`` stage by class reads of the kept model's classes, computed once per kept
+        model (the classes' data, mask rows and equal shares do not change while it is kept):
+        the class columns of ``X`` (each once, read-only), their unit costs
+        ``T[g,c]/thr(g, X_equal)`` (read-only), each one's class, each class's normalizer
+        ``sf_g/(w_g·thr(g, X_equal))``, and ``X``'s class columns (classes × configs, ``-1`` none);
+        ``None`` where the answer is not per class (the policy sees other data, ``X`` is not read
+        per class on the space's declared classes (``x``: an answer it is read from), or the space
+        computes throughputs its own way)."""
+        cls = space.declared_classes()
+        if (cls is None or not isinstance(X, ClassVariable) or class_values(X, space, x) is None
+                or type(space).throughput_matrix is not AllocationSpace.throughput_matrix
+                or self.data(space)[0] is not space.T):
+            return None
+        cc = X.class_cols
+        hit = st.policy_data
+        if hit is not None and hit[0] is cc and hit[1] is cls[1] and hit[2] is cls[2]:
+            return hit[3]
+        _, mask_c, eq_c = cls
+        unit = np.zeros(st.rep_T.shape)  # (classes × configs) T[g,c]/thr(g, X_equal) where the class can run
+        np.divide(st.rep_T, eq_c[:, None], out=unit, where=mask_c)
+        ok = cc >= 0
+        cols, per_col = cc[ok], unit[ok]
+        gcol = np.broadcast_to(np.arange(cc.shape[0])[:, None], cc.shape)[ok]
+        norm_c = st.rep_scale / (st.rep_weights * eq_c)  # (the normalizer of each class's jobs)
+        for a in (cols, per_col):
+            a.flags.writeable = False
+        data = (cols, per_col, gcol, norm_c, cc, mask_c)
+        st.policy_data = (cc, mask_c, eq_c, data)
+        return data
+
+    def _fill_by_class(self, space: AllocationSpace, X: Variable, st: AggregateModel, raw: SolveResult,
+                       t_col: np.ndarray, timings: Timings) -> PolicyResult | None:
         """The ``fill`` stage and the result of an aggregated re-solve computed per class of jobs of
         equal data (their costs, levels and allocation rows are equal) and gathered once: each class
         column's cost in the reduced LP is ``m_g`` times its jobs' ``T[g,c]/thr(g, X_equal)`` (what
@@ -214,30 +287,21 @@ class MaxMinFairness(LPPolicy):
         by steps on the kept factorization or the answer is not per class (then per job, as a cold
         solve)."""
         assert raw.x is not None
-        Xc = class_values(X, space, raw.x)
-        cls = space.declared_classes()
-        if Xc is None or cls is None or type(space).throughput_matrix is not AllocationSpace.throughput_matrix:
+        data = self._class_data(space, st, X, raw.x)
+        if data is None:
             return None
-        _, mask_c, eq_c = cls
-        T_c = st.rep_T
-        unit = np.zeros(T_c.shape)  # (classes × configs) T[g,c]/thr(g, X_equal) where the class can run
-        np.divide(T_c, eq_c[:, None], out=unit, where=mask_c)
-        cc = X.class_cols  # type: ignore[attr-defined]
-        ok = cc >= 0
-        cols = cc[ok]
-        per_job = unit[ok]
-        costs = per_job * np.broadcast_to(st.mult[:, None].astype(np.float64), cc.shape)[ok]  # m_g c_g
+        cols, unit, gcol, norm_c, cc, mask_c = data
+        costs = unit * st.mult.take(gcol)  # m_g c_g
         t_star = float(raw.x[t_col[0]])
         t1 = time.perf_counter()
         t_low = t_star - FILL_TOLERANCE * abs(t_star)
-        steps = st.loaded.reoptimize_costs(raw.x, cols, costs, t_col, t_low)
+        steps = st.loaded.reoptimize_costs(raw.x, cols, costs, t_col, t_low, unit)
         if steps is None:
             return None
         x = steps.x
-        Xc_fill = class_values(X, space, x)
-        assert Xc_fill is not None
+        Xc_fill = np.where(cc >= 0, x.take(cc), 0.0)  # (ClassVariable.class_value)
         live = st.mult > 0
-        norm_c = st.rep_scale / (st.rep_weights * eq_c)  # (the normalizer of each class's jobs)
+        T_c = st.rep_T
         level = norm_c[live] * _class_throughputs(np.minimum(np.maximum(Xc_fill[live], 0.0), 1.0), T_c[live],
                                                   mask_c[live])
         fill = {"seconds": time.perf_counter() - t1, "min_level": float(level.min()) if level.size else t_star,

@@ -431,39 +431,45 @@ class EpigraphStages:
         sf = self.small.sf
         return EpigraphTotals.take(lp, self.base[0] if c is None else c, self.mult, basis, sf.sense, float(sf.offset))
 
-    def take_fill_totals(self, basis: Any, cols: np.ndarray, costs: np.ndarray) -> None:
+    def take_fill_totals(self, basis: Any, cols: np.ndarray, costs: np.ndarray, unit: np.ndarray | None = None
+                         ) -> None:
         """Keep the class totals of a second stage's ``basis``: the reduced LP's costs ``costs`` of
-        columns ``cols`` (``m_g`` times the unit cost of a class column), ``t`` at its lower bound;
-        from the first stage's totals with ``t`` swapped for one column where ``basis`` is such
+        columns ``cols`` (``m_g`` times the unit cost of a class column, ``unit`` where the caller
+        keeps it: then ``cols`` and ``unit`` are kept as they are), ``t`` at its lower bound; from the
+        first stage's totals with ``t`` swapped for one column where ``basis`` is such
         (:meth:`EpigraphTotals.swapped`), else taken afresh."""
         if self.n_dead:
             return
-        s = np.append(self.mult, 1).astype(np.float64).take(self.col_group.take(cols))
-        unit = costs / s
+        if unit is None:
+            s = np.append(self.mult, 1).astype(np.float64).take(self.col_group.take(cols))
+            unit, cols = costs / s, cols.copy()
         c = np.zeros(self.small.sf.num_cols)
         c[cols] = unit
         first, sf = self.epi, self.small.sf
         epi = None if first is None else first.swapped(basis, c, sf.sense, float(sf.offset))
         if epi is None:
             epi = self.epigraph_totals(basis, c)
-        self.epi_fill = None if epi is None else (epi, cols.copy(), unit)
+        self.epi_fill = None if epi is None else (epi, cols, unit)
 
-    def fill_totals_answer(self, cols: np.ndarray, costs: np.ndarray, t_low: float) -> Any:
+    def fill_totals_answer(self, cols: np.ndarray, costs: np.ndarray, t_low: float,
+                           unit: np.ndarray | None = None) -> Any:
         """A second stage (costs ``costs`` of the reduced LP's columns ``cols``, ``t ≥ t_low``)
         answered from the class totals of its last basis (:meth:`take_fill_totals`) when these are
-        the same costs per unit count (to 1e-13 relative): its
-        :class:`~policyopt.solvers.highs_steps.Steps`, or ``None``."""
+        the same costs per unit count (to 1e-13 relative; the same kept arrays ``cols`` and ``unit``
+        where the caller gives its unit costs): its :class:`~policyopt.solvers.highs_steps.Steps`,
+        or ``None``."""
         from policyopt.solvers import highs_steps
 
         kept = self.epi_fill
         if kept is None:
             return None
-        epi, kc, unit = kept
-        if kc.size != cols.size or not np.array_equal(kc, cols):
-            return None
-        s = np.append(self.mult, 1).astype(np.float64).take(self.col_group.take(cols))
-        if np.count_nonzero(np.abs(unit * s - costs) > 1e-13 * np.abs(costs)):
-            return None
+        epi, kc, ku = kept
+        if not (unit is ku and cols is kc):
+            if kc.size != cols.size or not np.array_equal(kc, cols):
+                return None
+            s = np.append(self.mult, 1).astype(np.float64).take(self.col_group.take(cols))
+            if np.count_nonzero(np.abs(ku * s - costs) > 1e-13 * np.abs(costs)):
+                return None
         got = epi.answer(self.mult, t_low)
         if got is None:
             self.epi_fill = None  # (its basis no longer optimal: steps on the kept factorization)

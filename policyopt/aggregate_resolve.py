@@ -74,6 +74,7 @@ class _Loaded(LoadedModel):
         #: costs or bounds set by the policy since the last update (the next one compares them all);
         #: true at first: the kept reduced LP holds whatever the fast path's last solve left
         self.touched = True
+        self._totals_tried = -1  # (the update whose totals were tried: totals_answer)
 
     def set_costs(self, cols: np.ndarray, costs: np.ndarray) -> None:
         """Costs per job column: a class column's cost is the sum over its jobs, ``m_g c_g`` — the
@@ -145,23 +146,11 @@ class _Loaded(LoadedModel):
         certificate fails."""
         owner, small = self.owner, self.small
         t0 = time.perf_counter()
-        tot, epi = owner.totals, owner.epi
-        compiled = not self.touched and not owner.n_dead
-        if tot is not None and compiled:
-            got = tot.answer(owner.mult)
+        if self._totals_tried != owner.updates:
+            got = self.totals_answer()
             if got is not None:
-                owner.factor_answers += 1
                 return self._result(*got, "class totals", t0)
         fac = owner.kept_factor()
-        if compiled and owner.cross is not None:
-            if epi is None and fac is not None and fac.base is not None:
-                epi = owner.epi = owner.epigraph_totals(fac.base)  # (the kept basis's, taken when first needed)
-            if epi is not None:
-                got = epi.answer(owner.mult, float(owner.base[1][epi.t]))
-                if got is not None:
-                    owner.factor_answers += 1
-                    return self._result(*got, "class totals", t0)
-                owner.epi = None  # (its basis no longer optimal: the kept factorization, then HiGHS)
         if fac is not None and fac.base is not None:
             try:
                 pt = fac.base.point()
@@ -185,6 +174,37 @@ class _Loaded(LoadedModel):
                     owner.keep_basis(x, self.touched)
                     return self._result(x, y, primal, bound, viol, "HiGHS", t0)
         raise Declined("the aggregated re-solve ended without a certified optimum")
+
+    def totals_answer(self) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+        """The reduced LP as compiled at the current multiplicities answered in class totals, without
+        HiGHS: by :class:`~policyopt.aggregate_totals.ClassTotals` (multiplicities in bounds only) or
+        :class:`~policyopt.aggregate_epigraph.EpigraphTotals` (max-min's ``t``; taken from the kept
+        factorization's basis when first needed): its point, row multipliers, objective, bound and
+        violation, certified, or ``None`` (costs or bounds changed since the update, a class without
+        jobs, no such totals, or a refused answer: the totals of a basis no longer optimal dropped).
+        Tried once per update: after ``None`` the next :meth:`resolve` of this update goes to the
+        kept factorization, then HiGHS."""
+        owner = self.owner
+        got = None
+        if not (self.touched or owner.n_dead):
+            tot = owner.totals
+            if tot is not None:
+                got = tot.answer(owner.mult)
+            if got is None and owner.cross is not None:
+                epi = owner.epi
+                if epi is None:
+                    fac = owner.kept_factor()
+                    if fac is not None and fac.base is not None:  # (the kept basis's, taken when first needed)
+                        epi = owner.epi = owner.epigraph_totals(fac.base)
+                if epi is not None:
+                    got = epi.answer(owner.mult, float(owner.base[1][epi.t]))
+                    if got is None:
+                        owner.epi = None  # (its basis no longer optimal: the kept factorization, then HiGHS)
+        if got is None:
+            self._totals_tried = owner.updates
+            return None
+        owner.factor_answers += 1
+        return got
 
     def _result(self, x: np.ndarray, y: np.ndarray, primal: float, bound: float, viol: float, how: str,
                 t0: float) -> SolveResult:
@@ -213,9 +233,11 @@ class _Loaded(LoadedModel):
         return self.reoptimize_costs(x, hit, first[hit] * cnt[hit], t_col, t_low)  # (m_g c_g: as set_costs)
 
     def reoptimize_costs(self, x: np.ndarray, cols: np.ndarray, costs: np.ndarray, t_col: np.ndarray,
-                         t_low: float) -> Any:
+                         t_low: float, unit: np.ndarray | None = None) -> Any:
         """:meth:`reoptimize` with the reduced LP's own costs: ``costs`` of its columns ``cols``
-        (each once; a class column's is ``m_g c_g``), 0 elsewhere."""
+        (each once; a class column's is ``m_g c_g``), 0 elsewhere. ``unit``: the costs per unit count
+        ``c_g`` where the caller keeps them (read-only arrays, ``cols`` too, given again at later
+        calls: the class totals of the ``fill`` basis then compare them by identity)."""
         from policyopt.solvers import highs_steps
 
         owner = self.owner
@@ -225,8 +247,8 @@ class _Loaded(LoadedModel):
                     and int(t_col[0]) == cross[0])
         if compiled:  # the class totals of the basis the last such stage ended with, for these costs
             if owner.epi_fill is None and owner.second_basis is not None:  # (taken when first needed)
-                owner.take_fill_totals(owner.second_basis, cols, costs)
-            got = owner.fill_totals_answer(cols, costs, float(t_low))
+                owner.take_fill_totals(owner.second_basis, cols, costs, unit)
+            got = owner.fill_totals_answer(cols, costs, float(t_low), unit)
             if got is not None:
                 return got
         fac = owner.kept_factor()
@@ -337,6 +359,9 @@ class AggregateModel(_ClassCounts, EpigraphStages):
         self.epi_fill: tuple[EpigraphTotals, np.ndarray, np.ndarray] | None = None
         self._epi_lp: EpigraphLP | None = None
         self.n_dead = int(np.count_nonzero(self.mult == 0))  # classes without jobs
+        #: what a policy computes once per kept model from its classes (max-min fairness's ``fill``
+        #: costs per class column and normalizers), with what it was computed from
+        self.policy_data: Any = None
 
     def adopt_factor(self, first: tuple[Any, np.ndarray] | None = None) -> None:
         """Keep HiGHS's factorization after the fast path's last run of the reduced LP. If that run

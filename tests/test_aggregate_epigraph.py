@@ -309,3 +309,98 @@ def test_the_fill_stages_totals_from_the_first_stages_with_one_swap() -> None:
         assert a[2] == pytest.approx(b[2], rel=1e-12) and a[3] == pytest.approx(b[3], rel=1e-9)
         compared += 1
     assert compared >= 6
+
+
+@pytest.mark.usefixtures("no_transport_route")
+def test_re_solves_in_class_totals_skip_the_loaded_lp_wrappers(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the class totals answer both stages, the policy reads them directly
+    (``MaxMinFairness._class_totals_resolve``): no ``LoadedLP`` wrapper is made, and each answer
+    equals a cold simplex solve of the whole LP."""
+    from policyopt.formulations import _common
+
+    pol, jobs, st = _re_solved_once()
+
+    def no_wrapper(*args: Any, **kwargs: Any) -> Any:
+        raise AssertionError("LoadedLP.of called on a re-solve the class totals answer")
+
+    monkeypatch.setattr(_common.LoadedLP, "of", classmethod(no_wrapper))
+    answered, runs = st.factor_answers, st.small.runs
+    rng = np.random.default_rng(9)
+    for step in range(6):
+        if step % 2:
+            del jobs[int(rng.integers(len(jobs)))]
+        else:
+            jobs.insert(int(rng.integers(len(jobs) + 1)), kind_job(N + 10 + step, int(rng.integers(KINDS))))
+        got = check(pol, jobs)
+        assert got.extra["fill"]["steps"] == 0 and got.timings.solve > 0.0
+    assert st.factor_answers == answered + 6 and st.small.runs == runs
+
+
+@pytest.mark.usefixtures("no_transport_route")
+def test_a_fill_stage_the_totals_do_not_answer_runs_from_the_first_stages_answer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The max-min stage answered in class totals, its ``fill`` stage given no steps (here: the kept
+    model's steps turned off): HiGHS runs the ``fill`` stage from that answer, and the result equals
+    a cold simplex solve of the whole LP; the next re-solves are answered again."""
+    pol, jobs, st = _re_solved_once()
+    monkeypatch.setattr(st.loaded, "reoptimize_costs", lambda *args, **kwargs: None)
+    answered, runs = st.factor_answers, st.small.runs
+    jobs.append(kind_job(N + 1, 6))
+    got = check(pol, jobs)
+    assert st.factor_answers == answered + 1  # (the max-min stage: from the class totals)
+    assert st.small.runs == runs + 1 and got.extra["fill"]["steps"] is None  # (fill: by HiGHS)
+    monkeypatch.undo()
+    del jobs[7]
+    check(pol, jobs)
+    jobs.append(kind_job(N + 2, 1))
+    got = check(pol, jobs)
+    assert _kept(pol) is st and st.epi is not None and got.extra["fill"]["steps"] == 0
+
+
+@pytest.mark.usefixtures("no_transport_route")
+def test_a_class_emptied_refilled_and_a_new_kind_in_a_sequence() -> None:
+    """A sequence of arrivals and completions in which a class loses all its jobs (answered without
+    its class totals: the kept factorization or HiGHS), takes a job again (answered from class
+    totals again), and a job of a kind no class has arrives (the whole LP built cold, then
+    aggregated again): every answer equals a cold simplex solve of the whole LP."""
+    pol, jobs, st = _re_solved_once()
+    gone = 7
+    emptied = st.classes_emptied
+    jobs = [j for j in jobs if j.id != "j7"]
+    check(pol, jobs)
+    keep = [j for j in jobs if kind_of(j) != gone]
+    last = [j for j in jobs if kind_of(j) == gone]
+    jobs = keep + last[:1]
+    check(pol, jobs)
+    assert _kept(pol) is st
+    jobs = keep
+    check(pol, jobs)  # (the class's last job left)
+    assert _kept(pol) is st and st.n_dead == 1 and st.classes_emptied == emptied + 1
+    jobs.insert(5, kind_job(N + 1, 3))
+    check(pol, jobs)
+    jobs.append(kind_job(N + 2, gone))  # (the emptied class takes a job again)
+    check(pol, jobs)
+    assert _kept(pol) is st and st.n_dead == 0
+    answered = st.factor_answers
+    jobs.append(kind_job(N + 3, 2))
+    got = check(pol, jobs)
+    assert st.factor_answers >= answered + 1 and got.extra["fill"]["steps"] == 0
+    jobs.append(kind_job(N + 4, KINDS + 5))  # (a kind no class has: the whole LP, cold)
+    check(pol, jobs)
+    assert incremental.state(pol) is not st
+    for step in range(3):
+        if step % 2:
+            del jobs[11]
+        else:
+            jobs.append(kind_job(N + 5 + step, KINDS + 5))
+        check(pol, jobs)
+    assert _kept(pol).updates >= 2
+
+
+def kind_of(job: Job) -> int:
+    """The kind of a job made by :func:`kind_job` (its data's) among the first ``KINDS + 8``."""
+    for k in range(KINDS + 8):
+        ref = kind_job(0, k)
+        if ref.throughputs == job.throughputs and ref.scale_factor == job.scale_factor and ref.weight == job.weight:
+            return k
+    raise ValueError(f"job {job.id}: no kind of its data")
