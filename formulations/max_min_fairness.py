@@ -189,7 +189,7 @@ class MaxMinFairness(LPPolicy):
         T, Tp = self.data(space)
         t_col = LoadedLP.cols(t)  # t's one column
         if isinstance(st, AggregateModel) and T is space.T and not steps_tried:
-            by_class = self._fill_by_class(space, X, st, raw, t_col, timings)
+            by_class = self._fill_by_class(space, X, st, raw.x, raw.solver, t_col, timings)
             if by_class is not None:
                 return by_class
         cols, costs = normalized_throughput_costs(space, X, T, Tp)
@@ -233,8 +233,7 @@ class MaxMinFairness(LPPolicy):
         timings.solve += time.perf_counter() - t0
         st.keep_start(x)
         if self._class_data(space, st, X, x) is not None:
-            raw = SolveResult(Status.OPTIMAL, got[2], x, solver="highs")
-            found = self._fill_by_class(space, X, st, raw, LoadedLP.cols(t), timings)
+            found = self._fill_by_class(space, X, st, x, "highs", LoadedLP.cols(t), timings)
             if found is not None:
                 return found
             tried = True  # (the fill stage's steps gave none: HiGHS runs it, from this answer)
@@ -246,15 +245,16 @@ class MaxMinFairness(LPPolicy):
                                 steps_tried=tried)
 
     def _class_data(self, space: AllocationSpace, st: AggregateModel, X: Variable, x: np.ndarray
-                    ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+                    ) -> tuple[np.ndarray, ...] | None:
         """What the ``fill`` stage by class reads of the kept model's classes, computed once per kept
         model (the classes' data, mask rows and equal shares do not change while it is kept):
         the class columns of ``X`` (each once, read-only), their unit costs
         ``T[g,c]/thr(g, X_equal)`` (read-only), each one's class, each class's normalizer
-        ``sf_g/(w_g·thr(g, X_equal))``, and ``X``'s class columns (classes × configs, ``-1`` none);
-        ``None`` where the answer is not per class (the policy sees other data, ``X`` is not read
-        per class on the space's declared classes (``x``: an answer it is read from), or the space
-        computes throughputs its own way)."""
+        ``sf_g/(w_g·thr(g, X_equal))``, ``X``'s class columns (classes × configs, ``-1`` none), the
+        classes' mask rows and their throughputs there (0 elsewhere); ``None`` where the answer is
+        not per class (the policy sees other data, ``X`` is not read per class on the space's
+        declared classes (``x``: an answer it is read from), or the space computes throughputs its
+        own way)."""
         cls = space.declared_classes()
         if (cls is None or not isinstance(X, ClassVariable) or class_values(X, space, x) is None
                 or type(space).throughput_matrix is not AllocationSpace.throughput_matrix
@@ -273,41 +273,45 @@ class MaxMinFairness(LPPolicy):
         norm_c = st.rep_scale / (st.rep_weights * eq_c)  # (the normalizer of each class's jobs)
         for a in (cols, per_col):
             a.flags.writeable = False
-        data = (cols, per_col, gcol, norm_c, cc, mask_c)
+        data = (cols, per_col, gcol, norm_c, cc, mask_c, np.where(mask_c, st.rep_T, 0.0))
         st.policy_data = (cc, mask_c, eq_c, data)
         return data
 
-    def _fill_by_class(self, space: AllocationSpace, X: Variable, st: AggregateModel, raw: SolveResult,
+    def _fill_by_class(self, space: AllocationSpace, X: Variable, st: AggregateModel, x0: np.ndarray, solver: str,
                        t_col: np.ndarray, timings: Timings) -> PolicyResult | None:
-        """The ``fill`` stage and the result of an aggregated re-solve computed per class of jobs of
-        equal data (their costs, levels and allocation rows are equal) and gathered once: each class
-        column's cost in the reduced LP is ``m_g`` times its jobs' ``T[g,c]/thr(g, X_equal)`` (what
+        """The ``fill`` stage and the result of an aggregated re-solve (``x0``: the max-min LP's
+        answer, by ``solver``; ``t_col``: ``t``'s column) computed per class of jobs of equal data
+        (their costs, levels and allocation rows are equal) and gathered once: each class column's
+        cost in the reduced LP is ``m_g`` times its jobs' ``T[g,c]/thr(g, X_equal)`` (what
         :meth:`_Loaded.set_costs` sums per job), the levels' minimum is over classes with jobs, and
         the normalized throughput totals are ``Σ_g m_g (…)``. ``None`` where the stage is not taken
         by steps on the kept factorization or the answer is not per class (then per job, as a cold
         solve)."""
-        assert raw.x is not None
-        data = self._class_data(space, st, X, raw.x)
+        data = self._class_data(space, st, X, x0)
         if data is None:
             return None
-        cols, unit, gcol, norm_c, cc, mask_c = data
+        cols, unit, gcol, norm_c, cc, mask_c, T_m = data
         costs = unit * st.mult.take(gcol)  # m_g c_g
-        t_star = float(raw.x[t_col[0]])
+        t_star = float(x0[t_col[0]])
         t1 = time.perf_counter()
         t_low = t_star - FILL_TOLERANCE * abs(t_star)
-        steps = st.loaded.reoptimize_costs(raw.x, cols, costs, t_col, t_low, unit)
+        steps = st.loaded.reoptimize_costs(x0, cols, costs, t_col, t_low, unit)
         if steps is None:
             return None
         x = steps.x
-        Xc_fill = np.where(cc >= 0, x.take(cc), 0.0)  # (ClassVariable.class_value)
-        live = st.mult > 0
-        T_c = st.rep_T
-        level = norm_c[live] * _class_throughputs(np.minimum(np.maximum(Xc_fill[live], 0.0), 1.0), T_c[live],
-                                                  mask_c[live])
+        # clipped to [0, 1], −0.0 read 0.0, 0 outside the mask rows (Policy.result's), once
+        Xc = np.minimum(np.maximum(np.where(cc >= 0, x.take(cc), 0.0), 0.0), 1.0)
+        Xc += 0.0
+        Xc[~mask_c] = 0.0
+        if st.n_dead:  # (the levels of classes with jobs)
+            live = st.mult > 0
+            level = norm_c[live] * _class_throughputs(Xc[live], T_m[live])
+        else:
+            level = norm_c * _class_throughputs(Xc, T_m)
         fill = {"seconds": time.perf_counter() - t1, "min_level": float(level.min()) if level.size else t_star,
-                "normalized_throughput_before": _dot(costs, raw.x[cols]),
+                "normalized_throughput_before": _dot(costs, x0[cols]),
                 "normalized_throughput_after": _dot(costs, x[cols]), "steps": steps.steps}
-        return self.class_result(space, Xc_fill, Status.OPTIMAL, t_star, raw.solver, timings, "", fill=fill)
+        return self.class_result(space, Xc, Status.OPTIMAL, t_star, solver, timings, "", clipped=True, fill=fill)
 
     @staticmethod
     def _fill_steps(lp: LoadedLP, runs: int | None, x: np.ndarray, cols: np.ndarray, costs: np.ndarray,
@@ -329,11 +333,11 @@ class MaxMinFairness(LPPolicy):
         return highs_steps.reoptimize(lp.loaded, x, c, lower, sf.col_upper)
 
 
-def _class_throughputs(X: np.ndarray, T: np.ndarray, mask: np.ndarray) -> np.ndarray:
-    """``thr`` of rows ``X`` of data ``T`` and mask ``mask`` (classes × configs), by the running
-    sum over the configurations of :meth:`AllocationSpace.throughput_values` (the same numbers as a
-    job's of that class)."""
-    P = np.where(mask, T * X, 0.0)
+def _class_throughputs(X: np.ndarray, T: np.ndarray) -> np.ndarray:
+    """``thr`` of rows ``X`` (classes × configs, 0 outside each class's mask row) of data ``T`` (0
+    outside the mask rows), by the running sum over the configurations of
+    :meth:`AllocationSpace.throughput_values` (the same numbers as a job's of that class)."""
+    P = T * X
     out = P[:, 0].copy()
     for c in range(1, P.shape[1]):
         out += P[:, c]
