@@ -26,8 +26,8 @@ from typing import TYPE_CHECKING, Any, Iterable, Mapping, Sequence
 from .errors import InputError, UnknownNameError
 from .extensions import problem_parser
 from .problem_records import (_JOB_SPECS, _THROUGHPUT_SPEC, _WT_SPECS, UNCONSOLIDATED_SUFFIX, Cluster, Colocation,
-                              Entity, Job, ProblemArrays, TypeColocation, WorkerType, _bad_array, _check_number,
-                              _check_spec, _config_order, _gc_paused, _job_by_index, _nan_to_none,
+                              Entity, Job, JobChanges, ProblemArrays, TypeColocation, WorkerType, _bad_array,
+                              _check_number, _check_spec, _config_order, _gc_paused, _job_by_index, _nan_to_none,
                               _reject_unknown_keys, physical_type)
 from .schema import (COLOCATED_FIELDS, COLOCATED_TYPE_FIELDS, ENTITY_FIELDS, PROBLEM_SECTIONS)
 
@@ -43,6 +43,7 @@ __all__ = [
     "TypeColocation",
     "Entity",
     "Problem",
+    "JobChanges",
     "physical_type",
     "problem_from_any",
 ]
@@ -62,6 +63,9 @@ class Problem:
     colocated_types: tuple[TypeColocation, ...] = ()
     #: the columnar view; parsers that validated the jobs column-wise hand it in (else built here)
     _arrays: ProblemArrays | None = field(default=None, repr=False, compare=False, kw_only=True)
+    #: how :attr:`jobs` was made from another problem's (:meth:`with_jobs`); used only while it is
+    #: for this problem's own ``jobs`` (:attr:`job_changes`)
+    _changes: JobChanges | None = field(default=None, repr=False, compare=False, kw_only=True)
 
     def __post_init__(self) -> None:
         import numpy as np
@@ -71,6 +75,8 @@ class Problem:
         object.__setattr__(self, "colocated", tuple(self.colocated))
         object.__setattr__(self, "colocated_types", tuple(self.colocated_types))
         object.__setattr__(self, "entities", dict(self.entities))
+        if self._changes is not None and self._changes.jobs is not jobs:
+            object.__setattr__(self, "_changes", None)  # (another problem's jobs: dataclasses.replace)
         ids = list(map(attrgetter("id"), jobs))
         seen = set(ids)
         if len(seen) != len(ids):
@@ -161,14 +167,32 @@ class Problem:
         """Configuration names in column order: physical types, then placement variants used by jobs."""
         return list(self.arrays.configs)
 
+    @property
+    def job_changes(self) -> JobChanges | None:
+        """How this problem's jobs were made from another problem's (:meth:`with_jobs`: the common
+        ends of the two job tuples, :class:`~policyopt.problem_records.JobChanges`), or ``None``:
+        a problem made otherwise, or one whose ``jobs`` were replaced since."""
+        ch = self._changes
+        return ch if ch is not None and ch.jobs is self.jobs else None
+
     def with_jobs(self, jobs: Iterable[Job], colocated: Iterable[Colocation] | None = None,
                   cluster: Cluster | None = None) -> "Problem":
-        """A copy with other jobs (colocations restricted to those jobs unless given)."""
+        """A copy with other jobs (colocations restricted to those jobs unless given). It records
+        which of its jobs are this problem's at the same place from either end
+        (:attr:`job_changes`), so a policy that solved this problem re-solves the copy from the
+        changed positions only."""
         jobs = tuple(jobs)
         ids = {j.id for j in jobs}
         if colocated is None:
             colocated = [c for c in self.colocated if c.jobs[0] in ids and c.jobs[1] in ids]
-        return Problem(cluster or self.cluster, jobs, tuple(colocated), self.entities, self.colocated_types)
+        return Problem(cluster or self.cluster, jobs, tuple(colocated), self.entities, self.colocated_types,
+                       _changes=JobChanges(self.jobs, jobs))
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The state without the record of :meth:`with_jobs` (identities: meaningless in a copy)."""
+        state = dict(self.__dict__)
+        state.pop("_changes", None)
+        return state
 
     # ----------------------------------------------------------------------------- interchange JSON
     @classmethod

@@ -11,6 +11,7 @@ import gc
 import math
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from operator import is_
 from typing import TYPE_CHECKING, Any, Iterator, Mapping, Sequence
 
 from .errors import InputError, UnknownNameError, _short
@@ -286,6 +287,47 @@ class ProblemArrays:
     time_since_start: "np.ndarray"
     #: the jobs tuple these arrays were built from (a handed-in view is used only for that tuple)
     source: tuple[Any, ...] | None = field(default=None, repr=False, compare=False)
+
+
+class JobChanges:
+    """How one job tuple was made from another (:meth:`Problem.with_jobs`): ``jobs[:prefix]`` are
+    the objects ``source[:prefix]`` and ``jobs[len(jobs) − suffix:]`` the objects
+    ``source[len(source) − suffix:]`` (the same objects, ``is``), each the longest such end, found
+    once here (so ``prefix, suffix ≤ min(len(jobs), len(source))``, and both equal the length
+    where the tuples hold the same objects). Tuples are immutable, so the record holds for as long
+    as it exists; a problem uses it only while it is for its own ``jobs`` (:attr:`Problem.job_changes`).
+    A re-solve that kept ``source`` (or a problem made from the same ``source``) reads the changed
+    positions from it instead of comparing the job lists."""
+
+    __slots__ = ("source", "jobs", "prefix", "suffix")
+
+    source: tuple[Any, ...]
+    jobs: tuple[Any, ...]
+    prefix: int
+    suffix: int
+
+    def __init__(self, source: tuple[Any, ...], jobs: tuple[Any, ...]) -> None:
+        n, S = len(jobs), len(source)
+        L = min(n, S)
+        same = list(map(is_, jobs[:L], source[:L]))  # (in C: one pass, ~30 ns a job)
+        p = same.index(False) if False in same else L
+        if p == L == n == S:
+            q = L
+        else:
+            same = list(map(is_, reversed(jobs[n - L:]), reversed(source[S - L:])))
+            q = same.index(False) if False in same else L
+        for name, value in (("source", source), ("jobs", jobs), ("prefix", p), ("suffix", q)):
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: Any) -> None:
+        raise AttributeError(f"JobChanges.{name} is read-only")
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (JobChanges, (self.source, self.jobs))
+
+    def __repr__(self) -> str:
+        return (f"JobChanges({len(self.source)} jobs -> {len(self.jobs)}: prefix {self.prefix}, "
+                f"suffix {self.suffix})")
 
 
 @contextmanager

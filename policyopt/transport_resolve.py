@@ -26,7 +26,9 @@ LP's (:mod:`policyopt.class_transport`).
 
 A re-solve (:func:`solve`) matches the new problem's jobs to the kept ones by the common prefix and
 suffix of their ids (their data compared at once; where the new problem holds the kept ``Job``
-objects around one changed block, by the job tuples alone: :meth:`ClassBasis._ends`), finds the
+objects around one changed block, by the job tuples alone; where it was made by
+:meth:`~policyopt.problem.Problem.with_jobs` from the kept problem or from the problem the kept one
+was made from, by the ends that call recorded, with no list compared: :meth:`ClassBasis._ends`), finds the
 class of each other job by its data, recounts ``m`` from the changed jobs only, answers from the
 kept basis, and gathers the class rows into the result
 (:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no compiled form, no HiGHS run.
@@ -49,7 +51,7 @@ import numpy as np
 from ._aggregate_counts import data_keys
 from ._aggregate_parts import common_ends
 from .allocation import AllocationSpace
-from .problem import Problem
+from .problem import JobChanges, Problem
 from .result import PolicyResult, Status, Timings
 from .solvers import transport
 
@@ -90,6 +92,7 @@ class ClassBasis:
         self.C = space.counts
         self.ids, self.group = space.jobs.labels, group
         self.jobs: tuple[Any, ...] = space.problem.jobs  # (the kept jobs: :meth:`_ends`)
+        self.changes: JobChanges | None = space.problem.job_changes  # (how they were made, if recorded)
         self.T, self.scale, self.weights = space.T, space.scale, space.weights
         self.mask, self.eq_share, self.V, self.best = mask, eq_share, V, best
         self.m = m
@@ -338,7 +341,8 @@ class ClassBasis:
 
         Jobs appended to the kept ones, or the last kept ones gone (a scheduler's next problem made
         from the last one's :class:`~policyopt.problem.Job` objects, :meth:`Problem.with_jobs`), are
-        found by comparing the job tuples (``tuple ==``, in C: the same object is equal at once,
+        found from the records of how the problems were made (:func:`_recorded_ends`) or by
+        comparing the job tuples (``tuple ==``, in C: the same object is equal at once,
         two distinct ones are compared as jobs, all their fields): equal jobs hold equal data — a
         problem's arrays are read from its jobs, which are frozen, and the kept arrays are for the
         same configurations (:func:`solve` checks the cluster arrays). No id or data array is
@@ -347,6 +351,9 @@ class ClassBasis:
         and the data there compared as numbers with the kept ones."""
         kj = self.jobs
         n, S = len(jobs), len(kj)
+        got = _recorded_ends(kj, self.changes, jobs, space.problem.job_changes)
+        if got is not None:
+            return got[0], got[1], True
         # (the ends compared by identity first: a rebuilt job list does not pay the jobs' __eq__)
         if n >= S and jobs[S - 1] is kj[-1] and jobs[0] is kj[0] and jobs[:S] == kj:
             return S, 0, True  # (arrivals appended)
@@ -363,6 +370,36 @@ class ClassBasis:
                     or q and (cnz(T[n - q:] != kT[S - q:]) or cnz(scale[n - q:] != ks[S - q:])
                               or cnz(weights[n - q:] != kw[S - q:])))
         return p, q, same
+
+
+#: a recorded change is read where at most this many jobs changed (more: the jobs are matched as
+#: below, by identity or by ids, which may find longer common ends)
+RECORDED_MAX = 16
+
+
+def _recorded_ends(kept: tuple[Any, ...], kept_rec: JobChanges | None, jobs: tuple[Any, ...],
+                   rec: JobChanges | None) -> tuple[int, int] | None:
+    """Common ends ``p``, ``q`` (``p + q ≤ min(len(kept), len(jobs))``) of the kept jobs and
+    ``jobs`` read from the records of how the problems were made (:meth:`Problem.with_jobs`,
+    :class:`~policyopt.problem_records.JobChanges`): ``jobs`` made from ``kept`` (its record's
+    ends), or both made from the same job tuple (the shorter of the two records' ends: each end
+    is the same objects in all three). ``None`` without such records, or where more than
+    :data:`RECORDED_MAX` jobs changed on either side."""
+    if rec is None:
+        return None
+    n, S = len(jobs), len(kept)
+    if rec.source is kept:
+        p, q = rec.prefix, rec.suffix
+    elif kept_rec is not None and kept_rec.jobs is kept and rec.source is kept_rec.source:
+        p, q = min(rec.prefix, kept_rec.prefix), min(rec.suffix, kept_rec.suffix)
+    else:
+        return None
+    L = min(n, S)
+    p = min(p, L)
+    q = min(q, L - p)
+    if max(n, S) - p - q > RECORDED_MAX:
+        return None
+    return p, q
 
 
 def _same_job_ends(old: tuple[Any, ...], new: tuple[Any, ...]) -> tuple[int, int] | None:
@@ -513,6 +550,7 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
         z, obj = ans
         t2 = time.perf_counter()
         st.ids, st.group, st.m, st.jobs = space.jobs.labels, group, m, space.problem.jobs
+        st.changes = space.problem.job_changes
         st.T, st.scale, st.weights = space.T, space.scale, space.weights
         x = z / np.maximum(m.take(st.bg), 1.0)  # (counts are whole; a class without jobs: z = 0)
         np.minimum(x, 1.0, out=x)  # (a class row within 1e-9 of its bound: at most 1)

@@ -274,7 +274,7 @@ def test_the_same_job_objects_skip_the_data_compare(change: str, monkeypatch: py
         raise AssertionError("the ids were compared")
 
     monkeypatch.setattr(transport_resolve, "common_ends", refuse)
-    q = p.with_jobs(nxt)
+    q = Problem(p.cluster, nxt)  # (made without with_jobs: no record of its changes)
     check(pol.solve(q), q, {})
     assert transport_resolve.answered(pol) == (1, 0)
     monkeypatch.setattr(transport_resolve, "common_ends", _aggregate_parts.common_ends)
@@ -282,6 +282,83 @@ def test_the_same_job_objects_skip_the_data_compare(change: str, monkeypatch: py
     last = {"append": len(jobs) - 1, "drop last": len(nxt) - 1}.get(change, 40)
     odd = dataclasses.replace(nxt[last], throughputs={"v100": 97.0, "k80": 0.5}, scale_factor=1)
     for jl in (nxt[:last] + [odd] + nxt[last + 1:], nxt[:last] + [odd] + nxt[last + 1:] + [kind_job(3002, 0)]):
-        q = p.with_jobs(jl)
+        q = Problem(p.cluster, jl)
         check(pol.solve(q), q, {})
     assert sum(transport_resolve.answered(pol)) == 3
+
+
+def _no_matching(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the job lists' comparison (identity ends, ids) raise: only a recorded change answers."""
+    def refuse(*a: Any, **k: Any) -> None:
+        raise AssertionError("the job lists were compared")
+
+    monkeypatch.setattr(transport_resolve, "_same_job_ends", refuse)
+    monkeypatch.setattr(transport_resolve, "common_ends", refuse)
+
+
+@pytest.mark.parametrize("change", ["append", "drop last", "complete in the middle", "arrive in the middle",
+                                    "unchanged", "from the same source: arrival",
+                                    "from the same source: completion", "from the same source: unchanged"])
+@pytest.mark.parametrize("opts", OPTS)
+def test_recorded_changes_answer_without_comparing_the_jobs(change: str, opts: dict,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A problem made by ``with_jobs`` from the kept one, or from the same problem as the kept one
+    (a scheduler's problems made from one list): its recorded common ends (``Problem.job_changes``)
+    give the changed jobs, no job list is compared, and a second change after it (the kept record
+    then the re-solved problem's) too; every answer equal to a cold solve."""
+    pol, p = _first(opts, gpus=12)
+    jobs = list(p.jobs)
+    a, b = kind_job(3000, 1), kind_job(3001, 2)
+    if change.startswith("from the same source"):
+        base = p.with_jobs(jobs + [a])  # (the list both are made from: not solved by the policy)
+        kept, nxt = {"arrival": (jobs, jobs + [a]), "completion": (jobs + [a], jobs[:50] + jobs[51:] + [a]),
+                     "unchanged": (jobs + [a], jobs + [a])}[change.split(": ")[1]]
+        pol2 = get_policy("max_sum_throughput", **opts)
+        q0 = base.with_jobs(kept)
+        check(pol2.solve(q0), q0, opts)
+        pol, src = pol2, base
+    else:
+        nxt = {"append": jobs + [a, b], "drop last": jobs[:-3], "complete in the middle": jobs[:90] + jobs[93:],
+               "arrive in the middle": jobs[:90] + [a, b] + jobs[90:], "unchanged": jobs}[change]
+        src = p
+    _no_matching(monkeypatch)
+    q = src.with_jobs(nxt)
+    check(pol.solve(q), q, opts)
+    r = q.with_jobs(nxt[:20] + [kind_job(3002, 3)] + nxt[21:])  # (made from the re-solved problem)
+    check(pol.solve(r), r, opts)
+    s = q.with_jobs(nxt[:30] + nxt[31:])  # (made from q, as r was: the same source)
+    check(pol.solve(s), s, opts)
+    assert transport_resolve.answered(pol)[0] == 3 and incremental.state(pol) is None
+
+
+def test_records_not_of_these_jobs_fall_back_to_matching(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A record that does not describe the problem's jobs is not read: a problem copied with other
+    jobs (``dataclasses.replace``: the record dropped), one holding another problem's record, and
+    one made from an unrelated problem — each with a kept job replaced by an object of the same id
+    and another kind's data, which a trusted record would leave in its old class. The jobs are
+    matched by comparing the lists instead, and each answer equals a cold solve."""
+    pol, p = _first({}, gpus=12)
+    jobs = list(p.jobs)
+    odd = dataclasses.replace(jobs[10], throughputs={"v100": 97.0, "k80": 0.5}, scale_factor=1)
+    edited = jobs[:10] + [odd] + jobs[11:-1]
+    calls = []
+    real = transport_resolve.common_ends
+
+    def counted(*a: Any) -> Any:
+        calls.append(1)
+        return real(*a)
+
+    monkeypatch.setattr(transport_resolve, "common_ends", counted)
+    made = p.with_jobs(jobs[:-1])  # (its record: the first len(jobs) − 1 jobs are the kept ones)
+    q = dataclasses.replace(made, jobs=tuple(edited))
+    assert q.job_changes is None
+    check(pol.solve(q), q, {})
+    foreign = Problem(p.cluster, jobs[:-2] + [jobs[-2]])  # (to be solved next, kept)
+    check(pol.solve(foreign), foreign, {})
+    q2 = Problem(p.cluster, edited)
+    object.__setattr__(q2, "_changes", foreign.with_jobs(jobs[:-1]).job_changes)  # (another problem's)
+    check(pol.solve(q2), q2, {})
+    other = Problem(p.cluster, [dataclasses.replace(j) for j in jobs])  # (equal data, other objects)
+    q3 = other.with_jobs(list(other.jobs)[:10] + [odd] + list(other.jobs)[11:])
+    check(pol.solve(q3), q3, {})
+    assert len(calls) >= 3 and sum(transport_resolve.answered(pol)) == 4
