@@ -226,7 +226,7 @@ class MaxMinFairness(LPPolicy):
         which goes to the kept factorization, then HiGHS)."""
         X, t = variables["X"], variables["t"]
         t0 = time.perf_counter()
-        got = st.loaded.totals_answer()
+        got = st.loaded.totals_answer(duals=False)
         if got is None:
             return None
         x = got[0]

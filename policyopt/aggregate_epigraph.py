@@ -61,6 +61,10 @@ __all__ = ["Cross", "EpigraphLP", "EpigraphStages", "EpigraphTotals", "cross_col
 #: multipliers or reduced costs below this on an infinite bound count as zero (as in the certificate)
 _ZERO_TOL = 1e-12
 
+#: in an answer's place of the row multipliers where they are not asked for
+_NO_DUALS = np.zeros(0)
+_NO_DUALS.flags.writeable = False
+
 #: the one linking column's entries in the classes' rows: the column, the entries' positions in
 #: the CSC data, their rows, their rows' classes, their values (the reduced LP's: per unit count)
 Cross = tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]
@@ -327,11 +331,12 @@ class EpigraphTotals:
         return self._finish(lp, c, (basis.var, basis.kind, bcols, vnb), False, (self.lu, K, m0, (p, w, den)),
                             (P, self.CK), at0, pi, sense, offset)
 
-    def answer(self, mult: np.ndarray, t_lower: float, tol: float = 1e-9
+    def answer(self, mult: np.ndarray, t_lower: float, tol: float = 1e-9, duals: bool = True
                ) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
         """The reduced LP's point and row multipliers for the class multiplicities ``mult`` (all
         ``> 0``) with ``t``'s lower bound ``t_lower`` (``-inf``: free), with its objective, bound and
-        violation, or ``None`` unless certified: the point (every column, and every row's activity
+        violation (``duals=False``: the multipliers not formed, an empty array in their place; the
+        bound is the same), or ``None`` unless certified: the point (every column, and every row's activity
         recomputed as ``A(m) y``) within its bounds to ``tol``, and the Lagrangian bound of the
         multipliers equal to the objective to ``tol`` relative. The multipliers are ``π₀`` (``t``
         nonbasic) or ``π₀/(1 + w_p)`` (``t`` basic, ``1 + w_p > 0``): every reduced cost but ``t``'s
@@ -383,13 +388,13 @@ class EpigraphTotals:
         standard_form._csc_matvec(lp.m, n, lp.indptr, lp.indices, data, y, act)
         primal = (tau * self.c_t if self.t_basic else float(np.dot(self.c, y))) + self.offset
         v /= s  # the reduced LP's columns and row activities
-        viol = max(float(np.max(lp.lo - v)), float(np.max(v - lp.hi)),
+        viol = max(float((lp.lo - v).max()), float((v - lp.hi).max()),
                    float(t_lower - v[t]) if t_lower > -np.inf else 0.0, 0.0)
         bound = float(np.dot(self.beta, mb)) * scale + t_term + self.offset
         if not (viol <= tol and abs(bound - primal) <= tol * max(1.0, abs(primal))):
             return None
         self.answers += 1
-        return v[:n], self.pi * (s[n:] * scale), primal, bound, viol
+        return v[:n], (self.pi * (s[n:] * scale) if duals else _NO_DUALS), primal, bound, viol
 
 
 class EpigraphStages:
@@ -470,7 +475,7 @@ class EpigraphStages:
             s = np.append(self.mult, 1).astype(np.float64).take(self.col_group.take(cols))
             if np.count_nonzero(np.abs(ku * s - costs) > 1e-13 * np.abs(costs)):
                 return None
-        got = epi.answer(self.mult, t_low)
+        got = epi.answer(self.mult, t_low, duals=False)
         if got is None:
             self.epi_fill = None  # (its basis no longer optimal: steps on the kept factorization)
             return None

@@ -175,12 +175,13 @@ class _Loaded(LoadedModel):
                     return self._result(x, y, primal, bound, viol, "HiGHS", t0)
         raise Declined("the aggregated re-solve ended without a certified optimum")
 
-    def totals_answer(self) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
+    def totals_answer(self, duals: bool = True) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
         """The reduced LP as compiled at the current multiplicities answered in class totals, without
         HiGHS: by :class:`~policyopt.aggregate_totals.ClassTotals` (multiplicities in bounds only) or
         :class:`~policyopt.aggregate_epigraph.EpigraphTotals` (max-min's ``t``; taken from the kept
         factorization's basis when first needed): its point, row multipliers, objective, bound and
-        violation, certified, or ``None`` (costs or bounds changed since the update, a class without
+        violation (``duals=False``: max-min's totals leave the multipliers out, an empty array in
+        their place), certified, or ``None`` (costs or bounds changed since the update, a class without
         jobs, no such totals, or a refused answer: the totals of a basis no longer optimal dropped).
         Tried once per update: after ``None`` the next :meth:`resolve` of this update goes to the
         kept factorization, then HiGHS."""
@@ -197,7 +198,7 @@ class _Loaded(LoadedModel):
                     if fac is not None and fac.base is not None:  # (the kept basis's, taken when first needed)
                         epi = owner.epi = owner.epigraph_totals(fac.base)
                 if epi is not None:
-                    got = epi.answer(owner.mult, float(owner.base[1][epi.t]))
+                    got = epi.answer(owner.mult, float(owner.base[1][epi.t]), duals=duals)
                     if got is None:
                         owner.epi = None  # (its basis no longer optimal: the kept factorization, then HiGHS)
         if got is None:
@@ -208,7 +209,8 @@ class _Loaded(LoadedModel):
 
     def _result(self, x: np.ndarray, y: np.ndarray, primal: float, bound: float, viol: float, how: str,
                 t0: float) -> SolveResult:
-        res = SolveResult(Status.OPTIMAL, primal, x, row_duals=self.small.sf.unscale_duals(y), solver="highs",
+        duals = self.small.sf.unscale_duals(y) if y.size else None  # (none asked for: totals_answer)
+        res = SolveResult(Status.OPTIMAL, primal, x, row_duals=duals, solver="highs",
                           message="Optimal", options={"algorithm": "auto", "fast_path": (
                               f"aggregated re-solve ({how}): dual bound {bound:.15g}, violation {viol:.3g}")})
         res.timings.solve = time.perf_counter() - t0

@@ -200,7 +200,7 @@ def test_a_failed_certificate_builds_the_whole_lp(monkeypatch: pytest.MonkeyPatc
     epigraph: list[int] = []
 
     def refuse_epigraph(self: aggregate_epigraph.EpigraphTotals, mult: np.ndarray, t_lower: float,
-                        tol: float = 1e-9) -> None:
+                        tol: float = 1e-9, duals: bool = True) -> None:
         epigraph.append(1)
         return None
 
