@@ -290,13 +290,15 @@ class ProblemArrays:
 
 
 class JobChanges:
-    """How one job tuple was made from another (:meth:`Problem.with_jobs`): ``jobs[:prefix]`` are
-    the objects ``source[:prefix]`` and ``jobs[len(jobs) − suffix:]`` the objects
-    ``source[len(source) − suffix:]`` (the same objects, ``is``), each the longest such end, found
-    once here (so ``prefix, suffix ≤ min(len(jobs), len(source))``, and both equal the length
-    where the tuples hold the same objects). Tuples are immutable, so the record holds for as long
-    as it exists; a problem uses it only while it is for its own ``jobs`` (:attr:`Problem.job_changes`).
-    A re-solve that kept ``source`` (or a problem made from the same ``source``) reads the changed
+    """How one job tuple was made from another (:meth:`Problem.with_jobs`): ``jobs[:prefix]`` equal
+    ``source[:prefix]`` and the last ``suffix`` of ``jobs`` equal the last ``suffix`` of ``source``
+    (equal jobs: the same objects, or equal in every field), with ``prefix, suffix ≤ min(len(jobs),
+    len(source))`` and both that length where the tuples are equal. Each end is at least as long
+    as the run of the same objects there, and the longest where the positions that hold other
+    objects form one block (the usual change: jobs completed or arrived in one place). Found once
+    here (:func:`_common_end`); tuples are immutable, so the record holds for as long as it
+    exists. A problem uses it only while it is for its own ``jobs`` (:attr:`Problem.job_changes`):
+    a re-solve that kept ``source`` (or a problem made from the same ``source``) reads the changed
     positions from it instead of comparing the job lists."""
 
     __slots__ = ("source", "jobs", "prefix", "suffix")
@@ -308,14 +310,8 @@ class JobChanges:
 
     def __init__(self, source: tuple[Any, ...], jobs: tuple[Any, ...]) -> None:
         n, S = len(jobs), len(source)
-        L = min(n, S)
-        same = list(map(is_, jobs[:L], source[:L]))  # (in C: one pass, ~30 ns a job)
-        p = same.index(False) if False in same else L
-        if p == L == n == S:
-            q = L
-        else:
-            same = list(map(is_, reversed(jobs[n - L:]), reversed(source[S - L:])))
-            q = same.index(False) if False in same else L
+        p = _common_end(jobs, source, False)
+        q = p if p == n == S else _common_end(jobs, source, True)
         for name, value in (("source", source), ("jobs", jobs), ("prefix", p), ("suffix", q)):
             object.__setattr__(self, name, value)
 
@@ -328,6 +324,27 @@ class JobChanges:
     def __repr__(self) -> str:
         return (f"JobChanges({len(self.source)} jobs -> {len(self.jobs)}: prefix {self.prefix}, "
                 f"suffix {self.suffix})")
+
+
+def _common_end(a: tuple[Any, ...], b: tuple[Any, ...], from_end: bool) -> int:
+    """A length ``k`` such that the first (``from_end``: last) ``k`` jobs of ``a`` and ``b`` are
+    equal, at least the run of the same objects there: the end of that run found by bisection on
+    identity (a few dozen ``is`` tests, exact where the other objects form one block), then the
+    ends compared as tuples (``==``: the same objects at C speed, others as jobs); where they
+    differ (the other objects not one block), the run of the same objects counted one by one."""
+    n, S = len(a), len(b)
+    L = min(n, S)
+    lo, hi = 0, L
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if (a[n - 1 - mid] is b[S - 1 - mid]) if from_end else (a[mid] is b[mid]):
+            lo = mid + 1
+        else:
+            hi = mid
+    if not lo or (a[n - lo:] == b[S - lo:] if from_end else a[:lo] == b[:lo]):
+        return lo
+    same = list(map(is_, reversed(a[n - L:]), reversed(b[S - L:])) if from_end else map(is_, a[:L], b[:L]))
+    return same.index(False) if False in same else L
 
 
 @contextmanager

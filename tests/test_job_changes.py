@@ -35,16 +35,18 @@ def _scan(a: list[Job], b: list[Job]) -> tuple[int, int]:
 PROBLEM = Problem(Cluster.from_counts({"v100": 4, "k80": 4}), _jobs(30))
 
 
-@pytest.mark.parametrize("seed", range(40))
-def test_the_record_holds_the_longest_common_ends(seed: int) -> None:
-    """Random edits (arrivals, completions, a job replaced by an equal copy, a swap, none): the
-    record's ends are the direct scan's, and every position they name holds the same object."""
+@pytest.mark.parametrize("seed", range(60))
+def test_the_record_holds_common_ends_of_equal_jobs(seed: int) -> None:
+    """Random edits (arrivals, completions, a job replaced by an equal copy or by another job, a
+    swap, none): the record's ends hold equal jobs, are at least the runs of the same objects (a
+    direct scan), and are those runs where only one block of positions changed."""
     rng = np.random.default_rng(seed)
     old = list(PROBLEM.jobs)
     new = list(old)
     extra = iter(_jobs(20, start=100))
-    for _ in range(int(rng.integers(0, 4))):
-        kind = int(rng.integers(0, 5))
+    edits = int(rng.integers(0, 4))
+    for _ in range(edits):
+        kind = int(rng.integers(0, 6))
         at = int(rng.integers(0, len(new) + 1))
         if kind == 0:
             new.insert(at, next(extra))
@@ -54,12 +56,36 @@ def test_the_record_holds_the_longest_common_ends(seed: int) -> None:
             new[at] = dataclasses.replace(new[at])  # (equal data, another object)
         elif kind == 3 and at + 1 < len(new):
             new[at], new[at + 1] = new[at + 1], new[at]
+        elif kind == 4 and at < len(new):
+            new[at] = next(extra)
+        elif kind == 5:
+            del new[at:at + 3]
     q = PROBLEM.with_jobs(new)
     rec = q.job_changes
     assert rec is not None and rec.source is PROBLEM.jobs and rec.jobs is q.jobs
-    assert (rec.prefix, rec.suffix) == _scan(old, new)
-    assert all(q.jobs[i] is old[i] for i in range(rec.prefix))
-    assert all(q.jobs[len(new) - 1 - i] is old[len(old) - 1 - i] for i in range(rec.suffix))
+    p, s = _scan(old, new)
+    assert rec.prefix >= p and rec.suffix >= s
+    assert rec.prefix <= min(len(old), len(new)) and rec.suffix <= min(len(old), len(new))
+    assert tuple(new[:rec.prefix]) == tuple(old[:rec.prefix])
+    assert tuple(new[len(new) - rec.suffix:]) == tuple(old[len(old) - rec.suffix:])
+    if edits <= 1 and len(new) != len(old) or new == old:
+        assert (rec.prefix, rec.suffix) == (p, s)
+
+
+@pytest.mark.parametrize("n, change", [(2048, "complete"), (2048, "arrive"), (2048, "replace"), (7, "replace"),
+                                       (2048, "swap"), (2048, "copies"), (1, "complete")])
+def test_one_changed_block(n: int, change: str) -> None:
+    """One block changed (the usual ``with_jobs`` call): the ends are exactly the runs of the same
+    objects around it; jobs all copied: none (copies that are equal count as equal at the ends
+    only when the identity runs reach them)."""
+    old = tuple(_jobs(n))
+    k = n // 3
+    new = {"complete": lambda: old[:k] + old[k + 1:], "arrive": lambda: old[:k] + tuple(_jobs(2, start=n)) + old[k:],
+           "replace": lambda: old[:k] + tuple(_jobs(1, start=n)) + old[k + 1:],
+           "swap": lambda: old[:k] + (old[k + 1], old[k]) + old[k + 2:],
+           "copies": lambda: tuple(dataclasses.replace(j) for j in old)}[change]()
+    rec = JobChanges(old, new)
+    assert (rec.prefix, rec.suffix) == _scan(list(old), list(new))
 
 
 def test_edge_cases() -> None:
