@@ -232,8 +232,9 @@ class MaxMinFairness(LPPolicy):
         x = got[0]
         timings.solve += time.perf_counter() - t0
         st.keep_start(x)
-        if self._class_data(space, st, X, x) is not None:
-            found = self._fill_by_class(space, X, st, x, "highs", LoadedLP.cols(t), timings)
+        data = self._class_data(space, st, X, x)
+        if data is not None:
+            found = self._fill_by_class(space, X, st, x, "highs", LoadedLP.cols(t), timings, data)
             if found is not None:
                 return found
             tried = True  # (the fill stage's steps gave none: HiGHS runs it, from this answer)
@@ -278,7 +279,8 @@ class MaxMinFairness(LPPolicy):
         return data
 
     def _fill_by_class(self, space: AllocationSpace, X: Variable, st: AggregateModel, x0: np.ndarray, solver: str,
-                       t_col: np.ndarray, timings: Timings) -> PolicyResult | None:
+                       t_col: np.ndarray, timings: Timings, data: tuple[np.ndarray, ...] | None = None
+                       ) -> PolicyResult | None:
         """The ``fill`` stage and the result of an aggregated re-solve (``x0``: the max-min LP's
         answer, by ``solver``; ``t_col``: ``t``'s column) computed per class of jobs of equal data
         (their costs, levels and allocation rows are equal) and gathered once: each class column's
@@ -286,8 +288,9 @@ class MaxMinFairness(LPPolicy):
         :meth:`_Loaded.set_costs` sums per job), the levels' minimum is over classes with jobs, and
         the normalized throughput totals are ``Σ_g m_g (…)``. ``None`` where the stage is not taken
         by steps on the kept factorization or the answer is not per class (then per job, as a cold
-        solve)."""
-        data = self._class_data(space, st, X, x0)
+        solve). ``data``: :meth:`_class_data`'s, where the caller has it."""
+        if data is None:
+            data = self._class_data(space, st, X, x0)
         if data is None:
             return None
         cols, unit, gcol, norm_c, cc, mask_c, T_m = data

@@ -41,6 +41,7 @@ but the first).
 """
 from __future__ import annotations
 
+import operator
 import threading
 import time
 from typing import Any
@@ -552,18 +553,26 @@ class AggregateModel(_ClassCounts, EpigraphStages):
         The last match is remembered — the policy's class, its options when all are plain values
         (``None``, bool, int, float, str) as ``(name, repr)`` pairs (so ``1``, ``1.0`` and ``True``, or
         ``0.0`` and ``-0.0``, differ there as in the signature), the cluster object and the configuration
-        labels — and the same again matches without building the signature (sorted reprs of the options)."""
+        labels — and the same again matches without building the signature (sorted reprs of the options);
+        the same options dict holding the same (immutable, plain) objects under the same names matches
+        without their reprs."""
         config = policy.config
-        plain = all(v is None or type(v) in (bool, int, float, str) for v in config.values())
-        items = tuple((k, repr(v)) for k, v in config.items()) if plain else ()
         labels, cluster = space.configs.labels, space.problem.cluster
         hit = self._sig_hit
+        if (hit is not None and hit[4] is config and hit[0] is type(policy) and hit[2] is cluster
+                and hit[3] is labels and len(config) == len(hit[5])
+                and all(map(operator.is_, config.values(), hit[5])) and all(map(operator.eq, config, hit[6]))):
+            return True
+        plain = all(v is None or type(v) in (bool, int, float, str) for v in config.values())
+        items = tuple((k, repr(v)) for k, v in config.items()) if plain else ()
         if (plain and hit is not None and hit[0] is type(policy) and hit[2] is cluster and items == hit[1]
                 and (hit[3] is labels or np.array_equal(hit[3], labels))):
+            self._sig_hit = (*hit[:4], config, tuple(config.values()), tuple(config))
             return True
         if _signature(policy, space) != self.signature:
             return False
-        self._sig_hit = (type(policy), items, cluster, labels) if plain else None
+        self._sig_hit = (type(policy), items, cluster, labels, config, tuple(config.values()), tuple(config)
+                         ) if plain else None
         return True
 
     def _restore(self, mult: np.ndarray) -> None:
