@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import dataclasses
 from typing import Any, Iterator
 
 import numpy as np
@@ -22,6 +23,13 @@ from policyopt import Cluster, Job, PolicyResult, Problem, get_policy
 
 REL = 1e-7  # objectives
 FEAS = 1e-9  # rows and bounds
+#: rows and bounds of an answer no certifying route gave (the whole LP by HiGHS, cold or warm, as the
+#: reference itself): HiGHS's primal feasibility tolerance
+HIGHS_FEAS = 1e-7
+#: the routes that certify their answers on the whole LP (every row and bound to 1e-9)
+CERTIFIED = frozenset({"arrays", "arrays max-min", "class LP", "class basis", "class LP run", "transport exact",
+                       "aggregated (class totals)", "aggregated (kept factorization)", "aggregated (HiGHS)",
+                       "structured", "linking prices"})
 FILL_SLACK = 1e-9  # max-min's fill stage: t ≥ t*(1 − FILL_SLACK) (formulations.max_min_fairness.FILL_TOLERANCE)
 
 TYPE_NAMES = tuple(f"w{k}" for k in range(12))
@@ -91,6 +99,34 @@ def fit(data: dict[str, Any], cluster: Cluster, mag: float = 0.0) -> dict[str, A
     return {**data, "throughputs": thr, "scale_factor": max(sf, 1)}
 
 
+def with_pairs(p: Problem, seed: int, share: float = 0.5) -> Problem:
+    """``p`` with space-sharing throughputs by job type: each job's type is its kind (its data), and
+    about ``share`` of the pairs of kinds (a kind with itself included) share each worker type both
+    run on, each at 0.2–0.9 of its own throughput there (pairs worth more than one job alone, and
+    less)."""
+    from policyopt.problem_records import TypeColocation
+
+    rng = np.random.default_rng(seed)
+    kinds: dict[Any, str] = {}
+    jobs = []
+    for j in p.jobs:
+        key = (tuple(sorted(j.throughputs.items())), j.scale_factor, j.weight, j.priority)
+        jobs.append(dataclasses.replace(j, job_type=kinds.setdefault(key, f"k{len(kinds)}")))
+    data = {name: dict(key[0]) for key, name in kinds.items()}
+    names = list(data)
+    table = []
+    for a in range(len(names)):
+        for b in range(a, len(names)):
+            if rng.random() >= share:
+                continue
+            ta, tb = data[names[a]], data[names[b]]
+            for w in p.cluster.names:
+                if ta.get(w, 0.0) > 0 and tb.get(w, 0.0) > 0:
+                    fa, fb = rng.uniform(0.2, 0.9, 2)
+                    table.append(TypeColocation((names[a], names[b]), w, (ta[w] * fa, tb[w] * fb)))
+    return Problem(p.cluster, tuple(jobs), colocated_types=tuple(table))
+
+
 # ---------------------------------------------------------------------------------- cross-check
 def reference(name: str, problem: Problem, **opts: Any) -> PolicyResult:
     """A cold HiGHS simplex solve of the whole LP through the generic path (no route, no kept model)."""
@@ -106,9 +142,16 @@ def _levels(name: str, opts: dict[str, Any], res: PolicyResult, X: np.ndarray) -
                       pol.normalizer(sp) * sp.throughput_values(X, T))
 
 
-def check(got: PolicyResult, ref: PolicyResult, name: str, opts: dict[str, Any], what: str = "") -> None:
+def certified(before: collections.Counter, after: collections.Counter) -> bool:
+    """Whether a certifying route (:data:`CERTIFIED`) answered between two readings of :func:`routes`."""
+    return any(after[k] > before[k] for k in CERTIFIED)
+
+
+def check(got: PolicyResult, ref: PolicyResult, name: str, opts: dict[str, Any], what: str = "",
+          feas: float = FEAS) -> None:
     """``got`` (any route) against ``ref`` (:func:`reference` on the same problem); see the module
-    docstring. ``what`` names the case in failure messages."""
+    docstring. ``what`` names the case in failure messages; ``feas``: the rows' tolerance
+    (:data:`HIGHS_FEAS` for an answer of the whole LP by HiGHS)."""
     assert got.status == ref.status, f"{what}: status {got.status} against {ref.status}"
     assert [str(j) for j in got.space.jobs.labels] == [str(j) for j in ref.space.jobs.labels], what
     if not ref.ok:
@@ -116,7 +159,7 @@ def check(got: PolicyResult, ref: PolicyResult, name: str, opts: dict[str, Any],
     sp = ref.space
     X = np.asarray(got.X)
     assert X.shape == ref.X.shape, f"{what}: allocation shape {X.shape} against {ref.X.shape}"
-    viol = sp.check(X, tol=FEAS)
+    viol = sp.check(X, tol=feas)
     assert not viol, f"{what}: allocation infeasible on the whole LP: {viol}"
     assert got.objective is not None and ref.objective is not None, what
     obj, r = float(got.objective), float(ref.objective)
@@ -127,7 +170,7 @@ def check(got: PolicyResult, ref: PolicyResult, name: str, opts: dict[str, Any],
         lev = _levels(name, opts, ref, X)
         if lev.size:  # (the fill stage holds t at t*(1 - FILL_SLACK): its rows, to 1e-9)
             slack = FILL_SLACK * abs(obj) if opts.get("fill", True) else 0.0
-            assert lev.min() >= obj - slack - FEAS * max(1.0, abs(obj)), \
+            assert lev.min() >= obj - slack - feas * max(1.0, abs(obj)), \
                 f"{what}: an epigraph row violated: smallest level {lev.min()!r} < objective {obj!r}"
             assert lev.min() <= obj * (1 + REL) + 1e-12, f"{what}: smallest level {lev.min()!r} > objective {obj!r}"
         f_got, f_ref = (got.extra or {}).get("fill"), (ref.extra or {}).get("fill")
@@ -196,7 +239,7 @@ def routes(setattr_: Any | None = None) -> Iterator[collections.Counter]:
     on_result(class_transport, "solve", "class LP")
     on_result(transport_exact, "solve", "transport exact")
     on_result(aggregate_cold, "build", "class space")
-    on_result(blocks, "expand", "structured", lambda r: True)
+    on_result(blocks, "certify", "structured", lambda r: bool(r[0]))
     on_result(prices, "solve", "linking prices", lambda r: r[0] is not None)
     on_result(incremental, "seed_prices", "seeded prices", bool)
     on_result(incremental.JobSetModel, "update", "kept model")
