@@ -27,7 +27,8 @@ averaging an optimum over identical jobs keeps it feasible and optimal: the same
 the classes' mask rows are computed and their equal shares taken from the per-type values
 (``max(V, 0)`` is the best allowed placement's throughput per type), both declared on the space
 (:meth:`~policyopt.allocation.AllocationSpace.declare_classes`) and the result gathered per class
-(:meth:`~policyopt.policy.Policy.class_result`). It
+(:meth:`~policyopt.policy.Policy.class_result`). Its first problem takes the route up to
+:data:`MAX_MIN_MAX_JOBS` jobs (above ``TRANSPORT_MAX_JOBS``), its re-solves as max-sum's. It
 returns ``None`` (the policy solves as before) where the route does not apply, the first LP's point
 leaves a row by more than 1e-9, or the fill stage ends other than optimal.
 """
@@ -52,20 +53,29 @@ _ANSWERED = "_answered_from_arrays"
 #: set with it: the capacity prices of that answer, the next problem's start for the exact
 #: transportation route (:mod:`policyopt.solvers.transport_exact`; any prices are a valid start)
 _PRICES = "_transport_prices"
+#: max-min fairness's first problem (a policy object the route has not answered) takes the route up
+#: to this many jobs, above ``TRANSPORT_MAX_JOBS``: its epigraph LP on per-type columns (per class
+#: of identical jobs where there are classes) costs less than the kept model's build and aggregated
+#: solve there (Gavel's workload, a process's first call, CPU: 256 jobs 4.6 against 9.9 ms, 512 jobs
+#: 4.7 against 9.8; docs/solvers-small.md); its re-solves keep ``TRANSPORT_RESOLVE_MAX_JOBS``
+MAX_MIN_MAX_JOBS = 512
 
 
-def applies(policy: Any, space: AllocationSpace) -> bool:
-    """Whether :func:`solve` may answer ``policy`` on ``space`` (see the module docstring)."""
+def applies(policy: Any, space: AllocationSpace, first_most: int | None = None) -> bool:
+    """Whether :func:`solve` may answer ``policy`` on ``space`` (see the module docstring);
+    ``first_most``: the size limit of a first problem (default ``TRANSPORT_MAX_JOBS``)."""
     cfg = policy.config
-    return (_size_applies(policy, len(space.jobs)) and not cfg["verbose"] and cfg["threads"] is None
+    return (_size_applies(policy, len(space.jobs), first_most) and not cfg["verbose"] and cfg["threads"] is None
             and cfg["time_limit"] is None and incremental.eligible(policy, space)
             and incremental.state(policy) is None)
 
 
-def _size_applies(policy: Any, n: int) -> bool:
-    """Whether ``n`` jobs are few enough for the route (checked before the space is made)."""
-    most = solver_api.TRANSPORT_RESOLVE_MAX_JOBS if policy.__dict__.get(_ANSWERED) else solver_api.TRANSPORT_MAX_JOBS
-    return n <= most
+def _size_applies(policy: Any, n: int, first_most: int | None = None) -> bool:
+    """Whether ``n`` jobs are few enough for the route (checked before the space is made);
+    ``first_most``: the limit of a first problem (default ``TRANSPORT_MAX_JOBS``)."""
+    if policy.__dict__.get(_ANSWERED):
+        return n <= solver_api.TRANSPORT_RESOLVE_MAX_JOBS
+    return n <= (solver_api.TRANSPORT_MAX_JOBS if first_most is None else first_most)
 
 
 def solve(policy: Any, problem: Problem) -> PolicyResult | None:
@@ -103,10 +113,11 @@ def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> Polic
     if policy.agnostic:
         return None
     t0 = time.perf_counter()
-    if not _size_applies(policy, len(problem.jobs)):  # (a larger problem: no space made here)
+    most = MAX_MIN_MAX_JOBS
+    if not _size_applies(policy, len(problem.jobs), most):  # (a larger problem: no space made here)
         return None
     space = policy.make_space(problem)
-    if not applies(policy, space):
+    if not applies(policy, space, most):
         return None
     group, rep, mult = _classes(space)
     if group is None:

@@ -18,7 +18,10 @@ from policyopt.aggregate_epigraph import EpigraphTotals, cross_column
 from policyopt.aggregate_resolve import AggregateModel
 
 TYPES = ("v100", "p100", "k80")
+#: the first call at N jobs builds and keeps the model (max-min's too: see conftest)
+pytestmark = pytest.mark.usefixtures("max_min_arrays_as_max_sum")
 N = 300
+
 CLUSTER = Cluster.from_counts({t: N // 4 for t in TYPES})
 NAME = "max_min_fairness"
 KINDS = 12  # (on this cluster every re-solve below keeps its bases: with fewer kinds some bases change)

@@ -29,7 +29,10 @@ TYPES = ("v100", "p100", "k80")
 # holds jobs of unequal data — not a class — and its re-solves are built afresh)
 POLICIES = [("max_min_fairness", {}), ("max_min_fairness", {"fill": False}), ("max_sum_throughput", {}),
             ("max_sum_throughput", {"normalize": True})]
+#: the first call at N jobs builds and keeps the model (max-min's too: see conftest)
+pytestmark = pytest.mark.usefixtures("max_min_arrays_as_max_sum")
 N = 200  # ≥ 500 columns: the cold solve takes the structured fast path
+
 CLUSTER = Cluster.from_counts({t: N // 4 for t in TYPES})
 
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from policyopt import Cluster, Job, Problem, get_policy, incremental, solver_api
+from policyopt import Cluster, Job, Problem, get_policy, incremental, solver_api, transport_route
 from policyopt.solvers import transport
 
 TYPES = ("v100", "p100", "k80", "a100")
@@ -227,7 +227,7 @@ def taken_max_min(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 @pytest.mark.parametrize("fill", [True, False])
-@pytest.mark.parametrize("n", [3, 16, 64, 128])
+@pytest.mark.parametrize("n", [3, 16, 64, 128, 256, 512])
 def test_max_min_gavel_workloads_match_simplex(gavel, taken_max_min: list[bool], n: int, fill: bool) -> None:  # type: ignore[no-untyped-def]
     workload = _workload()
     for seed in (0, 1):
@@ -396,3 +396,41 @@ def test_max_min_declared_classes_give_the_spaces_own_numbers(gavel, n: int) -> 
         assert np.array_equal(got.space.equal_share_throughput(), fresh.equal_share_throughput())
         assert np.array_equal(got.space.single_mask, fresh.single_mask)
         check_max_min(got, p, True)
+
+
+@pytest.mark.parametrize("fill", [True, False])
+@pytest.mark.parametrize("classes", [True, False])
+def test_max_min_first_problems_above_the_max_sum_limit(taken_max_min: list[bool], classes: bool,
+                                                        fill: bool) -> None:
+    """Max-min's first problem takes the arrays up to MAX_MIN_MAX_JOBS jobs (above TRANSPORT_MAX_JOBS),
+    with jobs of equal data (one LP row per class) or all distinct, equal to a cold simplex solve of
+    the whole LP (both stages); one job more goes the usual way; the same policy object's next
+    problem of that size builds its model and keeps it (re-solves: TRANSPORT_RESOLVE_MAX_JOBS)."""
+    assert transport_route.MAX_MIN_MAX_JOBS > solver_api.TRANSPORT_MAX_JOBS
+    rng = np.random.default_rng(23 + classes)
+    n = transport_route.MAX_MIN_MAX_JOBS
+    p = random_problem(rng, n + 40, 4, 3 if classes else 40, False)
+    jobs = [j for j in p.jobs if any(v > 0 for v in j.throughputs.values())][:n + 1]
+    if not classes:  # (distinct weights: no two jobs alike)
+        jobs = [Job(j.id, j.throughputs, scale_factor=j.scale_factor, weight=1.0 + 1e-3 * i)
+                for i, j in enumerate(jobs)]
+    assert len(jobs) == n + 1
+    p = p.with_jobs(jobs[:n])
+    pol = get_policy("max_min_fairness", fill=fill)
+    got = pol.solve(p)
+    assert taken_max_min == [True] and incremental.state(pol) is None
+    assert (got.space.declared_classes() is not None) == classes
+    check_max_min(got, p, fill)
+    check_max_min(pol.solve(p), p, fill)  # a re-solve of this size: built, its model kept
+    assert taken_max_min == [True] and incremental.state(pol) is not None
+    bigger = p.with_jobs(jobs)
+    check_max_min(get_policy("max_min_fairness", fill=fill).solve(bigger), bigger, fill)
+    assert taken_max_min == [True]
+
+
+def test_max_sum_keeps_its_own_limit(taken: list[bool]) -> None:
+    """Max-sum's first problem above TRANSPORT_MAX_JOBS does not take the arrays (only max-min's limit moved)."""
+    p = random_problem(np.random.default_rng(29), solver_api.TRANSPORT_MAX_JOBS + 30, 3, 40, False)
+    got = get_policy("max_sum_throughput").solve(p)
+    assert taken == []
+    check(got, p, False)
