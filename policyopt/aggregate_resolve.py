@@ -17,7 +17,11 @@ instead of building, compiling, detecting and aggregating the whole LP again
 (:class:`AggregateModel`):
 
 * each job of the new problem is matched to the previous one by id (kept jobs with equal data keep
-  their class) or, when new, to the class of equal data (compared with each class's data);
+  their class) or, when new, to the class of equal data (compared with each class's data); where
+  both problems were made by :meth:`~policyopt.problem.Problem.with_jobs` (the new one from the
+  previous one, or both from the same problem), the kept jobs at either end are read from their
+  records (:attr:`~policyopt.problem.Problem.job_changes`: equal jobs, so equal data on the same
+  cluster and configurations) instead of comparing ids and data;
 * ``m_g`` is recounted; the columns' costs, the linking-row entries ``m_g B_g`` (HiGHS
   ``changeCoeff``) and bounds of classes whose count changed are updated in the loaded reduced LP;
   a class left without jobs keeps its columns at 0 and its own rows free (an inert block: the
@@ -57,7 +61,9 @@ from .aggregate_totals import ClassTotals, Unit, bounds_only, unit_matrix
 from .allocation import AllocationSpace
 from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
+from .problem import JobChanges
 from .standard_form import matvec
+from .transport_resolve import _recorded_ends
 
 __all__ = ["AggregateModel", "ClassVariable", "Declined", "certify", "from_kept", "match_slots"]
 
@@ -331,6 +337,10 @@ class AggregateModel(_ClassCounts, EpigraphStages):
         self.factor_answers = 0  # LP answers read from the kept factorization, without a HiGHS run
         self.classes_emptied = 0  # times a class lost its last job (tests read it)
         self._slot_of: dict[Any, int] | None = None
+        #: the jobs of the last update's problem and the record of how they were made
+        #: (:attr:`~policyopt.problem.Problem.job_changes`): the next update reads its common ends there
+        self.jobs: tuple[Any, ...] | None = None
+        self.changes: JobChanges | None = None
         self._sig_hit: tuple[Any, ...] | None = None  # (the last signature match: _same_signature)
         self._cls_rows: tuple[np.ndarray, np.ndarray] | None = None  # each class's mask and equal share
         self._keys: dict[bytes, int] | None = None  # each class's data as bytes → the class (_classes_of)
@@ -507,12 +517,20 @@ class AggregateModel(_ClassCounts, EpigraphStages):
             return None
         ids = space.jobs.labels
         S = len(self.ids)
-        p, q = common_ends(self.ids, ids)
         T, scale, weights = space.T, space.scale, space.weights
-        # kept jobs of unchanged data keep their class: the common prefix and suffix by slices
-        # (one comparison each when nothing changed), jobs found in the middle by their ids
-        same_pre = self._same(T[:p], scale[:p], weights[:p], slice(0, p)) if p else None
-        same_suf = self._same(T[n - q:], scale[n - q:], weights[n - q:], slice(S - q, S)) if q else None
+        jobs, changes = space.problem.jobs, space.problem.job_changes
+        # kept jobs of unchanged data keep their class: the common prefix and suffix read from the
+        # records of how the problems were made (equal jobs: equal data on the signature's cluster
+        # and configurations), else by slices (one comparison each when nothing changed); jobs
+        # found in the middle by their ids
+        ends = None if self.jobs is None else _recorded_ends(self.jobs, self.changes, jobs, changes)
+        if ends is not None:
+            p, q = ends
+            same_pre = same_suf = None
+        else:
+            p, q = common_ends(self.ids, ids)
+            same_pre = self._same(T[:p], scale[:p], weights[:p], slice(0, p)) if p else None
+            same_suf = self._same(T[n - q:], scale[n - q:], weights[n - q:], slice(S - q, S)) if q else None
         if same_pre is None and same_suf is None and not (n - q > p and S - q > p):
             # the usual change: jobs arrived between the prefix and the suffix, or others left there
             got = self._classes_of(T[p:n - q], scale[p:n - q], weights[p:n - q]) if n - q > p else _NONE
@@ -537,6 +555,7 @@ class AggregateModel(_ClassCounts, EpigraphStages):
         self._restore(mult)
         # (copies: the caller's arrays are not ours to keep)
         self.ids, self.group, self.mult = ids.copy(), g, mult
+        self.jobs, self.changes = jobs, changes
         self.T, self.scale, self.weights = T.copy(), scale.copy(), weights.copy()
         self._slot_of = None  # (the table was of the old ids)
         self.updates += 1

@@ -57,9 +57,12 @@ def first_jobs() -> list[Job]:
     return [kind_job(i, k) for i, k in enumerate(kinds)]
 
 
-def check(pol: Policy, name: str, opts: dict[str, Any], jobs: list[Job]) -> PolicyResult:
-    """Solve with ``pol``; the answer must equal a cold simplex solve of the whole LP."""
-    p = Problem(CLUSTER, tuple(jobs))
+def check(pol: Policy, name: str, opts: dict[str, Any], jobs: list[Job], p: Problem | None = None) -> PolicyResult:
+    """Solve with ``pol`` (the problem of ``jobs``, or ``p``); the answer must equal a cold simplex
+    solve of the whole LP."""
+    if p is None:
+        p = Problem(CLUSTER, tuple(jobs))
+    jobs = list(p.jobs)
     got = pol.solve(p)
     ref = get_policy(name, algorithm="simplex", **opts).solve(p)
     assert got.status.value == "optimal" and ref.status.value == "optimal"
@@ -545,3 +548,41 @@ def test_a_remembered_signature_compares_like_the_signature(key: str, value: Any
     jobs.append(kind_job(N + 3, 3))
     check(pol, name, {}, jobs)
     assert isinstance(incremental.state(pol), JobSetModel)
+
+
+@pytest.mark.parametrize("name,opts", POLICIES[:2])
+def test_problems_made_by_with_jobs_are_matched_from_their_records(monkeypatch: pytest.MonkeyPatch, name: str,
+                                                                   opts: dict) -> None:
+    """Problems made by ``Problem.with_jobs`` record which jobs they share with the problem they were
+    made from (``Problem.job_changes``): an update reads its common ends there, without comparing
+    ids or data (the comparison made to raise), from a problem made from the kept one or from the
+    same problem as the kept one; a job replaced by one of another kind under the same id is a
+    change there. Each answer equals a cold simplex solve of the whole LP and is aggregated."""
+    pol = get_policy(name, **opts)
+    jobs = first_jobs()
+    base = Problem(CLUSTER, tuple(jobs))
+    check(pol, name, opts, jobs, base)
+    prob = base.with_jobs(jobs + [kind_job(N, 3)])
+    check(pol, name, opts, [], prob)  # (the kept model made here: its jobs matched by ids)
+    done = updates(pol)
+    assert done >= 1
+
+    def no_comparison(*args: Any) -> None:
+        raise AssertionError("kept jobs compared though the problems' records give them")
+
+    monkeypatch.setattr(aggregate_resolve, "common_ends", no_comparison)
+    prob = prob.with_jobs(prob.jobs[:10] + prob.jobs[11:])  # (a completion)
+    check(pol, name, opts, [], prob)
+    changed = list(prob.jobs)
+    i20 = int(changed[20].id[1:])
+    changed[20] = kind_job(i20, (i20 % 7 + 1) % 7)  # (the same id, another kind's data)
+    assert changed[20] != prob.jobs[20]
+    prob = prob.with_jobs(changed)
+    check(pol, name, opts, [], prob)
+    src = prob
+    check(pol, name, opts, [], src.with_jobs(src.jobs + (kind_job(N + 1, 5),)))
+    src = src.with_jobs(src.jobs[:-1])
+    check(pol, name, opts, [], src)
+    for sibling in (src.with_jobs(src.jobs[:30] + src.jobs[31:]), src.with_jobs(src.jobs[:40] + src.jobs[41:])):
+        check(pol, name, opts, [], sibling)  # (the second made from the kept problem's source)
+    assert updates(pol) == done + 6
