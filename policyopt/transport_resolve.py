@@ -33,8 +33,9 @@ class of each other job by its data, recounts ``m`` from the changed jobs only, 
 kept basis, and gathers the class rows into the result
 (:meth:`~policyopt.policy.Policy.class_result`): no modeling layer, no compiled form, no HiGHS run.
 Where the kept basis's point is infeasible or not certified, or jobs of data no class has arrived
-(new classes appended), HiGHS solves the class LP at the new counts
-(:func:`policyopt.solvers.transport.solve`) and its basis is kept instead. A change of the policy's
+(new classes appended), the class LP is solved at the new counts
+(:func:`policyopt.solvers.transport.solve`: the exact route from the kept capacity prices, else
+HiGHS) and its basis is kept instead. A change of the policy's
 options, of the cluster or its configurations, a space the route does not take
 (:func:`policyopt.incremental.eligible`), or a class LP HiGHS does not certify: ``None`` (the state
 is dropped and the policy solves as before, building its kept model).
@@ -243,12 +244,14 @@ class ClassBasis:
         return z, obj
 
     def run(self, m: np.ndarray, threads: int | None) -> tuple[np.ndarray, float] | None:
-        """The class LP at the counts ``m`` solved by HiGHS, its basis kept and the answer read from
-        it (:meth:`answer`), or ``None``."""
+        """The class LP at the counts ``m`` solved (:func:`policyopt.solvers.transport.solve`: the
+        exact primal–dual route started from the kept capacity prices :attr:`p`, a start only —
+        its certificate decides —, else HiGHS), its basis kept and the answer read from it
+        (:meth:`answer`), or ``None``."""
         self.runs += 1
         Vm = np.full(self.V.shape, -np.inf)  # (a class without jobs: no column; −inf·0 would be NaN)
         np.multiply(self.V, m[:, None], out=Vm, where=(m > 0)[:, None])
-        ans = transport.solve(Vm, self.s * m, self.C, threads)
+        ans = transport.solve(Vm, self.s * m, self.C, threads, start=self.p)
         if ans is None or not self.take(ans.basic, ans.p, m, ans.cols, ans.y):
             return None
         return self.answer(m)

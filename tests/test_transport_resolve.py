@@ -362,3 +362,29 @@ def test_records_not_of_these_jobs_fall_back_to_matching(monkeypatch: pytest.Mon
     q3 = other.with_jobs(list(other.jobs)[:10] + [odd] + list(other.jobs)[11:])
     check(pol.solve(q3), q3, {})
     assert len(calls) >= 3 and sum(transport_resolve.answered(pol)) == 4
+
+
+@pytest.mark.parametrize("gpus", [6, 30])
+def test_a_class_lp_run_starts_from_the_kept_prices(gpus: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kept basis cannot answer (a job of a new kind: a new class), the class LP is solved
+    at the new counts from the kept capacity prices (the exact route's start), then again from the
+    prices that run kept; each answer equals a cold solve."""
+    pol, p = _first({}, gpus=gpus)
+    st_ = transport_resolve.kept(pol)
+    assert st_ is not None
+    seen: list[Any] = []
+    real = transport.solve
+
+    def spy(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None, exact: bool = True,
+            start: np.ndarray | None = None) -> Any:
+        seen.append(None if start is None else start.copy())
+        return real(V, s, C, threads, exact, start)
+
+    monkeypatch.setattr(transport, "solve", spy)
+    jobs = list(p.jobs)
+    for k, extra in enumerate(([kind_job(5000, 7)], [kind_job(5000, 7), kind_job(5001, 8)])):
+        prices = st_.p.copy()
+        q = p.with_jobs(jobs + extra)
+        check(pol.solve(q), q, {})
+        assert len(seen) == k + 1 and seen[k] is not None and np.array_equal(seen[k], prices)
+    assert transport_resolve.answered(pol) == (0, 2) and transport_resolve.kept(pol) is st_
