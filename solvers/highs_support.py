@@ -278,3 +278,20 @@ def solve_small_lp(highspy: Any, sf: Any) -> tuple[np.ndarray, np.ndarray] | Non
     if not (sol.value_valid and sol.dual_valid):
         return None
     return np.asarray(sol.col_value, np.float64), np.asarray(sol.row_dual, np.float64)
+
+
+#: costs whose largest magnitude is below this are scaled up by a power of two (:func:`objective_scale`)
+SMALL_COSTS = 2.0 ** -10
+
+
+def objective_scale(c: np.ndarray) -> int:
+    """HiGHS's ``user_objective_scale`` for costs ``c``: ``e`` with ``2**e · max|c|`` in [1, 2) when
+    ``0 < max|c| <`` :data:`SMALL_COSTS`, else 0 (none). HiGHS's dual feasibility tolerance is absolute
+    (1e-7): with all costs tiny (throughputs near the inputs' lower limit, 1e-9) it accepts a vertex
+    whose reduced costs have the wrong sign by more than the costs themselves (max-sum throughput
+    with throughputs of ~1e-8 stopped at the zero allocation). A power of two scales exactly; HiGHS
+    reports the objective, duals and solution unscaled."""
+    top = float(np.abs(c).max(initial=0.0))
+    if not 0.0 < top < SMALL_COSTS:
+        return 0
+    return int(-np.floor(np.log2(top)))

@@ -85,7 +85,7 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: np.ndarray | None 
     sa = s.take(act)
     w = np.where(use[act], V[act] / sa[:, None], -np.inf)
     scale = float(w.max()) if act.size else 1.0  # (the largest value: every active row has one > 0)
-    tol = 1e-12 * max(1.0, scale)
+    tol = 1e-12 * scale  # (relative to the values: with throughputs of ~1e-9, 1e-12 would tie values 1e-3 apart)
     ftol = 1e-12 * max(1.0, float(sa.sum()), float(C.sum()))
     p = np.zeros(K)
     if start is not None and start.shape == (K,) and np.isfinite(start).all():
