@@ -64,7 +64,8 @@ def test_killed_worker_with_corrupt_checkpoint_and_a_job_that_keeps_crashing(tmp
                             checkpoint_interval=round_s / 3, max_restarts=2)
     run_dir = tmp_path / "run"
     executor = Executor(tmp_path / "state.sqlite", jobs, config, load_throughput_table(example_throughputs_path()),
-                        run_dir, backend=CrashingBackend(run_dir / "backend"))
+                        run_dir, backend=CrashingBackend(run_dir / "backend", warm_job_types=[j.job_type for j in jobs],
+                                                         warm_threads=[1, 2]))
     seen: dict[str, Any] = {}
 
     def kill_a_mid_round() -> None:

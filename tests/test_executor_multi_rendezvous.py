@@ -27,7 +27,7 @@ class MissingRankBackend(LocalProcessBackend):
     """Rank 1 of the first 2-rank launch is a process that never joins."""
 
     def __init__(self, run_dir: Path) -> None:
-        super().__init__(run_dir)
+        super().__init__(run_dir, warm_job_types=["transformer-bs16"], warm_threads=[1])  # the run's type, cpu1
         self.stand_ins: list[subprocess.Popen[bytes]] = []
 
     def start(self, launch: Launch) -> ProcessHandle:

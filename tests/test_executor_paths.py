@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 from pathlib import Path
 
 import pytest
@@ -58,6 +59,13 @@ def test_nothing_is_written_outside_run_dir_and_output(tmp_path: Path, capsys: p
     outside = [p for p in written if not any(a == p or a in p.parents for a in allowed)]
     assert not outside, outside
     assert not (tmp_path / "escaped").exists() and not (tmp_path / "a" / "escaped").exists()
+    # the run's fork server warmed only the family of its jobs (LSTM), on its slot's one thread
+    db = sqlite3.connect(str(root / "state.sqlite"))
+    try:
+        ready = [json.loads(d) for (d,) in db.execute("SELECT detail FROM events WHERE kind = 'fork_server_ready'")]
+    finally:
+        db.close()
+    assert ready == [{"job_types": ["lstm-bs10"], "threads": [1]}]
     report = json.loads((root / "out" / "report.json").read_text())
     assert set(report["jobs"]) == {"../../../escaped", ".."}  # the ids themselves are kept in results
     assert sorted(os.listdir(root / "run" / "jobs")) == sorted([job_file_name(".."), job_file_name("../../../escaped")])

@@ -27,7 +27,8 @@ def test_ray_backend_runs_real_jobs_to_completion(tmp_path: Path) -> None:
     t0 = time.time()
     ray.init(address="local", num_cpus=2, include_dashboard=False, log_to_driver=False, namespace="policyopt-test")
     try:
-        backend = RayBackend(build_slots(config.cluster, config.pin), tmp_path / "run" / "backend", run_id="t")
+        backend = RayBackend(build_slots(config.cluster, config.pin), tmp_path / "run" / "backend", run_id="t",
+                             warm_job_types=[j.job_type for j in jobs])
         executor = Executor(tmp_path / "state.sqlite", jobs, config, load_throughput_table(example_throughputs_path()),
                             tmp_path / "run", backend=backend)
         report = executor.run()

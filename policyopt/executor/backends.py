@@ -46,6 +46,8 @@ from typing import Any, Mapping, Protocol, Sequence
 
 from policyopt.errors import InputError, PolicyOptError
 
+from .zygote import warm_arguments
+
 __all__ = [
     "Launch",
     "ProcessHandle",
@@ -259,17 +261,19 @@ def _status_from_progress(record: Mapping[str, Any] | None) -> int:
 class _Zygote:
     """Client of a :mod:`policyopt.executor.zygote` fork server."""
 
-    def __init__(self, exits_dir: Path, log_file: Path, env: Mapping[str, str], tied: bool = False) -> None:
+    def __init__(self, exits_dir: Path, log_file: Path, env: Mapping[str, str], tied: bool = False,
+                 warm: Sequence[str] = ()) -> None:
         self.exits_dir = exits_dir
         self._lock = threading.Lock()
         self._next = 0
         exits_dir.mkdir(parents=True, exist_ok=True)
         with open(log_file, "ab") as err:
             self.proc = subprocess.Popen([sys.executable, "-m", "policyopt.executor.zygote",
-                                          *(["--die-with-parent"] if tied else []), str(exits_dir)],
+                                          *(["--die-with-parent"] if tied else []), *warm, str(exits_dir)],
                                          stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err, env=dict(env))
         self.log_file = log_file
         self.pid: int | None = None  # known once the fork server said it is ready
+        self.warmed: dict[str, list[Any]] | None = None  # what it warmed (job types, thread counts)
 
     def _ready(self) -> None:
         """Wait for the fork server's ready line (it imports torch first: seconds)."""
@@ -280,7 +284,9 @@ class _Zygote:
         if not line:
             raise BackendError(f"the fork server exited with status {self.proc.wait()} before it was ready "
                                f"(see {self.log_file})")
-        self.pid = int(json.loads(line)["pid"])
+        ready = json.loads(line)
+        self.pid = int(ready["pid"])
+        self.warmed = ready.get("warmed")
 
     def fork(self, argv: Sequence[str], log: str, env: Mapping[str, str]) -> int:
         with self._lock:
@@ -315,13 +321,17 @@ class LocalProcessBackend:
 
     ``run_dir`` holds the fork server's files (``zygote.log``, ``exits/``). Environment variables
     in ``env`` are added to every worker's environment (``PYTHONPATH`` is set so that the worker
-    imports this checkout of ``policyopt``).
+    imports this checkout of ``policyopt``). ``warm_job_types`` and ``warm_threads`` (the run's job
+    types and its slots' thread counts) limit what the fork server warms before it is ready to the
+    families and thread counts the run uses (:func:`~policyopt.executor.zygote.warm_plan`; ``None``:
+    every family, on 1 and 2 threads).
     """
 
     name = "local"
 
     def __init__(self, run_dir: str | Path, launcher: str = "fork", env: Mapping[str, str] | None = None,
-                 node: str = "local", tied: bool = False) -> None:
+                 node: str = "local", tied: bool = False, warm_job_types: Sequence[str] | None = None,
+                 warm_threads: Sequence[int] | None = None) -> None:
         if launcher not in LAUNCHERS:
             raise InputError("launcher", launcher, f"must be one of {', '.join(LAUNCHERS)}")
         if launcher == "fork" and not hasattr(os, "fork"):
@@ -339,6 +349,7 @@ class LocalProcessBackend:
         self._popen: dict[tuple[int, int | None], subprocess.Popen[bytes]] = {}
         self._zygote: _Zygote | None = None
         self.tied = tied  # workers die with the process that holds this backend (a Ray actor)
+        self._warm = warm_arguments(warm_job_types, warm_threads)
 
     # -- topology
     def rendezvous(self, worker_id: str) -> tuple[str, int]:
@@ -354,8 +365,14 @@ class LocalProcessBackend:
     # -- starting
     def _fork_server(self) -> _Zygote:
         if self._zygote is None or self._zygote.proc.poll() is not None:
-            self._zygote = _Zygote(self.run_dir / "exits", self.run_dir / "zygote.log", self.env, self.tied)
+            self._zygote = _Zygote(self.run_dir / "exits", self.run_dir / "zygote.log", self.env, self.tied,
+                                   self._warm)
         return self._zygote
+
+    @property
+    def warmed(self) -> dict[str, list[Any]] | None:
+        """What the fork server warmed before it was ready (``job_types``, ``threads``), once it is."""
+        return self._zygote.warmed if self._zygote is not None else None
 
     def warm_up(self, wait: bool = True) -> None:
         """Start the fork server now; with ``wait``, block until it has imported torch."""

@@ -217,7 +217,8 @@ def profile_busy(cluster: Mapping[str, int], job_types: Sequence[tuple[str, int]
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     own = backend is None
-    use: Backend = backend if backend is not None else LocalProcessBackend(out / "backend")
+    use: Backend = backend if backend is not None else LocalProcessBackend(
+        out / "backend", warm_job_types=names, warm_threads=[s.threads for s in slots])
     rates: dict[Target, list[float]] = {}
     weighted: dict[Target, list[tuple[float, int]]] = {}
     scheduled: list[tuple[int, list[tuple[Target, tuple[int, ...]]]]] = []

@@ -180,12 +180,17 @@ def run_command(args: argparse.Namespace) -> int:
         saved = state.get("config")
         base_dir = Path(saved["run_dir"]) if saved else run_dir.resolve()
         backend = RayBackend(slots, base_dir / "backend", address=args.ray_address, launcher=args.launcher,
-                             resource_prefix=args.ray_resource_prefix, run_id=run_id)
+                             resource_prefix=args.ray_resource_prefix, run_id=run_id,
+                             warm_job_types=[j.job_type for j in jobs])
     if busy:
         if backend is None:  # the run's own fork server, kept for the run
             from .backends import LocalProcessBackend
 
-            backend = LocalProcessBackend(run_dir / "backend", config.launcher)
+            from .cluster import build_slots
+
+            backend = LocalProcessBackend(run_dir / "backend", config.launcher,
+                                          warm_job_types=[j.job_type for j in jobs],
+                                          warm_threads=[s.threads for s in build_slots(config.cluster, config.pin)])
         try:
             table, source = resolve_throughputs(args, jobs, config.cluster, run_dir, say, backend=backend,
                                                 slots=slots, config=config)

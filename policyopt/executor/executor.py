@@ -21,7 +21,10 @@ scheduling included; time while no executor runs is not counted):
    its job at exactly its step budget (JCT = finish − arrival on the executor clock); a process
    that crashes is restarted at once from its checkpoint (``restarts``), and a job whose process
    crashes more than ``max_restarts`` times in a row is marked ``failed`` with its error while the
-   others carry on.
+   others carry on. A round in which a job ended and no process is left running ends there (*cut
+   short*, of length ``ℓ < round_seconds``): the run is over when no job is active or pending,
+   and otherwise the next round places the waiting jobs on the freed slots at once. The mechanism
+   counts such a round as ``ℓ`` seconds (``T += ℓ``).
 6. **Account**: read each worker's progress record after the deadline (real steps, losses,
    training seconds), give the mechanism the seconds each job ran, and commit everything to the
    SQLite state in one transaction.
@@ -117,7 +120,8 @@ class Executor(ProcessControl):
         self.topology = Topology.from_state(self.slots, self.state.get("topology"))
         self.placer: RoundPlacer | None = None
         self.backend: Backend = backend if backend is not None else LocalProcessBackend(
-            self.run_dir / "backend", self.config.launcher)
+            self.run_dir / "backend", self.config.launcher, warm_job_types=[j["job_type"] for j in saved["jobs"]],
+            warm_threads=[s.threads for s in self.slots])
         self.jobs: dict[str, JobRecord] = self.state.jobs()
         self.time = float(self.state.get("time", 0.0))
         self.round_index = int(self.state.get("round", 0))
@@ -191,6 +195,9 @@ class Executor(ProcessControl):
         warm = getattr(self.backend, "warm_up", None)
         if warm is not None:
             warm()
+            warmed = getattr(self.backend, "warmed", None)  # what its fork server warmed, where it has one
+            if warmed is not None:
+                self.state.event(self.time, "fork_server_ready", detail=warmed)
         try:
             if resumed:
                 self._recover()
@@ -322,6 +329,7 @@ class Executor(ProcessControl):
         t_started = time.time()
         self._monitor(deadline, lease, slot_sets, acc, wall0, now)
         t_deadline = time.time()
+        acc.cut_short = t_deadline < deadline and not self._stop_requested.is_set()
         self._settle(deadline, lease, slot_sets, acc, wall0, now)
         wall_end = time.time()
         acc.phases = {"plan": t_plan - wall0, "stop": wall_start - t_plan, "start": t_started - wall_start,
@@ -438,8 +446,8 @@ class Executor(ProcessControl):
                 if j in acc.not_started:
                     durations[j] = 0.0
         assert self.mech is not None
-        if placed.selection.combinations:
-            self.mech.record_round(placed.selection, durations)
+        if placed.selection.combinations:  # a round cut short advances the mechanism's clock by its length only
+            self.mech.record_round(placed.selection, durations, length=min(L, duration) if acc.cut_short else None)
         gone = [j for j in acc.ended if j in set(self.mech.arrays.job_ids)]
         if gone:
             self.mech.remove_jobs(gone)
@@ -471,6 +479,7 @@ class Executor(ProcessControl):
         n_slots = len(self.topology.live)
         record = {"time": now, "wall_start": wall0, "wall_end": wall_end, "jobs": per_job,
                   "pairs": placed.pairs, "migrated": placed.migrated, "recomputed": recomputed is not None,
+                  "cut_short": acc.cut_short,
                   "launched": acc.launched, "ended": sorted(acc.ended),
                   "allocated_fraction": len({g for gs in slot_sets.values() for g in gs}) / n_slots if n_slots else 0.0,
                   "busy_fraction": busy / (n_slots * duration) if n_slots and duration > 0 else 0.0,

@@ -11,11 +11,12 @@ node).
 
 The round model (``model="rounds"``, :func:`round_model`) gives the simulator the executor's own
 round costs, measured in the run. An executor round of lease ``L`` lasts ``D = plan + stop + L +
-settle`` seconds (its mean over the rounds that ran jobs), a job whose process continues trains
-``L`` of them, and a job whose process starts in the round trains ``L − o`` (``o``: the mean over
-the launches that trained the whole round, from the start of the round's launches to the worker's
-first step: fork, model build, checkpoint load, rendezvous). So the simulator runs rounds of ``D``
-seconds, every throughput scaled by ``L / D``, ``restore_seconds = o · D / L`` for every start
+settle`` seconds (its mean over the rounds that ran jobs and were not cut short), a job whose
+process continues trains ``L`` of them, and a job whose process starts in the round trains
+``L − o`` (``o``: the mean over the launches that trained the whole round, from the start of the
+round's launches to the worker's first step: fork, model build, checkpoint load, rendezvous). So
+the simulator runs rounds of ``D`` seconds, every throughput scaled by ``L / D``,
+``restore_seconds = o · D / L`` for every start
 (``checkpoint_seconds = 0``: a stop's checkpoint is inside the stop phase of ``D``), without a
 renewal credit and without sticky worker types, as the executor's mechanism. ``model="nominal"``
 is the plain model: rounds of ``L``, ``restore_seconds`` = the mean worker start-up,
@@ -100,7 +101,8 @@ def round_model(report: Mapping[str, Any]) -> dict[str, Any]:
     round), ``restore_seconds`` ``o · D / L``, ``checkpoint_seconds`` 0, and the sample counts."""
     L = float(report["config"]["round_seconds"])
     finish = {jid: j.get("finish") for jid, j in report["jobs"].items()}
-    rounds = [r for r in report.get("rounds") or [] if r.get("jobs")]
+    # a round cut short (its jobs ended and nothing was left to run) is not a round of the model
+    rounds = [r for r in report.get("rounds") or [] if r.get("jobs") and not r.get("cut_short")]
     D = float(np.mean([float(r["duration"]) for r in rounds])) if rounds else L
     lost = [L - float(v["train_seconds"]) for r in rounds for jid, v in r["jobs"].items()
             if not v.get("renewed") and v.get("train_seconds") is not None

@@ -54,6 +54,7 @@ class RoundAcc:
     launched: list[str] = field(default_factory=list)
     not_started: list[str] = field(default_factory=list)  # selected, but a slot's machine was gone
     phases: dict[str, float] = field(default_factory=dict)  # wall seconds per phase of the round
+    cut_short: bool = False  # ended before its deadline: a job ended and no process was left running
 
 
 class ProcessControl:
@@ -404,6 +405,10 @@ class ProcessControl:
                 if code is not None:
                     self._handle_exit(j, code, lease, slot_sets, acc, wall0, now, deadline, rank)
                     self._save_jobs()
+            if acc.ended and not self.tracks:
+                # every process of the round has ended and a job ended with it: the rest of the round
+                # would idle (the run is over, or the waiting jobs get the freed slots next round)
+                return
             if t - last_view >= 0.5:
                 last_view = t
                 for j, track in self.tracks.items():

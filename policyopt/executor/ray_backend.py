@@ -18,11 +18,13 @@ __all__ = ["RayBackend", "WorkerActor"]
 class WorkerActor:
     """Body of the Ray actor for one worker slot: a :class:`LocalProcessBackend` on its node."""
 
-    def __init__(self, run_dir: str, launcher: str, env: Mapping[str, str], node: str) -> None:
+    def __init__(self, run_dir: str, launcher: str, env: Mapping[str, str], node: str,
+                 warm_job_types: Sequence[str] | None = None, warm_threads: Sequence[int] | None = None) -> None:
         import ray
 
         self.node_id = ray.get_runtime_context().get_node_id()
-        self.backend = LocalProcessBackend(run_dir, launcher, env, node=self.node_id, tied=True)
+        self.backend = LocalProcessBackend(run_dir, launcher, env, node=self.node_id, tied=True,
+                                           warm_job_types=warm_job_types, warm_threads=warm_threads)
 
     def warm_up(self) -> str:
         """Start the fork server; returns the Ray node id this slot lives on."""
@@ -78,7 +80,8 @@ class RayBackend:
     worker types map to the nodes that really have them; CUDA slots also request ``num_gpus=1``.
     ``run_dir`` must be a path that exists on every node (shared storage for checkpoints).
     ``namespace`` and ``run_id`` name the actors (detached), so an executor restarted against a
-    running cluster finds them again.
+    running cluster finds them again. ``warm_job_types`` (the run's job types): each slot's fork
+    server warms only their families, on its slot's thread count (``None``: every family).
 
     Nodes: :meth:`slot_nodes` gives the node of every slot whose actor is up on a node Ray reports
     alive. A slot whose node died is absent; a new actor for it is requested at once and the slot
@@ -92,7 +95,7 @@ class RayBackend:
     def __init__(self, slots: Sequence[Any], run_dir: str | Path, *, address: str | None = None,
                  launcher: str = "fork", resource_prefix: str | None = None, namespace: str = "policyopt",
                  run_id: str = "run", init_options: Mapping[str, Any] | None = None,
-                 env: Mapping[str, str] | None = None) -> None:
+                 env: Mapping[str, str] | None = None, warm_job_types: Sequence[str] | None = None) -> None:
         try:
             import ray
         except ImportError as exc:  # pragma: no cover - depends on the environment
@@ -113,6 +116,7 @@ class RayBackend:
         self._prefix = resource_prefix
         self._run_id = run_id
         self.slots = list(slots)
+        self._warm_types = None if warm_job_types is None else sorted({str(t) for t in warm_job_types})
         self._actors: dict[str, Any] = {}
         self._ready: dict[str, Any] = {}  # worker id -> pending warm_up reference (actor not confirmed yet)
         self._nodes: dict[str, str] = {}  # worker id -> node id, for actors that are up
@@ -128,7 +132,8 @@ class RayBackend:
         if self._prefix:
             opts["resources"] = {f"{self._prefix}{slot.worker_type}": 1}
         actor: Any = self._remote.options(**opts).remote(str(self._run_dir / "nodes" / slot.worker_id), self._launcher,
-                                                    self._env, slot.worker_id)
+                                                    self._env, slot.worker_id, self._warm_types,
+                                                    None if self._warm_types is None else [slot.threads])
         self._actors[slot.worker_id] = actor
         self._ready[slot.worker_id] = actor.warm_up.remote()
 

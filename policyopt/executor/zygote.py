@@ -17,7 +17,10 @@ a child killed by signal ``N``).
 No tensor computation happens in the zygote, so torch's thread pools do not exist yet when it
 forks; each child sets its own thread count. Before it reports ready, a throw-away child runs two
 steps of one job type per family (:func:`warm_pages`), so the first real worker does not pay for
-reading torch's kernels from disk. On end of stdin (the executor exited or was killed)
+reading torch's kernels from disk. ``--warm TYPE,TYPE,...`` (the run's job types) limits that to
+the families those job types belong to, and ``--warm-threads N,N,...`` (the run's slots' thread
+counts) to the thread counts the run uses (:func:`warm_plan`); ``--warm ""`` warms nothing.
+Without them every family is warmed on 1 and 2 threads. On end of stdin (the executor exited or was killed)
 the zygote stops accepting launches, keeps reaping until its children have exited (they end by
 themselves when their lease runs out), and exits.
 
@@ -34,9 +37,9 @@ import select
 import signal
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterable
 
-__all__ = ["main", "preload", "warm_pages", "WARM_JOB_TYPES"]
+__all__ = ["main", "preload", "warm_pages", "warm_plan", "warm_arguments", "WARM_JOB_TYPES"]
 
 
 def preload() -> None:
@@ -57,8 +60,38 @@ def preload() -> None:
 WARM_JOB_TYPES = ("resnet-bs32", "lstm-bs10", "transformer-bs16", "recommendation-bs128")
 
 
-def warm_pages(job_types: tuple[str, ...] = WARM_JOB_TYPES, steps: int = 2) -> None:
-    """Run ``steps`` training steps of each job type, on 1 and on 2 threads.
+def warm_plan(job_types: Iterable[str] | None = None, threads: Iterable[int] | None = None
+              ) -> tuple[tuple[str, ...], tuple[int, ...]]:
+    """What the fork server warms for a run of ``job_types`` on slots of ``threads`` torch threads:
+    the job type of :data:`WARM_JOB_TYPES` of each family among ``job_types`` (every family when
+    ``None``; unknown names are left to the workers, which report them), on 1 thread when some slot
+    has one thread and on 2 when some slot has more (multi-threaded kernels run the same code on 2
+    threads as on 16; both when ``None``)."""
+    from policyopt.jobs.zoo import JOB_TYPES
+
+    types: tuple[str, ...]
+    if job_types is None:
+        types = WARM_JOB_TYPES
+    else:
+        families = {JOB_TYPES[n].family for n in job_types if n in JOB_TYPES}
+        types = tuple(t for t in WARM_JOB_TYPES if JOB_TYPES[t].family in families)
+    counts = (1, 2) if threads is None else tuple(sorted({min(int(n), 2) for n in threads if int(n) > 0}))
+    return types, counts
+
+
+def warm_arguments(job_types: Iterable[str] | None, threads: Iterable[int] | None) -> list[str]:
+    """The fork server's command-line options that warm only what a run of ``job_types`` on slots of
+    ``threads`` threads uses (none for ``None``: warm everything)."""
+    args = []
+    if job_types is not None:
+        args.append("--warm=" + ",".join(sorted({str(n) for n in job_types})))
+    if threads is not None:
+        args.append("--warm-threads=" + ",".join(str(n) for n in sorted({int(n) for n in threads})))
+    return args
+
+
+def warm_pages(job_types: tuple[str, ...] = WARM_JOB_TYPES, steps: int = 2, threads: tuple[int, ...] = (1, 2)) -> None:
+    """Run ``steps`` training steps of each job type, on each of ``threads`` thread counts.
 
     Called in a throw-away child of the fork server: the first process that runs a kernel reads its
     code from torch's shared libraries on disk (seconds on a loaded machine); afterwards the pages
@@ -69,8 +102,8 @@ def warm_pages(job_types: tuple[str, ...] = WARM_JOB_TYPES, steps: int = 2) -> N
 
     from policyopt.jobs.zoo import get_job_type
 
-    for threads in (1, 2):
-        torch.set_num_threads(threads)
+    for n in threads:
+        torch.set_num_threads(n)
         for name in job_types:
             job = get_job_type(name).build(0, "cpu")
             for _ in range(steps):
@@ -150,29 +183,51 @@ def _child(request: dict[str, Any], tied: bool = False) -> None:
         os._exit(status)
 
 
+def _parse(argv: list[str]) -> tuple[Path, bool, list[str] | None, list[int] | None] | None:
+    """``(exits dir, tied, warm job types, warm thread counts)``, or ``None`` for a bad command line."""
+    tied, types, threads, rest = False, None, None, []
+    for a in argv:
+        if a == "--die-with-parent":
+            tied = True
+        elif a.startswith("--warm="):
+            types = [t for t in a.split("=", 1)[1].split(",") if t]
+        elif a.startswith("--warm-threads="):
+            try:
+                threads = [int(t) for t in a.split("=", 1)[1].split(",") if t]
+            except ValueError:
+                return None
+        else:
+            rest.append(a)
+    if len(rest) != 1 or rest[0].startswith("--"):
+        return None
+    return Path(rest[0]), tied, types, threads
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = list(sys.argv[1:] if argv is None else argv)
-    tied = "--die-with-parent" in args
-    args = [a for a in args if a != "--die-with-parent"]
-    if len(args) != 1:
-        print("usage: python -m policyopt.executor.zygote [--die-with-parent] EXITS_DIR", file=sys.stderr)
+    parsed = _parse(list(sys.argv[1:] if argv is None else argv))
+    if parsed is None:
+        print("usage: python -m policyopt.executor.zygote [--die-with-parent] [--warm=TYPE,...] "
+              "[--warm-threads=N,...] EXITS_DIR", file=sys.stderr)
         return 2
+    exits, tied, warm_types, warm_threads = parsed
     parent = os.getppid()
-    exits = Path(args[0])
     exits.mkdir(parents=True, exist_ok=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C is for the executor, which stops the workers
     preload()
-    warm = os.fork()
-    if warm == 0:
-        code = 0
-        try:
-            warm_pages()
-        except BaseException:  # noqa: BLE001 - warming is an optimization; workers report real errors
-            code = 1
-        os._exit(code)
-    os.waitpid(warm, 0)
+    types, threads = warm_plan(warm_types, warm_threads)
+    if types and threads:
+        warm = os.fork()
+        if warm == 0:
+            code = 0
+            try:
+                warm_pages(types, threads=threads)
+            except BaseException:  # noqa: BLE001 - warming is an optimization; workers report real errors
+                code = 1
+            os._exit(code)
+        os.waitpid(warm, 0)
     out = sys.stdout
-    out.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
+    out.write(json.dumps({"ready": True, "pid": os.getpid(), "warmed": {"job_types": list(types),
+                                                                      "threads": list(threads)}}) + "\n")
     out.flush()
     children: set[int] = set()
     stdin = sys.stdin.buffer
