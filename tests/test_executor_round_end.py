@@ -23,15 +23,17 @@ from policyopt.executor.state import ExecutorState
 
 
 class _Worker:
-    """A simulated worker: it trains while its lease runs and completes after ``need`` seconds of it."""
+    """A simulated worker: it trains while its lease runs and completes after ``need`` seconds of it;
+    a new process of the job resumes where the last one stopped."""
 
-    def __init__(self, launch: Any, need: float) -> None:
+    def __init__(self, launch: Any, need: float, resumed: float = 0.0) -> None:
         self.launch = launch
         self.need = need
-        self.trained = 0.0
+        self.trained = resumed  # lease seconds trained before this process (its "checkpoint")
+        self.start_step = self.steps()
         self.started = self.seen = time.time()
         self.deadline = float(launch.lease["deadline"])
-        self.stopped = False
+        self.stopped = self.killed = False
 
     def advance(self) -> None:
         now = time.time()
@@ -43,12 +45,15 @@ class _Worker:
     def completed(self) -> bool:
         return self.trained >= self.need
 
+    def steps(self) -> int:
+        return self.launch.steps_total if self.completed else int(self.launch.steps_total * self.trained / self.need)
+
     def record(self) -> dict[str, Any]:
         self.advance()
-        steps = self.launch.steps_total if self.completed else int(self.launch.steps_total * self.trained / self.need)
         status = ("completed" if self.completed else "stopped" if self.stopped
                   else "waiting" if self.seen >= self.deadline else "running")
-        return {"job_id": self.launch.job_id, "status": status, "steps_done": steps, "session_start_step": 0,
+        return {"job_id": self.launch.job_id, "status": status, "steps_done": self.steps(),
+                "session_start_step": self.start_step,
                 "updated_at": self.seen, "wall_seconds": self.seen - self.started, "train_seconds": self.trained,
                 "initial_loss": 2.0, "final_loss": 1.0}
 
@@ -58,12 +63,15 @@ class _SimulatedBackend:
 
     name = "simulated"
 
-    def __init__(self, seconds: Mapping[str, float]) -> None:
+    def __init__(self, seconds: Mapping[str, float], hang_on_stop: frozenset[str] = frozenset()) -> None:
         self.seconds = dict(seconds)
+        self.hang_on_stop = hang_on_stop  # jobs whose process checkpoints and stops, then never exits
         self.workers: dict[int, _Worker] = {}
+        self.killed: list[str] = []
 
     def start(self, launch: Any) -> ProcessHandle:
-        self.workers[launch.launch_id] = _Worker(launch, self.seconds[launch.job_id])
+        before = [w.trained for w in self.workers.values() if w.launch.job_id == launch.job_id]
+        self.workers[launch.launch_id] = _Worker(launch, self.seconds[launch.job_id], max(before, default=0.0))
         return ProcessHandle(launch.job_id, launch.launch_id, 10_000 + launch.launch_id, None, time.time(),
                              launch.progress_file, launch.lease_file, launch.log_file, launch.workers)
 
@@ -79,10 +87,16 @@ class _SimulatedBackend:
 
     def kill(self, handle: ProcessHandle) -> None:
         self.stop(handle)
+        self.workers[handle.launch_id].killed = True
+        self.killed.append(handle.job_id)
 
     def poll(self, handle: ProcessHandle) -> int | None:
         w = self.workers[handle.launch_id]
         w.advance()
+        if w.killed:
+            return -9
+        if w.stopped and handle.job_id in self.hang_on_stop:
+            return None
         return 0 if w.completed or w.stopped else None
 
     def progress(self, handle: ProcessHandle) -> dict[str, Any]:
@@ -104,12 +118,14 @@ class _SimulatedBackend:
         pass
 
 
-def _run(tmp_path: Path, cluster: str, seconds: Mapping[str, float], round_seconds: float) -> dict[str, Any]:
+def _run(tmp_path: Path, cluster: str, seconds: Mapping[str, float], round_seconds: float,
+         backend: _SimulatedBackend | None = None) -> dict[str, Any]:
     jobs = parse_jobs([{"id": j, "job_type": "lstm-bs10", "steps": 50, "seed": i} for i, j in enumerate(seconds)])
     table = load_throughput_table(example_throughputs_path("small"))
     cfg = ExecutorConfig(cluster=cluster, round_seconds=round_seconds, pin="off")
     state = ExecutorState(tmp_path / "s.sqlite")
-    report = Executor(state, jobs, cfg, table, tmp_path / "run", backend=_SimulatedBackend(seconds)).run()
+    backend = backend if backend is not None else _SimulatedBackend(seconds)
+    report = Executor(state, jobs, cfg, table, tmp_path / "run", backend=backend).run()
     assert report["status"] == "finished"
     assert all(j["status"] == "completed" and j["steps_done"] == 50 for j in report["jobs"].values())
     report["clock"] = ExecutorState(tmp_path / "s.sqlite").get("time")
@@ -146,6 +162,22 @@ def test_a_round_with_a_process_still_training_runs_to_its_deadline(tmp_path: Pa
     assert report["jobs"]["short"]["finish"] < 1.0
     assert rest and rest[-1]["cut_short"] and set(rest[-1]["jobs"]) == {"long"}
     assert report["clock"] < 3.0  # the second round ends with "long", 0.5 s of training into it
+
+
+def test_a_stopped_process_that_does_not_exit_is_killed_once_it_checkpointed(tmp_path: Path,
+                                                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preempted process that wrote its checkpoint and ``stopped`` record but hangs on its way out
+    is killed after ``EXIT_GRACE`` seconds, not after the stop timeout (30 s)."""
+    import policyopt.executor.ranks as ranks
+
+    monkeypatch.setattr(ranks, "EXIT_GRACE", 0.5)
+    seconds = {"a": 1.2, "b": 1.2}  # neither fits in a round: they take turns on the one slot
+    backend = _SimulatedBackend(seconds, hang_on_stop=frozenset({"a", "b"}))
+    report = _run(tmp_path, "cpu1=1", seconds, round_seconds=1.0, backend=backend)
+    stops = [r["phases"]["stop"] for r in report["rounds"]]
+    assert backend.killed and max(stops) >= 0.5  # a preempted process hung and was killed
+    assert max(stops) < 5.0
+    assert all(j["steps_lost"] == 0 for j in report["jobs"].values())
 
 
 torch = pytest.importorskip("torch")

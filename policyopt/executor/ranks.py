@@ -26,7 +26,11 @@ from .config import ExecutorConfig, scale_of
 from .state import ExecutorState, JobRecord
 from .topology import Topology
 
-__all__ = ["Track", "RoundAcc", "ProcessControl"]
+__all__ = ["Track", "RoundAcc", "ProcessControl", "EXIT_GRACE"]
+
+#: seconds a stopped process may take to exit once its record says it checkpointed and stopped;
+#: then it is killed (nothing of it is lost) instead of holding the round up to the stop timeout
+EXIT_GRACE = 5.0
 
 
 @dataclass
@@ -277,9 +281,19 @@ class ProcessControl:
         timeout = max(30.0, self.config.renewal_wait)
         for j in jobs:
             track = self.tracks[j]
+            saved_at: float | None = None
+            looked = 0.0
             while self._poll(track.handle) is None:
-                if time.time() - t0 > timeout:
+                t = time.time()
+                if t - t0 > timeout or (saved_at is not None and t - saved_at > EXIT_GRACE):
+                    if saved_at is not None:
+                        self.log(f"{j}: killed {t - saved_at:.0f} s after it checkpointed and stopped without exiting")
                     self._quietly(self.backend.kill, track.handle)
+                elif saved_at is None and t - looked >= 0.25:
+                    looked = t
+                    record = self._quietly(self.backend.progress, track.handle) or {}
+                    if record.get("job_id") == j and record.get("status") in ("stopped", "completed", "lease_ended"):
+                        saved_at = t  # its last checkpoint and record are written: only its exit is left
                 time.sleep(0.02)
             self._end_ranks(track, kill=False)
             rec = self.jobs[j]
