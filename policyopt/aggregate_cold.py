@@ -216,7 +216,7 @@ def build(policy: Any, space: AllocationSpace, signature: tuple[Any, ...]) -> Ag
 
     small = reduced_model(sf, policy.solver_options(sf), cap=False)
     ids = space.jobs.labels
-    # (the job arrays are not copied: the model's first update, next, keeps copies of them)
+    # (the job arrays are the problem's own, kept as they are: a problem's arrays are not changed in place)
     out = AggregateModel(signature, small, obj_var.name if obj_var is not None else None, ids,
                           (T, scale, weights), group, rep, col_group, row_group, base,
                           (pos, lin_group, lin_unit), variables, ent_col)

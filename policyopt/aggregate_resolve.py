@@ -553,10 +553,11 @@ class AggregateModel(_ClassCounts, EpigraphStages):
             g = found
             mult = np.bincount(g, minlength=self.mult.size)
         self._restore(mult)
-        # (copies: the caller's arrays are not ours to keep)
-        self.ids, self.group, self.mult = ids.copy(), g, mult
+        # (the problem's own arrays, kept as they are, not copied: a problem's arrays, built once from
+        # its jobs, are not changed in place — max-sum's class-basis re-solve keeps them alike)
+        self.ids, self.group, self.mult = ids, g, mult
         self.jobs, self.changes = jobs, changes
-        self.T, self.scale, self.weights = T.copy(), scale.copy(), weights.copy()
+        self.T, self.scale, self.weights = T, scale, weights
         self._slot_of = None  # (the table was of the old ids)
         self.updates += 1
         # each job has its class's data: what depends on it only is the class's (computed once per
