@@ -271,12 +271,14 @@ class ClassBasis:
         dropped). ``None`` where a new class has a type of infinite value (a zero equal share)."""
         if b == a:
             return np.zeros(0, np.int64)
-        T, scale, weights = space.T[a:b], space.scale[a:b], space.weights[a:b]
-        if b - a <= 8:
+        T, scale, weights = space.T, space.scale, space.weights
+        if b - a <= 8:  # (each job's bytes from one-row slices: no sliced arrays, no scalars)
             keys = self._class_keys()
-            got = [keys.get(T[i].tobytes() + scale[i].tobytes() + weights[i].tobytes()) for i in range(b - a)]
+            got = [keys.get(T[i:i + 1].tobytes() + scale[i:i + 1].tobytes() + weights[i:i + 1].tobytes())
+                   for i in range(a, b)]
             if None not in got:
                 return np.array(got, np.int64)
+        T, scale, weights = T[a:b], scale[a:b], weights[a:b]
         eq = (T[:, None, :] == self.rep_T[None, :, :]).all(axis=2)
         eq &= scale[:, None] == self.rep_scale[None, :]
         eq &= weights[:, None] == self.rep_weights[None, :]
