@@ -4,14 +4,15 @@ cross-checked against a cold HiGHS simplex solve of the whole LP through the gen
 (``algorithm="simplex"``): the same status, the objective to 1e-7 relative, the allocation within
 every row and bound of the whole LP to 1e-9 (:func:`fast_route_checks.check`).
 
-Inputs: sizes on both sides of every route's threshold (64 and 128 jobs for the arrays, 128 jobs and
-a quarter of classes for the class routes, 400/500 columns for the structured fast path, 1,500 for
-the linking prices, 4,000 for interior point), one kind for all jobs, all jobs distinct, 1–12 worker
-types, a type with no workers, missing and zero throughputs, unconsolidated variants, scale factors
-up to 8, weights, priorities, throughputs of ~1e-8 and ~1e13 (and 2e-9 after changes), ties (throughputs of 1, 2 or 3).
-Re-solves: arrivals (of a kind present, of a new kind, inserted anywhere), completions, several at
-once, a job's throughputs or weight changed, a class emptied, the same problem twice, a reorder, a
-type's capacity set to zero and back, problems built by ``Problem.with_jobs`` and afresh. Which
+Inputs: sizes on both sides of every route's threshold (64 and 128 jobs for the arrays, 512 for
+max-min's first problem by them, 128 jobs and a quarter of classes for the class routes, 400/500 columns
+for the structured fast path, 1,500 for the linking prices, 4,000 for interior point), one kind for all
+jobs, all jobs distinct, 1–12 worker types, a type with no workers, missing and zero throughputs,
+unconsolidated variants, scale factors up to 8, weights, priorities, throughputs of ~1e-8 and ~1e13
+(and 2e-9 after changes), ties (throughputs of 1, 2 or 3). Re-solves: arrivals (of a kind present, of a
+new kind, inserted anywhere), completions, several at once, a burst of one kind, a job's throughputs or
+weight changed, a class emptied, the same problem twice, a reorder, a type's capacity set to zero and
+back, problems built by ``Problem.with_jobs`` and afresh. Which
 route answered is recorded (:func:`fast_route_checks.routes`) and
 :func:`test_each_route_is_reached` asserts each one answers where it should. Space sharing runs in a
 child process (a crash in HiGHS kills that process, not the test run). Hypothesis runs derandomized
@@ -40,8 +41,9 @@ HERE = Path(__file__).resolve().parent
 
 POLICIES = [("max_sum_throughput", {}), ("max_sum_throughput", {"normalize": True}), ("max_min_fairness", {}),
             ("max_min_fairness", {"fill": False}), ("max_min_fairness_agnostic", {})]
-#: both sides of the thresholds: the arrays' 64 / 128 jobs, the class routes' 128 jobs
-SIZES = [1, 2, 3, 17, 63, 64, 65, 127, 128, 129, 180]
+#: both sides of the thresholds: the arrays' 64 / 128 jobs (max-min's first problem: 512), the class
+#: routes' 128 jobs
+SIZES = [1, 2, 3, 17, 63, 64, 65, 127, 128, 129, 180, 512, 513]
 
 
 @st.composite
@@ -120,12 +122,15 @@ def change(rng: np.random.Generator, op: int, jobs: list[Job], cl: Cluster, kw: 
     elif op == 9 and jobs:  # a job's weight changed
         i = int(rng.integers(len(jobs)))
         jobs[i] = dataclasses.replace(jobs[i], weight=jobs[i].weight * 2)
+    elif op == 10 and jobs:  # a burst of arrivals of one kind (past a capacity its class left slack)
+        src = jobs[int(rng.integers(len(jobs)))]
+        jobs += [dataclasses.replace(src, id=f"b{tag}_{i}") for i in range(int(rng.integers(5, 40)))]
     return jobs, cl  # (op 5: the same problem again)
 
 
 @settings(max_examples=40)
 @given(st.sampled_from(POLICIES), hostile([3, 40, 63, 64, 65, 127, 128, 129, 160, 256]),
-       st.lists(st.integers(0, 9), min_size=3, max_size=6), st.integers(0, 2**16))
+       st.lists(st.integers(0, 10), min_size=3, max_size=6), st.integers(0, 2**16))
 def test_resolve_sequences_equal_the_whole_lp(policy: tuple[str, dict], case: Any, ops: list[int],
                                               seed: int) -> None:
     """One policy object re-solving after each change of ``ops`` (see :func:`change`)."""
@@ -159,6 +164,30 @@ def test_other_policies_equal_the_whole_lp(name: str, case: Any, seed: int) -> N
     p = make_problem(seed, n, K, kinds, **kw)
     with routes() as seen:
         solve_checked(get_policy(name), name, {}, p, seen, f"{name} {n} jobs {kinds} kinds {kw}")
+
+
+@settings(max_examples=25)
+@given(st.sampled_from([{}, {"normalize": True}]), st.integers(128, 300), st.integers(1, 6), st.integers(1, 12),
+       st.booleans(), st.lists(st.sampled_from([10, 10, 10, 0, 1, 3, 8]), min_size=2, max_size=5),
+       st.integers(0, 2**16))
+def test_class_routes_after_bursts_equal_the_whole_lp(opts: dict, n: int, K: int, kinds: int, scarce: bool,
+                                                      ops: list[int], seed: int) -> None:
+    """Max-sum throughput's class routes (its first problem by the class transportation LP, the next
+    ones from its kept basis or a HiGHS run on it) after arrivals, bursts of one kind, new kinds and
+    completions: a class whose type's capacity was slack (price 0) may overflow it."""
+    name = "max_sum_throughput"
+    kw: dict[str, Any] = dict(mag=0.0, ties=seed % 2 == 0, zeros=0.3, scales=(1, 2, 4), weighted=False,
+                              unconsolidated=False)
+    p = make_problem(seed, n, K, kinds, scarce=scarce, **kw)
+    rng = np.random.default_rng(seed)
+    pol = get_policy(name, **opts)
+    with routes() as seen:
+        what = f"{name} {opts} {n} jobs {kinds} kinds scarce={scarce}"
+        solve_checked(pol, name, opts, p, seen, what)
+        jobs, cl = list(p.jobs), p.cluster
+        for i, op in enumerate(ops):
+            jobs, cl = change(rng, op, jobs, cl, kw, f"{seed}_{i}")
+            solve_checked(pol, name, opts, p.with_jobs(jobs), seen, f"{what} after {ops[:i + 1]}")
 
 
 # ------------------------------------------------------------------------------ each route reached
