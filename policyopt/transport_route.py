@@ -3,7 +3,7 @@
 For :class:`~formulations.max_sum_throughput.MaxSumThroughput` itself (not a subclass, which may
 build differently) with ``algorithm="auto"`` on HiGHS and no ``threads``, ``time_limit`` or
 ``verbose`` option, on the plain allocation space without pair rows, at most
-:data:`~policyopt.solver_api.TRANSPORT_MAX_JOBS` jobs (a policy object it answered before: at most
+:data:`MAX_SUM_MAX_JOBS` jobs (a policy object it answered before: at most
 :data:`~policyopt.solver_api.TRANSPORT_RESOLVE_MAX_JOBS`) and no model kept for re-solves,
 :func:`solve` builds the LP's data from the space's arrays (throughputs, masks, scale factors,
 worker counts) and solves it as the transportation LP of :mod:`policyopt.solvers.transport`
@@ -11,7 +11,10 @@ worker counts) and solves it as the transportation LP of :mod:`policyopt.solvers
 configurations matters), certified on the whole LP. The answer is the policy's result as the LP
 path gives it (allocation clipped and masked, objective the optimal sum, solver ``"highs"``); the
 answer's capacity prices are kept on the policy object, where the next problem's exact
-transportation route (:mod:`policyopt.solvers.transport_exact`) starts from them. When
+transportation route (:mod:`policyopt.solvers.transport_exact`) starts from them. No basis is
+asked for (``transport.solve(basis=False)``: up to
+:data:`~policyopt.solvers.transport_small.MAX_CELLS` jobs × types the exact method on Python
+lists, :mod:`policyopt.solvers.transport_small`). When
 the route does not apply or its certificate fails it returns ``None`` and the policy solves as
 before.
 
@@ -59,6 +62,12 @@ _PRICES = "_transport_prices"
 #: solve there (Gavel's workload, a process's first call, CPU: 256 jobs 4.6 against 9.9 ms, 512 jobs
 #: 4.7 against 9.8; docs/solvers-small.md); its re-solves keep ``TRANSPORT_RESOLVE_MAX_JOBS``
 MAX_MIN_MAX_JOBS = 512
+#: max-sum throughput's first problem takes the route up to this many jobs, above
+#: ``TRANSPORT_MAX_JOBS`` (where no kept class basis answers first: max_sum_throughput's ``solve``):
+#: its transportation LP by the exact method costs less than the kept model's build and solve there
+#: (Gavel's workload at 256 jobs, a process's first call; docs/solvers-small.md); its re-solves keep
+#: ``TRANSPORT_RESOLVE_MAX_JOBS``
+MAX_SUM_MAX_JOBS = 256
 
 
 def applies(policy: Any, space: AllocationSpace, first_most: int | None = None) -> bool:
@@ -82,10 +91,10 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     """``policy``'s result on ``problem`` by the transportation LP, or ``None`` (see the module
     docstring)."""
     t0 = time.perf_counter()
-    if not _size_applies(policy, len(problem.jobs)):
+    if not _size_applies(policy, len(problem.jobs), MAX_SUM_MAX_JOBS):
         return None
     space = policy.make_space(problem)
-    if not applies(policy, space):
+    if not applies(policy, space, MAX_SUM_MAX_JOBS):
         return None
     values = space.T
     normalize = policy.config["normalize"]
@@ -96,7 +105,7 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     if normalize and not np.isfinite(V[V > -np.inf]).all():  # (a job of zero equal share)
         return None
     t1 = time.perf_counter()
-    ans = transport.solve(V, space.row_scale, space.counts, None, start=policy.__dict__.get(_PRICES))
+    ans = transport.solve(V, space.row_scale, space.counts, None, start=policy.__dict__.get(_PRICES), basis=False)
     if ans is None:
         return None
     t2 = time.perf_counter()

@@ -36,7 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from . import transport_exact
+from . import transport_exact, transport_small
 from .highs_support import _acquire_highs, _release_highs, objective_scale, run_threads, silence_banner
 
 __all__ = ["TransportAnswer", "EpigraphAnswer", "per_type", "solve", "certify", "solve_max_min"]
@@ -102,15 +102,23 @@ def certify(V: np.ndarray, s: np.ndarray, C: np.ndarray, x: np.ndarray, p: np.nd
 
 
 def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None, exact: bool = True,
-          start: np.ndarray | None = None) -> TransportAnswer | None:
+          start: np.ndarray | None = None, basis: bool = True) -> TransportAnswer | None:
     """The certified optimum of ``max Σ V·x`` s.t. ``Σ_k x_jk ≤ 1``, ``Σ_j s_j x_jk ≤ C_k``,
     ``x ≥ 0`` (columns where ``V ≤ 0`` or ``-inf`` held at 0), or ``None`` when HiGHS gives no
     optimum or the certificate fails. With ``exact`` the primal–dual method of
     :mod:`~policyopt.solvers.transport_exact` is tried first (no HiGHS; its answer certified the
     same way, with a basis of the LP), from the capacity prices ``start`` where given (a previous
-    problem's ``p``); where it declines, HiGHS's primal simplex answers."""
+    problem's ``p``); where it declines, HiGHS's primal simplex answers. Without ``basis`` (the
+    caller keeps no basis: the answer's ``basic`` and ``cols`` may be ``None``) an LP of at most
+    :data:`~policyopt.solvers.transport_small.MAX_CELLS` jobs × types goes to the same method on
+    Python lists first (:mod:`~policyopt.solvers.transport_small`: the same point and prices, few
+    numpy routines in a process's first call)."""
     if exact:
-        got = transport_exact.solve(V, s, C, start)
+        if not basis and V.size <= transport_small.MAX_CELLS:
+            got = transport_small.solve(V, s, C, start)
+            if got is not None:
+                return got
+        got = transport_exact.solve(V, s, C, start, basis)
         if got is not None:
             return got
     import highspy

@@ -68,12 +68,15 @@ STEPS_PER_TYPE = 4
 _Flow = list[dict[int, float]]
 
 
-def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: np.ndarray | None = None
+def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: np.ndarray | None = None, basis: bool = True
           ) -> transport.TransportAnswer | None:
     """The certified optimum of the transportation LP as a
     :class:`~policyopt.solvers.transport.TransportAnswer` (with a basis), or ``None`` (module
     docstring). ``start``: prices to start from instead of 0 (clipped at 0; ignored unless ``K``
-    finite numbers) — a previous problem's ``p`` leaves a few steps to take."""
+    finite numbers) — a previous problem's ``p`` leaves a few steps to take. Without ``basis``
+    no basis is formed (the answer's ``basic`` and ``cols`` are ``None``), nor are a
+    dual-degenerate component's prices lowered (which only serves the basis): the same point, its
+    prices those the steps ended at."""
     n, K = V.shape
     if n == 0 or K == 0 or K > MAX_TYPES or not np.isfinite(C).all() or (C < 0).any():
         return None
@@ -135,6 +138,9 @@ def solve(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: np.ndarray | None 
         if built is None:
             return None
         x, idle = built
+        if not basis:
+            ok, obj, bound, y = transport.certify(V, s, C, x, p)
+            return transport.TransportAnswer(x, obj, p, y, bound, step) if ok else None
         for _ in range(K + 1):
             basic = _basis(use, act, x, idle, room, admT.T, u <= tol, p, ftol)
             if not isinstance(basic, list):

@@ -54,7 +54,7 @@ def no_transport_route(monkeypatch: pytest.MonkeyPatch) -> None:
     their models kept for re-solves): for tests of the kept-model machinery on problems small enough
     that the policy would otherwise answer from the space's arrays (``policyopt.transport_route``:
     both policies up to ``TRANSPORT_MAX_JOBS`` jobs, max-min's first problem up to
-    ``MAX_MIN_MAX_JOBS``), and max-sum's first problem of repeated jobs by
+    ``MAX_MIN_MAX_JOBS``, max-sum's up to ``MAX_SUM_MAX_JOBS``), and max-sum's first problem of repeated jobs by
     its class transportation LP (``policyopt.class_transport``, whose re-solves,
     ``policyopt.transport_resolve``, then never start). The routes on the same inputs:
     tests/test_routes_on_kept_model_inputs.py."""
@@ -62,14 +62,17 @@ def no_transport_route(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(solver_api, "TRANSPORT_MAX_JOBS", 0)
     monkeypatch.setattr(transport_route, "MAX_MIN_MAX_JOBS", 0)
+    monkeypatch.setattr(transport_route, "MAX_SUM_MAX_JOBS", 0)
     monkeypatch.setattr(class_transport, "applies", lambda policy, n: False)
 
 
 @pytest.fixture
 def max_min_arrays_as_max_sum(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Max-min fairness's first problem takes the arrays route only up to ``TRANSPORT_MAX_JOBS`` jobs
-    (as max-sum's), not up to ``transport_route.MAX_MIN_MAX_JOBS``: for tests of the kept model's
-    re-solves that start from a first call of a few hundred jobs building and keeping the model."""
+    """Max-min fairness's and max-sum throughput's first problems take the arrays route only up to
+    ``TRANSPORT_MAX_JOBS`` jobs, not up to ``transport_route.MAX_MIN_MAX_JOBS`` / ``MAX_SUM_MAX_JOBS``:
+    for tests of the kept model's re-solves that start from a first call of a few hundred jobs
+    building and keeping the model."""
     from policyopt import solver_api, transport_route
 
     monkeypatch.setattr(transport_route, "MAX_MIN_MAX_JOBS", solver_api.TRANSPORT_MAX_JOBS)
+    monkeypatch.setattr(transport_route, "MAX_SUM_MAX_JOBS", solver_api.TRANSPORT_MAX_JOBS)

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from policyopt import class_transport, get_policy, transport_resolve
 from policyopt.errors import InputError
-from policyopt.solvers import transport, transport_exact
+from policyopt.solvers import transport, transport_exact, transport_small
 
 TOL = 1e-9
 
@@ -107,9 +107,10 @@ def gavel_lps(gavel: Any, sizes: tuple[int, ...], seeds: range) -> list[tuple[np
     solve = transport.solve
 
     def spy(V: np.ndarray, s: np.ndarray, C: np.ndarray, threads: int | None = None,
-            exact: bool = True, start: np.ndarray | None = None) -> transport.TransportAnswer | None:
+            exact: bool = True, start: np.ndarray | None = None, basis: bool = True
+            ) -> transport.TransportAnswer | None:
         got.append((V.copy(), s.copy(), C.copy()))
-        return solve(V, s, C, threads, exact, start)
+        return solve(V, s, C, threads, exact, start, basis)
 
     transport.solve = spy
     try:
@@ -300,14 +301,16 @@ def test_any_start_prices(seed: int) -> None:
 
 def test_re_solves_by_the_arrays_start_from_the_last_prices(gavel: Any) -> None:
     """A policy object the arrays answered hands its last prices to the next problem's exact route
-    (0-1 steps after one arrival or completion on Gavel's workload); each answer equal to the whole LP's."""
+    (at this size the method on lists, transport_small; 0-1 steps after one arrival or completion
+    on Gavel's workload); each answer equal to the whole LP's."""
     from test_transport_route import check as check_whole
 
     problem = gavel_problem(gavel, 60)
     jobs = list(problem.jobs)
     starts: list[Any] = []
     steps: list[int] = []
-    solve = transport_exact.solve
+    solve = transport_small.solve
+    assert 61 * 3 <= transport_small.MAX_CELLS
 
     def spy(V: np.ndarray, s: np.ndarray, C: np.ndarray, start: Any = None) -> Any:
         ans = solve(V, s, C, start)
@@ -315,7 +318,7 @@ def test_re_solves_by_the_arrays_start_from_the_last_prices(gavel: Any) -> None:
         steps.append(-1 if ans is None else ans.iterations)
         return ans
 
-    transport_exact.solve = spy
+    transport_small.solve = spy
     try:
         pol = get_policy("max_sum_throughput")
         cur = jobs[:50]
@@ -324,7 +327,7 @@ def test_re_solves_by_the_arrays_start_from_the_last_prices(gavel: Any) -> None:
             check_whole(pol.solve(q), q, False)
             cur = cur + [jobs[50 + i]] if i % 2 == 0 else cur[1:]
     finally:
-        transport_exact.solve = solve
+        transport_small.solve = solve
     assert starts[0] is None and all(st is not None for st in starts[1:])
     assert min(steps) >= 0 and sum(steps[1:]) < sum(steps[:1]) * len(steps[1:])
 

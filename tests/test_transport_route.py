@@ -154,7 +154,7 @@ def test_the_route_is_not_taken_where_it_does_not_apply(taken: list[bool]) -> No
     get_policy("max_sum_throughput", algorithm="simplex").solve(p)
     get_policy("max_sum_throughput", space_sharing=True).solve(p)
     assert taken == []
-    big = random_problem(rng, solver_api.TRANSPORT_MAX_JOBS + 1, 3, 4, False)
+    big = random_problem(rng, transport_route.MAX_SUM_MAX_JOBS + 1, 3, 4, False)
     get_policy("max_sum_throughput").solve(big)
     assert taken == []
 
@@ -169,7 +169,7 @@ def test_a_kept_model_is_re_solved_as_before(taken: list[bool]) -> None:
     """A policy object whose model is kept (from a larger problem) re-solves it; the route
     answers only where none is kept, and keeps none."""
     rng = np.random.default_rng(5)
-    big = random_problem(rng, solver_api.TRANSPORT_MAX_JOBS + 8, 3, 3, False)
+    big = random_problem(rng, transport_route.MAX_SUM_MAX_JOBS + 8, 3, 3, False)
     pol = get_policy("max_sum_throughput")
     pol.solve(big)
     assert incremental.state(pol) is not None
@@ -428,9 +428,22 @@ def test_max_min_first_problems_above_the_max_sum_limit(taken_max_min: list[bool
     assert taken_max_min == [True]
 
 
-def test_max_sum_keeps_its_own_limit(taken: list[bool]) -> None:
-    """Max-sum's first problem above TRANSPORT_MAX_JOBS does not take the arrays (only max-min's limit moved)."""
-    p = random_problem(np.random.default_rng(29), solver_api.TRANSPORT_MAX_JOBS + 30, 3, 40, False)
-    got = get_policy("max_sum_throughput").solve(p)
-    assert taken == []
-    check(got, p, False)
+@pytest.mark.parametrize("normalize", [False, True])
+def test_max_sum_first_problems_above_the_resolve_limit(taken: list[bool], normalize: bool) -> None:
+    """Max-sum's first problem takes the arrays up to MAX_SUM_MAX_JOBS jobs (above TRANSPORT_MAX_JOBS),
+    equal to a cold simplex solve of the whole LP; one job more goes the usual way; the same policy
+    object's next problem of that size goes the usual way too (re-solves: TRANSPORT_RESOLVE_MAX_JOBS)."""
+    assert transport_route.MAX_SUM_MAX_JOBS > solver_api.TRANSPORT_MAX_JOBS
+    n = transport_route.MAX_SUM_MAX_JOBS
+    p = random_problem(np.random.default_rng(29 + normalize), n + 40, 3, 40, False)
+    jobs = [j for j in p.jobs if any(v > 0 for v in j.throughputs.values())][:n + 1]
+    assert len(jobs) == n + 1
+    p = p.with_jobs(jobs[:n])
+    pol = get_policy("max_sum_throughput", normalize=normalize)
+    check(pol.solve(p), p, normalize)
+    assert taken == [True] and incremental.state(pol) is None
+    check(pol.solve(p), p, normalize)  # a re-solve of this size: the usual way
+    assert taken == [True]
+    bigger = p.with_jobs(jobs)
+    check(get_policy("max_sum_throughput", normalize=normalize).solve(bigger), bigger, normalize)
+    assert taken == [True]
