@@ -38,14 +38,14 @@ class MaxSumThroughput(LPPolicy):
     def solve(self, problem: Problem) -> PolicyResult:
         # small problems: the transportation LP from the space's arrays (policyopt.transport_route);
         # a policy's first larger problem where jobs repeat: the transportation LP over the job
-        # classes (policyopt.class_transport), then, up to transport_route.MAX_SUM_MAX_JOBS jobs, the
-        # arrays route; otherwise, or when they decline, the LP built by build() above (its model
-        # kept for re-solves)
+        # classes (policyopt.class_transport), else, up to transport_route.MAX_SUM_MAX_JOBS jobs, the
+        # arrays route (a policy's first problem: not after a class LP); otherwise, or when they
+        # decline, the LP built by build() above (its model kept for re-solves)
         n = len(problem.jobs)
         if n <= solver_api.TRANSPORT_MAX_JOBS:
             res = transport_route.solve(self, problem)
         else:  # (after the class LP: its re-solves from the kept basis, policyopt.transport_resolve)
             res = transport_resolve.solve(self, problem) or class_transport.solve(self, problem)
-            if res is None and n <= transport_route.MAX_SUM_MAX_JOBS:
+            if res is None and n <= transport_route.MAX_SUM_MAX_JOBS and not class_transport.answered(self):
                 res = transport_route.solve(self, problem)
         return res if res is not None else super().solve(problem)

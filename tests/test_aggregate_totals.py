@@ -8,7 +8,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from policyopt import Cluster, Job, Problem, aggregate_cold, get_policy, incremental, transport_resolve
+from policyopt import (Cluster, Job, Problem, aggregate_cold, get_policy, incremental, solver_api,
+                       transport_resolve, transport_route)
 from policyopt._aggregate_parts import certify
 from policyopt.aggregate_resolve import AggregateModel
 from policyopt.aggregate_totals import ClassTotals
@@ -42,8 +43,10 @@ def check(pol, name: str, jobs: list[Job], **opts):
 @pytest.fixture(autouse=True)
 def _kept_model_re_solves(monkeypatch: pytest.MonkeyPatch) -> None:
     """The re-solves after a class transportation LP on the kept model (the subject here), not
-    from that LP's kept basis (``policyopt.transport_resolve``, tested in its own file)."""
+    from that LP's kept basis (``policyopt.transport_resolve``, tested in its own file); a first
+    problem of these sizes not answered from the arrays (``transport_route.MAX_SUM_MAX_JOBS``)."""
     monkeypatch.setattr(transport_resolve, "keep", lambda *a, **k: None)
+    monkeypatch.setattr(transport_route, "MAX_SUM_MAX_JOBS", solver_api.TRANSPORT_MAX_JOBS)
 
 
 def _kept(pol) -> AggregateModel:

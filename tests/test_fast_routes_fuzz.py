@@ -239,9 +239,9 @@ ROUTE_CASES: list[tuple[str, str, dict[str, Any], Any]] = [
 def test_each_route_is_reached(route: str, name: str, opts: dict[str, Any], problems: Any,
                                request: pytest.FixtureRequest) -> None:
     """Each route answers at least once on inputs chosen for it, every answer cross-checked (max-min's
-    kept-model routes from a first problem above ``TRANSPORT_MAX_JOBS`` jobs: its arrays route held
-    to max-sum's limit, see conftest)."""
-    if name == "max_min_fairness" and not route.startswith("arrays"):
+    kept-model routes, and max-sum's, from a first problem above ``TRANSPORT_MAX_JOBS`` jobs: the
+    arrays routes held to that limit, see conftest)."""
+    if (name == "max_min_fairness" and not route.startswith("arrays")) or route == "kept model":
         request.getfixturevalue("max_min_arrays_as_max_sum")
     pol = get_policy(name, **opts)
     with routes() as seen:

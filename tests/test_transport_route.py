@@ -447,3 +447,23 @@ def test_max_sum_first_problems_above_the_resolve_limit(taken: list[bool], norma
     bigger = p.with_jobs(jobs)
     check(get_policy("max_sum_throughput", normalize=normalize).solve(bigger), bigger, normalize)
     assert taken == [True]
+
+
+def test_max_sum_after_a_class_lp_keeps_off_the_arrays(taken: list[bool], monkeypatch: pytest.MonkeyPatch) -> None:
+    """A policy whose first problem (129-256 jobs of few kinds) the class LP answered does not take
+    the arrays for its next problem of that size (not a first problem; its kept basis held off here,
+    so the problem is built and its model kept); each answer equal to a cold simplex solve of the
+    whole LP."""
+    from policyopt import class_transport, transport_resolve
+    from test_class_transport import kinds_problem
+
+    monkeypatch.setattr(transport_resolve, "keep", lambda *a, **k: None)
+
+    p = kinds_problem([60, 50, 40, 30, 20], gpus=30)
+    assert solver_api.TRANSPORT_MAX_JOBS < len(p.jobs) <= transport_route.MAX_SUM_MAX_JOBS
+    pol = get_policy("max_sum_throughput")
+    check(pol.solve(p), p, False)
+    assert class_transport.answered(pol) == 1 and taken == [True]  # (the class LP's transport solve)
+    q = p.with_jobs(p.jobs[:-1])
+    check(pol.solve(q), q, False)
+    assert transport_route._ANSWERED not in pol.__dict__ and incremental.state(pol) is not None
