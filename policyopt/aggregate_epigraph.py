@@ -53,6 +53,7 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.sparse as sp
 
 from . import standard_form
 
@@ -81,6 +82,35 @@ def cross_column(row_group: np.ndarray, col_group: np.ndarray, A: Any, ent_col: 
         return None
     rows = A.indices.take(pos).astype(np.int64)
     return col, pos, rows, row_group.take(rows), A.data.take(pos).copy()
+
+
+try:
+    from scipy.sparse.linalg._dsolve._superlu import gstrf as _gstrf
+except ImportError:  # another scipy layout: the public splu
+    _gstrf = None
+
+#: SuperLU's options as ``splu`` passes them by default (``None``: SuperLU's own default)
+_LU_OPTIONS = {"DiagPivotThresh": None, "ColPerm": None, "PanelSize": None, "Relax": None}
+
+
+def _factor(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int) -> Any:
+    """SuperLU's factors of the ``k × k`` matrix given by CSC arrays in canonical form (rows sorted
+    within each column, no duplicates; ``indices``, ``indptr`` of C ``int``), or ``None`` if it is
+    singular. SuperLU's kernel is called on the arrays themselves where scipy exposes it (the same
+    call and options as ``splu``, without building a sparse matrix or checking its format again:
+    on a fresh re-solve those checks cost about as much as the factorization of ~90 × 90); else
+    ``splu``."""
+    try:
+        if _gstrf is not None:
+            return _gstrf(k, data.size, data, indices, indptr, csc_construct_func=sp.csc_matrix,
+                          ilu=False, options=dict(_LU_OPTIONS))
+        from scipy.sparse.linalg import splu
+
+        M = standard_form.csc_of_arrays(data, indices, indptr, (k, k))
+        M.has_canonical_format = True  # (rows sorted within each column, no duplicates: splu checks it)
+        return splu(M)
+    except RuntimeError:  # (singular)
+        return None
 
 
 def _entries(indptr: np.ndarray, cols: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -187,8 +217,6 @@ class EpigraphTotals:
         kind, vnb, t_basic = got
         if t_basic and (np.count_nonzero(c) != 1 or c[lp.t] == 0.0):
             return None  # (t basic: only the max-min stage's costs, t's alone, scale the multipliers)
-        from scipy.sparse.linalg import splu
-
         m, n = lp.m, lp.n
         _, pos, rows, rgrp, val = lp.cross
         isb = kind < 0
@@ -209,14 +237,10 @@ class EpigraphTotals:
         ent, col = _entries(lp.indptr, bcols)
         kk = k_of.take(lp.indices.take(ent))
         keep = (kk >= 0).nonzero()[0]
-        Mptr = np.zeros(bcols.size + 1, np.int32)
+        Mptr = np.zeros(bcols.size + 1, np.intc)
         np.cumsum(np.bincount(col.take(keep), minlength=bcols.size), out=Mptr[1:])
-        M0 = standard_form.csc_of_arrays(at0.take(ent.take(keep)), kk.take(keep).astype(np.int32), Mptr,
-                                         (K.size, K.size))
-        M0.has_canonical_format = True  # (rows sorted within each column, no duplicates: splu checks it)
-        try:
-            lu = splu(M0)
-        except RuntimeError:  # (singular)
+        lu = _factor(at0.take(ent.take(keep)), kk.take(keep).astype(np.intc), Mptr, K.size)
+        if lu is None:
             return None
         P = cls._rhs(lp, at0, vnb, K, k_of)
         pi = np.zeros(m)
@@ -319,11 +343,11 @@ class EpigraphTotals:
         _, pos, rows, rgrp, val = lp.cross
         at0[pos] = val * m0.take(rgrp)
         # Mᵀ π_K = c_B: M₀⁻ᵀ c_B corrected by the swap (Sherman–Morrison on the transpose)
-        cB = np.append(c, 0.0).take(np.minimum(bcols, n))  # (a row's activity: cost 0)
-        pi0 = self.lu.solve(cB, trans="T")
-        e_p = np.zeros(K.size)
-        e_p[p] = 1.0
-        qv = self.lu.solve(e_p, trans="T")
+        rhs = np.zeros((K.size, 2), order="F")  # (c_B and e_p: one solve with two right-hand sides)
+        np.append(c, 0.0).take(np.minimum(bcols, n), out=rhs[:, 0])  # (a row's activity: cost 0)
+        rhs[p, 1] = 1.0
+        both = self.lu.solve(rhs, trans="T")
+        pi0, qv = both[:, 0], both[:, 1]
         pi = np.zeros(lp.m)
         pi[K] = pi0 - qv * (float(u @ pi0) / den)
         if q >= n:
