@@ -157,7 +157,8 @@ class EpigraphTotals:
     def __init__(self, lp: EpigraphLP, c: np.ndarray, basis: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                  t_basic: bool, solver: tuple[Any, np.ndarray, np.ndarray, Any],
                  maps: tuple[np.ndarray, np.ndarray, np.ndarray],
-                 duals: tuple[np.ndarray, np.ndarray, float, np.ndarray], sense: str, offset: float) -> None:
+                 duals: tuple[np.ndarray, np.ndarray, float, np.ndarray], sense: str, offset: float,
+                 at0: np.ndarray, k_of: np.ndarray) -> None:
         self.lp, self.t = lp, lp.t
         self.c, self.c_t = c, float(c[lp.t])  # costs per unit count
         #: basic variables by position (as given); each variable's kind (the Basis's); the basic
@@ -174,7 +175,9 @@ class EpigraphTotals:
         self.is_max = sense == "max"
         self.hi_t = float(lp.hi[lp.t])
         self.offset = offset
-        self.data = lp.data.copy()  # (t's class-row entries rewritten per answer)
+        #: the totals' entries (its own array, at the counts m₀ when taken; t's class-row entries
+        #: rewritten per answer); each row's position in K (-1: not in K)
+        self.data, self.k_of = at0, k_of
         self.mbar = np.ones(self.beta.size)
         self.rhs = np.empty((2, self.bcols.size))
         self.answers = 0
@@ -245,8 +248,8 @@ class EpigraphTotals:
         P = cls._rhs(lp, at0, vnb, K, k_of)
         pi = np.zeros(m)
         pi[K] = lu.solve(c.take(bcols), trans="T")
-        return cls._finish(lp, c, (basis.var, kind, bcols, vnb), t_basic, (lu, K, m0, None), (P, CK), at0, pi,
-                           sense, offset)
+        return cls._finish(lp, c, (basis.var, kind, bcols, vnb), t_basic, (lu, K, m0, None), (P, CK), at0, k_of,
+                           pi, sense, offset)
 
     @staticmethod
     def _rhs(lp: EpigraphLP, at0: np.ndarray, vnb: np.ndarray, K: np.ndarray, k_of: np.ndarray) -> np.ndarray:
@@ -269,18 +272,21 @@ class EpigraphTotals:
     @classmethod
     def _finish(cls, lp: EpigraphLP, c: np.ndarray, basis: tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray],
                 t_basic: bool, solver: tuple[Any, np.ndarray, np.ndarray, Any], maps: tuple[np.ndarray, np.ndarray],
-                at0: np.ndarray, pi: np.ndarray, sense: str, offset: float) -> "EpigraphTotals | None":
+                at0: np.ndarray, k_of: np.ndarray, pi: np.ndarray, sense: str, offset: float
+                ) -> "EpigraphTotals | None":
         """The totals from their pieces: the reduced costs at the counts m₀ (``at0`` the totals'
         entries there) and the Lagrangian bound's terms per unit count, ``β`` (the bound at ``m`` is
-        ``β·m̄``, times ``1/(1 + w_p)`` with ``t`` basic, ``t``'s own term aside: it moves with ``m``)."""
+        ``β·m̄``, times ``1/(1 + w_p)`` with ``t`` basic, ``t``'s own term aside: it moves with ``m``).
+        ``at0`` becomes the totals' own array; ``k_of``: each row's position in K (-1: none)."""
         m, n = lp.m, lp.n
         K = solver[1]
         d = np.zeros(n)
         standard_form._csr_matvec(n, m, lp.indptr, lp.indices, at0, pi, d)
         D = np.concatenate([c - d, pi])
-        pick = np.maximum if sense == "max" else np.minimum
-        with np.errstate(invalid="ignore"):
-            term = pick(D * lp.lo, D * lp.hi)
+        # pick(D lo, D hi): D times the upper bound where D > 0 for a maximization (the lower where
+        # D < 0), 0 where D = 0 (an infinite bound there gives no term)
+        term = np.zeros(D.size)
+        np.multiply(D, np.where((D > 0.0) == (sense == "max"), lp.hi, lp.lo), out=term, where=D != 0.0)
         term[lp.t] = 0.0
         bad = ~np.isfinite(term)
         if np.count_nonzero(bad & (np.abs(D) > _ZERO_TOL)):
@@ -293,7 +299,7 @@ class EpigraphTotals:
         aLK = lp.aL.take(K)
         P, CK = maps
         return cls(lp, c, basis, t_basic, solver, (P, CK, aLK), (pi, beta, float(aLK @ piK), CK.T @ piK),
-                   sense, offset)
+                   sense, offset, at0, k_of)
 
     def swapped(self, basis: Any, c: np.ndarray, sense: str, offset: float) -> "EpigraphTotals | None":
         """The totals of ``basis``, which is this one's (``t`` basic) with ``t`` nonbasic at its lower
@@ -313,9 +319,7 @@ class EpigraphTotals:
         if q == lp.t or basis.kind[q] >= 0 or basis.kind[lp.t] != 0:
             return None
         p, n = self.p, lp.n
-        K, m0 = self.K, self.m0
-        k_of = np.full(lp.m, -1, np.int64)
-        k_of[K] = np.arange(K.size)
+        K, m0, k_of = self.K, self.m0, self.k_of
         aq = np.zeros(K.size)  # q's column of [A, −I] in the rows K (a class column's: no count in it)
         if q < n:
             a, b = lp.indptr[q], lp.indptr[q + 1]
@@ -344,7 +348,8 @@ class EpigraphTotals:
         at0[pos] = val * m0.take(rgrp)
         # Mᵀ π_K = c_B: M₀⁻ᵀ c_B corrected by the swap (Sherman–Morrison on the transpose)
         rhs = np.zeros((K.size, 2), order="F")  # (c_B and e_p: one solve with two right-hand sides)
-        np.append(c, 0.0).take(np.minimum(bcols, n), out=rhs[:, 0])  # (a row's activity: cost 0)
+        isc = (bcols < n).nonzero()[0]  # (a row's activity among y_B: cost 0)
+        rhs[isc, 0] = c.take(bcols.take(isc))
         rhs[p, 1] = 1.0
         both = self.lu.solve(rhs, trans="T")
         pi0, qv = both[:, 0], both[:, 1]
@@ -353,7 +358,7 @@ class EpigraphTotals:
         if q >= n:
             pi[q - n] = 0.0  # (a basic row's multiplier: 0 by the basis, not its round-off)
         return self._finish(lp, c, (basis.var, basis.kind, bcols, vnb), False, (self.lu, K, m0, (p, w, den)),
-                            (P, self.CK), at0, pi, sense, offset)
+                            (P, self.CK), at0, k_of, pi, sense, offset)
 
     def answer(self, mult: np.ndarray, t_lower: float, tol: float = 1e-9, duals: bool = True
                ) -> tuple[np.ndarray, np.ndarray, float, float, float] | None:
