@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from policyopt import Cluster, Job, Problem, aggregate_cold, get_policy, incremental
+from policyopt import Cluster, Job, Problem, aggregate_cold, aggregate_epigraph, get_policy, incremental
 from policyopt._aggregate_parts import certify
 from policyopt.aggregate_epigraph import EpigraphTotals, cross_column
 from policyopt.aggregate_resolve import AggregateModel
@@ -243,6 +243,91 @@ def test_the_first_re_solve_after_a_class_route_first_call_runs_no_highs(no_tran
     assert st.small.runs == runs and st.epi is not None and st.epi_fill is not None
     assert st.epi.answers == 1 and st.epi_fill[0].answers == 1
     assert got.extra["fill"]["steps"] == 0
+
+
+@pytest.mark.parametrize("by_splu", [False, True])
+def test_the_kernel_factored_by_superlus_own_call_answers_as_by_splu(monkeypatch: pytest.MonkeyPatch,
+                                                                     by_splu: bool) -> None:
+    """The totals' kernel ``M₀`` factored by SuperLU's call on its CSC arrays (or by ``splu`` where
+    scipy does not expose that call): both stages' totals, taken afresh from the kept bases, answer
+    other multiplicities with points the reduced LP's general certificate passes, objectives equal
+    to HiGHS's from scratch (1e-7 relative), and the same points and objectives either way."""
+    st = _after_one_re_solve()
+    if by_splu:
+        monkeypatch.setattr(aggregate_epigraph, "_gstrf", None)
+    fac = st.kept_factor()
+    assert fac is not None and fac.base is not None and st.second_basis is not None and st.epi_fill is not None
+    first = st.epigraph_totals(fac.base)
+    _, cols, unit = st.epi_fill
+    c = np.zeros(st.small.sf.num_cols)
+    c[cols] = unit
+    fill = first.swapped(st.second_basis, c, st.small.sf.sense, float(st.small.sf.offset)) if first else None
+    assert first is not None and fill is not None
+    kept = st.epi  # (taken by the re-solve, by SuperLU's own call)
+    assert kept is not None and kept is not first
+    sf, small = st.small.sf, st.small
+    rng = np.random.default_rng(5)
+    answered = 0
+    for _ in range(8):
+        mult = st.mult.copy()
+        pick = rng.choice(mult.size, size=2, replace=False)
+        mult[pick] = np.maximum(1, mult[pick] + rng.integers(-3, 4, size=2))
+        got, ref = first.answer(mult, -np.inf), kept.answer(mult, -np.inf)
+        if got is None:
+            assert ref is None
+            continue
+        assert ref is not None and got[2] == pytest.approx(ref[2], rel=1e-12)
+        assert np.allclose(got[0], ref[0], rtol=0, atol=1e-9)
+        _at(st, mult)
+        ok, primal, _, viol = certify(sf, got[0], got[1])
+        assert ok and viol <= 1e-9 and primal == pytest.approx(got[2], rel=1e-12)
+        st.sync()
+        small.clear_warm_start()
+        x3, _ = small.run_point()
+        assert x3 is not None and float(sf.c @ x3) == pytest.approx(primal, rel=1e-7)
+        t_low = primal - 1e-9 * abs(primal)
+        _, _, cf, lower = _fill_lp(st, t_low)
+        got2 = fill.answer(mult, t_low)
+        assert got2 is not None
+        ok, p2, _, viol = certify(sf, got2[0], got2[1], c=cf, col_lower=lower)
+        assert ok and viol <= 1e-9 and p2 == pytest.approx(got2[2], rel=1e-12)
+        answered += 1
+    assert answered >= 5
+
+
+@pytest.mark.parametrize("by_splu", [False, True])
+def test_a_singular_kernel_is_not_factored(monkeypatch: pytest.MonkeyPatch, by_splu: bool) -> None:
+    """A singular ``M₀`` (a zero column, or two equal columns) gives no factors, either way."""
+    if by_splu:
+        monkeypatch.setattr(aggregate_epigraph, "_gstrf", None)
+    ptr = np.array([0, 1, 1, 2], np.intc)  # (column 1 empty)
+    assert aggregate_epigraph._factor(np.array([1.0, 2.0]), np.array([0, 2], np.intc), ptr, 3) is None
+    ptr = np.array([0, 2, 4], np.intc)  # (two equal columns)
+    assert aggregate_epigraph._factor(np.array([1.0, 3.0, 1.0, 3.0]), np.array([0, 1, 0, 1], np.intc), ptr, 2) is None
+    ptr = np.array([0, 2, 4], np.intc)
+    lu = aggregate_epigraph._factor(np.array([1.0, 3.0, 2.0, 1.0]), np.array([0, 1, 0, 1], np.intc), ptr, 2)
+    assert lu is not None and np.allclose(lu.solve(np.array([3.0, 4.0])), [1.0, 1.0])
+
+
+@pytest.mark.usefixtures("no_transport_route")
+def test_totals_not_taken_for_a_singular_kernel_fall_back(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where the kernel gives no factors (here: every factorization refused) no class totals are
+    taken: the first re-solve is answered by the kept factorization, equal to a cold simplex solve
+    of the whole LP, and with factors again the next re-solve takes and answers from them."""
+    pol = get_policy(NAME)
+    jobs = first_jobs()
+    check(pol, jobs)
+    st = _kept(pol)
+    monkeypatch.setattr(aggregate_epigraph, "_factor", lambda *args: None)
+    answered = st.factor_answers
+    jobs.append(kind_job(N, 5))
+    check(pol, jobs)
+    assert st.epi is None and st.epi_fill is None and st.factor_answers == answered + 1
+    monkeypatch.undo()
+    runs = st.small.runs
+    del jobs[4]
+    check(pol, jobs)
+    assert st.epi is not None and st.epi.answers == 1 and st.small.runs == runs
 
 
 def test_cross_column_finds_the_one_linking_column_in_class_rows() -> None:
