@@ -335,9 +335,9 @@ class EpigraphTotals:
             return None
         bcols = self.bcols.copy()  # (y_B's variables; a row's activity among them is recomputed as A y)
         bcols[p] = q
-        vnb = self.vnb.copy()
-        P = self.P.copy()
-        if vnb[q] != 0.0:  # (q left the right-hand side: its term there removed)
+        vnb, P = self.vnb, self.P
+        if vnb[q] != 0.0:  # (q left the right-hand side: its term there removed, in copies)
+            vnb, P = vnb.copy(), P.copy()
             if q < n:
                 P[:, lp.grp[q]] += aq * vnb[q]
             else:
