@@ -36,7 +36,11 @@ from .modeling import IndexSet, LinExpr, Model, Triplets, Variable
 from .pair_candidates import PairPruning, build_pairs
 from .problem import Problem, physical_type
 
-__all__ = ["PairPruning", "AllocationSpace"]
+__all__ = ["PairPruning", "AllocationSpace", "FEASIBILITY_TOL"]
+
+#: every allocation a policy returns meets its time and capacity rows to this, relative to
+#: ``max(1, rhs)`` (:meth:`AllocationSpace.make_feasible`)
+FEASIBILITY_TOL = 1e-9
 
 
 class AllocationSpace:
@@ -329,6 +333,42 @@ class AllocationSpace:
         scale = np.ones(x.size)
         np.minimum.at(scale, cap.cols, g[cap.rows])
         return (x * scale).reshape(X.shape)
+
+    def rows_repairable(self) -> bool:
+        """Whether :meth:`project` keeps every row of the space's model met: the space's rows are the
+        base ones (time and capacity, nonnegative coefficients, ``≤``), so scaling ``X`` down keeps
+        them all. False for subclasses that add rows (e.g. ``≥`` guarantees) or count workers their
+        own way (:meth:`slot_workers`); :meth:`make_feasible` leaves their allocations as they are."""
+        cls = type(self)
+        return (cls.add_allocation is AllocationSpace.add_allocation
+                and cls.slot_workers is AllocationSpace.slot_workers and cls.project is AllocationSpace.project)
+
+    def make_feasible(self, X: np.ndarray, tol: float = FEASIBILITY_TOL) -> tuple[np.ndarray, dict[str, float] | None]:
+        """``(X, None)`` — the same array, untouched — when the allocation ``X`` (rows × configs,
+        already in [0, 1] and 0 off :attr:`mask`) meets every time row ``Σ_{r∋m} Σ_c X[r,c] ≤ 1`` and
+        capacity row ``Σ_r sf_r Σ_{c on t} X[r,c] ≤ count_t`` to ``tol·max(1, rhs)``; else
+        ``(project(X), report)``: :meth:`project` scales the offending jobs' and types' slots down
+        until every such row holds exactly, and ``report`` gives the largest excess found
+        (``time_excess``: ``max_m time_m − 1``; ``capacity_excess``: ``max_t (use_t − count_t)/max(1,
+        count_t)``) and ``max_change``, the largest change of an entry of ``X``. A solver meets its rows
+        only to its primal tolerance (HiGHS: 1e-7); this makes its answer exactly feasible. Spaces
+        whose rows :meth:`project` does not keep (:meth:`rows_repairable`) get ``(X, None)``. Two sums
+        over ``X`` and a bincount (pairs: two) when nothing is exceeded."""
+        if X.size == 0 or not self.rows_repairable():
+            return X, None
+        n = len(self.jobs)
+        busy = X.sum(axis=1)
+        time_m = busy[:n]
+        if self.num_pairs:  # a pair row's time counts for both its jobs
+            time_m = time_m + np.bincount(self.pair_jobs.ravel(), weights=np.repeat(busy[n:], 2), minlength=n)
+        use = np.bincount(self.config_type, weights=self.row_scale @ X, minlength=len(self.worker_types))
+        time_excess = float(time_m.max()) - 1.0
+        cap_excess = float(np.max((use - self.counts) / np.maximum(1.0, self.counts)))
+        if not (time_excess > tol or cap_excess > tol):  # (NaN: nothing to repair by scaling)
+            return X, None
+        Y = self.project(X)
+        return Y, {"time_excess": time_excess, "capacity_excess": cap_excess,
+                   "max_change": float(np.max(np.abs(Y - X)))}
 
     def restrict(self, jobs: np.ndarray, pairs: np.ndarray | None = None) -> "AllocationSpace":
         """The space of the jobs at positions ``jobs`` (in that order) on the same cluster, with the

@@ -237,7 +237,12 @@ class Policy(ABC):
 
     def _package(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
                  solver: str, timings: Timings, message: str, extra: dict[str, Any], t0: float) -> PolicyResult:
-        """The :class:`PolicyResult` of the clipped and masked allocation ``X``."""
+        """The :class:`PolicyResult` of the clipped and masked allocation ``X``, made exactly feasible
+        where a row is exceeded beyond 1e-9 (:meth:`AllocationSpace.make_feasible`; reported in
+        ``extra["feasibility_repair"]``, the objective left as the solver's)."""
+        X, repair = space.make_feasible(X)
+        if repair is not None:
+            extra["feasibility_repair"] = repair
         res = PolicyResult.deferred(
             self.name, solver, status, objective, timings, message, extra,
             {"allocation": lambda: space.allocation_dict(X), "colocated_allocation": lambda: space.colocated_list(X),
