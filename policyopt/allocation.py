@@ -352,12 +352,12 @@ class AllocationSpace:
         (``time_excess``: ``max_m time_m − 1``; ``capacity_excess``: ``max_t (use_t − count_t)/max(1,
         count_t)``) and ``max_change``, the largest change of an entry of ``X``. A solver meets its rows
         only to its primal tolerance (HiGHS: 1e-7); this makes its answer exactly feasible. Spaces
-        whose rows :meth:`project` does not keep (:meth:`rows_repairable`) get ``(X, None)``. Two sums
-        over ``X`` and a bincount (pairs: two) when nothing is exceeded."""
+        whose rows :meth:`project` does not keep (:meth:`rows_repairable`) get ``(X, None)``. Two
+        matrix-vector products with ``X`` and a bincount (pairs: two) when nothing is exceeded."""
         if X.size == 0 or not self.rows_repairable():
             return X, None
         n = len(self.jobs)
-        busy = X.sum(axis=1)
+        busy = X @ np.ones(X.shape[1])  # (each row's time; ~5× ``X.sum(axis=1)``'s speed on a few columns)
         time_m = busy[:n]
         if self.num_pairs:  # a pair row's time counts for both its jobs
             time_m = time_m + np.bincount(self.pair_jobs.ravel(), weights=np.repeat(busy[n:], 2), minlength=n)
