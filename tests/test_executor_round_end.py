@@ -33,11 +33,11 @@ class _Worker:
         self.start_step = self.steps()
         self.started = self.seen = time.time()
         self.deadline = float(launch.lease["deadline"])
-        self.stopped = self.killed = False
+        self.stopped = self.killed = self.blocked = False
 
     def advance(self) -> None:
         now = time.time()
-        if not self.stopped and self.seen < self.deadline:
+        if not self.stopped and not self.blocked and self.seen < self.deadline:
             self.trained += min(now, self.deadline) - self.seen
         self.seen = now
 
@@ -63,15 +63,18 @@ class _SimulatedBackend:
 
     name = "simulated"
 
-    def __init__(self, seconds: Mapping[str, float], hang_on_stop: frozenset[str] = frozenset()) -> None:
+    def __init__(self, seconds: Mapping[str, float], hang_on_stop: frozenset[str] = frozenset(),
+                 blocked_first: frozenset[str] = frozenset()) -> None:
         self.seconds = dict(seconds)
         self.hang_on_stop = hang_on_stop  # jobs whose process checkpoints and stops, then never exits
+        self.blocked_first = blocked_first  # jobs whose first process never starts (no record, no exit)
         self.workers: dict[int, _Worker] = {}
         self.killed: list[str] = []
 
     def start(self, launch: Any) -> ProcessHandle:
         before = [w.trained for w in self.workers.values() if w.launch.job_id == launch.job_id]
-        self.workers[launch.launch_id] = _Worker(launch, self.seconds[launch.job_id], max(before, default=0.0))
+        self.workers[launch.launch_id] = w = _Worker(launch, self.seconds[launch.job_id], max(before, default=0.0))
+        w.blocked = launch.job_id in self.blocked_first and not before
         return ProcessHandle(launch.job_id, launch.launch_id, 10_000 + launch.launch_id, None, time.time(),
                              launch.progress_file, launch.lease_file, launch.log_file, launch.workers)
 
@@ -95,12 +98,13 @@ class _SimulatedBackend:
         w.advance()
         if w.killed:
             return -9
-        if w.stopped and handle.job_id in self.hang_on_stop:
+        if w.blocked or (w.stopped and handle.job_id in self.hang_on_stop):
             return None
         return 0 if w.completed or w.stopped else None
 
-    def progress(self, handle: ProcessHandle) -> dict[str, Any]:
-        return self.workers[handle.launch_id].record()
+    def progress(self, handle: ProcessHandle) -> dict[str, Any] | None:
+        w = self.workers[handle.launch_id]
+        return None if w.blocked else w.record()
 
     def log_tail(self, handle: ProcessHandle, lines: int = 5) -> str:
         return ""
@@ -177,6 +181,22 @@ def test_a_stopped_process_that_does_not_exit_is_killed_once_it_checkpointed(tmp
     stops = [r["phases"]["stop"] for r in report["rounds"]]
     assert backend.killed and max(stops) >= 0.5  # a preempted process hung and was killed
     assert max(stops) < 5.0
+    assert all(j["steps_lost"] == 0 for j in report["jobs"].values())
+
+
+def test_a_process_still_starting_that_ignores_sigterm_is_killed(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """A preempted process that has written no record yet (e.g. a rank blocked at its rendezvous,
+    whose signal handler cannot run) has trained nothing to save: it is killed ``EXIT_GRACE`` seconds
+    after its SIGTERM, not at the stop timeout (30 s)."""
+    import policyopt.executor.ranks as ranks
+
+    monkeypatch.setattr(ranks, "EXIT_GRACE", 0.5)
+    seconds = {"a": 1.2, "b": 1.2}
+    backend = _SimulatedBackend(seconds, blocked_first=frozenset({"a"}))
+    report = _run(tmp_path, "cpu1=1", seconds, round_seconds=1.0, backend=backend)
+    stops = [r["phases"]["stop"] for r in report["rounds"]]
+    assert backend.killed == ["a"] and 0.5 <= max(stops) < 5.0
     assert all(j["steps_lost"] == 0 for j in report["jobs"].values())
 
 

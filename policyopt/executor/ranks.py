@@ -28,8 +28,10 @@ from .topology import Topology
 
 __all__ = ["Track", "RoundAcc", "ProcessControl", "EXIT_GRACE"]
 
-#: seconds a stopped process may take to exit once its record says it checkpointed and stopped;
-#: then it is killed (nothing of it is lost) instead of holding the round up to the stop timeout
+#: seconds a stopped process may take to exit once its record says it checkpointed and stopped, or
+#: after SIGTERM while it has written no record (it is still starting, e.g. a rank blocked at a
+#: rendezvous whose peer is gone, which cannot run its signal handler); then it is killed (nothing
+#: of it is lost) instead of holding the round up to the stop timeout
 EXIT_GRACE = 5.0
 
 
@@ -282,17 +284,22 @@ class ProcessControl:
         for j in jobs:
             track = self.tracks[j]
             saved_at: float | None = None
+            started = False  # it wrote a record: its session began (else it has trained nothing to save)
             looked = 0.0
             while self._poll(track.handle) is None:
                 t = time.time()
-                if t - t0 > timeout or (saved_at is not None and t - saved_at > EXIT_GRACE):
-                    if saved_at is not None:
-                        self.log(f"{j}: killed {t - saved_at:.0f} s after it checkpointed and stopped without exiting")
+                if t - t0 > timeout or (saved_at is not None and t - saved_at > EXIT_GRACE) \
+                        or (not started and t - t0 > EXIT_GRACE):
+                    self.log(f"{j}: killed {t - t0:.0f} s after SIGTERM, " + (
+                        "checkpointed and stopped but not exiting" if saved_at is not None else
+                        "still starting (e.g. waiting for its other ranks)" if not started else "not stopping"))
                     self._quietly(self.backend.kill, track.handle)
                 elif saved_at is None and t - looked >= 0.25:
                     looked = t
-                    record = self._quietly(self.backend.progress, track.handle) or {}
-                    if record.get("job_id") == j and record.get("status") in ("stopped", "completed", "lease_ended"):
+                    record = self._quietly(self.backend.progress, track.handle)
+                    started = started or record is not None
+                    if record is not None and record.get("job_id") == j \
+                            and record.get("status") in ("stopped", "completed", "lease_ended"):
                         saved_at = t  # its last checkpoint and record are written: only its exit is left
                 time.sleep(0.02)
             self._end_ranks(track, kill=False)
