@@ -63,7 +63,7 @@ from .modeling import Model, Variable
 from .solver_api import LoadedModel, SolveResult, Status
 from .problem import JobChanges
 from .standard_form import matvec
-from .transport_resolve import _recorded_ends
+from .problem_records import recorded_ends
 
 __all__ = ["AggregateModel", "ClassVariable", "Declined", "certify", "from_kept", "match_slots"]
 
@@ -523,7 +523,7 @@ class AggregateModel(_ClassCounts, EpigraphStages):
         # records of how the problems were made (equal jobs: equal data on the signature's cluster
         # and configurations), else by slices (one comparison each when nothing changed); jobs
         # found in the middle by their ids
-        ends = None if self.jobs is None else _recorded_ends(self.jobs, self.changes, jobs, changes)
+        ends = None if self.jobs is None else recorded_ends(self.jobs, self.changes, jobs, changes)
         if ends is not None:
             p, q = ends
             same_pre = same_suf = None

@@ -456,3 +456,33 @@ def _nan_to_none(v: Any) -> Any:
     if isinstance(v, float) and math.isnan(v):
         return None
     return v
+
+
+#: a recorded change is read where at most this many jobs changed (more: a re-solve matches the jobs
+#: itself, by identity or by ids, which may find longer common ends)
+RECORDED_MAX = 16
+
+
+def recorded_ends(kept: tuple[Any, ...], kept_rec: JobChanges | None, jobs: tuple[Any, ...],
+                  rec: JobChanges | None) -> tuple[int, int] | None:
+    """Common ends ``p``, ``q`` (``p + q ≤ min(len(kept), len(jobs))``) of the kept jobs and
+    ``jobs`` read from the records of how the problems were made (:meth:`Problem.with_jobs`,
+    :class:`~policyopt.problem_records.JobChanges`): ``jobs`` made from ``kept`` (its record's
+    ends), or both made from the same job tuple (the shorter of the two records' ends: each end
+    is the same objects in all three). ``None`` without such records, or where more than
+    :data:`RECORDED_MAX` jobs changed on either side."""
+    if rec is None:
+        return None
+    n, S = len(jobs), len(kept)
+    if rec.source is kept:
+        p, q = rec.prefix, rec.suffix
+    elif kept_rec is not None and kept_rec.jobs is kept and rec.source is kept_rec.source:
+        p, q = min(rec.prefix, kept_rec.prefix), min(rec.suffix, kept_rec.suffix)
+    else:
+        return None
+    L = min(n, S)
+    p = min(p, L)
+    q = min(q, L - p)
+    if max(n, S) - p - q > RECORDED_MAX:
+        return None
+    return p, q

@@ -53,6 +53,7 @@ from ._aggregate_counts import data_keys
 from ._aggregate_parts import common_ends
 from .allocation import AllocationSpace
 from .problem import JobChanges, Problem
+from .problem_records import recorded_ends
 from .result import PolicyResult, Status, Timings
 from .solvers import transport
 
@@ -346,9 +347,10 @@ class ClassBasis:
 
         Jobs appended to the kept ones, or the last kept ones gone (a scheduler's next problem made
         from the last one's :class:`~policyopt.problem.Job` objects, :meth:`Problem.with_jobs`), are
-        found from the records of how the problems were made (:func:`_recorded_ends`) or by
-        comparing the job tuples (``tuple ==``, in C: the same object is equal at once,
-        two distinct ones are compared as jobs, all their fields): equal jobs hold equal data — a
+        found from the records of how the problems were made
+        (:func:`~policyopt.problem_records.recorded_ends`) or by comparing the job tuples (``tuple
+        ==``, in C: the same object is equal at once, two distinct ones are compared as jobs, all
+        their fields): equal jobs hold equal data — a
         problem's arrays are read from its jobs, which are frozen, and the kept arrays are for the
         same configurations (:func:`solve` checks the cluster arrays). No id or data array is
         read then. One block changed elsewhere: the same by :func:`_same_job_ends`. Otherwise the
@@ -356,7 +358,7 @@ class ClassBasis:
         and the data there compared as numbers with the kept ones."""
         kj = self.jobs
         n, S = len(jobs), len(kj)
-        got = _recorded_ends(kj, self.changes, jobs, space.problem.job_changes)
+        got = recorded_ends(kj, self.changes, jobs, space.problem.job_changes)
         if got is not None:
             return got[0], got[1], True
         # (the ends compared by identity first: a rebuilt job list does not pay the jobs' __eq__)
@@ -375,36 +377,6 @@ class ClassBasis:
                     or q and (cnz(T[n - q:] != kT[S - q:]) or cnz(scale[n - q:] != ks[S - q:])
                               or cnz(weights[n - q:] != kw[S - q:])))
         return p, q, same
-
-
-#: a recorded change is read where at most this many jobs changed (more: the jobs are matched as
-#: below, by identity or by ids, which may find longer common ends)
-RECORDED_MAX = 16
-
-
-def _recorded_ends(kept: tuple[Any, ...], kept_rec: JobChanges | None, jobs: tuple[Any, ...],
-                   rec: JobChanges | None) -> tuple[int, int] | None:
-    """Common ends ``p``, ``q`` (``p + q ≤ min(len(kept), len(jobs))``) of the kept jobs and
-    ``jobs`` read from the records of how the problems were made (:meth:`Problem.with_jobs`,
-    :class:`~policyopt.problem_records.JobChanges`): ``jobs`` made from ``kept`` (its record's
-    ends), or both made from the same job tuple (the shorter of the two records' ends: each end
-    is the same objects in all three). ``None`` without such records, or where more than
-    :data:`RECORDED_MAX` jobs changed on either side."""
-    if rec is None:
-        return None
-    n, S = len(jobs), len(kept)
-    if rec.source is kept:
-        p, q = rec.prefix, rec.suffix
-    elif kept_rec is not None and kept_rec.jobs is kept and rec.source is kept_rec.source:
-        p, q = min(rec.prefix, kept_rec.prefix), min(rec.suffix, kept_rec.suffix)
-    else:
-        return None
-    L = min(n, S)
-    p = min(p, L)
-    q = min(q, L - p)
-    if max(n, S) - p - q > RECORDED_MAX:
-        return None
-    return p, q
 
 
 def _same_job_ends(old: tuple[Any, ...], new: tuple[Any, ...]) -> tuple[int, int] | None:
