@@ -123,8 +123,9 @@ PRIMAL_MAX_COLS = 500
 #: per-type columns), handed to HiGHS directly, without the modeling layer, compile, the backend's
 #: load and the kept model for re-solves (:mod:`policyopt.transport_route`); larger ones go the
 #: usual way (max-sum's first problem of repeated jobs: :mod:`policyopt.class_transport`; the class
-#: space, the structured fast path, re-solves on the kept model); max-min fairness's first problem
-#: has its own limit (``transport_route.MAX_MIN_MAX_JOBS``)
+#: space, the structured fast path, re-solves on the kept model); the first problems of max-sum
+#: throughput and max-min fairness have their own limits (``transport_route.MAX_SUM_MAX_JOBS``,
+#: ``transport_route.MAX_MIN_MAX_JOBS``)
 TRANSPORT_MAX_JOBS = 128
 #: a policy object that solved before (re-solving after arrivals and completions) takes the arrays
 #: route only up to this many jobs: above, its kept model re-solves faster (max-min fairness at
