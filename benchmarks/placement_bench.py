@@ -72,8 +72,8 @@ def load_workload(seed: int) -> Workload:
         return Workload(models, scale, raw, str(GAVEL))
     print(f"NOTE: {GAVEL} not found; using a synthetic seeded throughput table", file=sys.stderr)
     rng = np.random.default_rng(seed)
-    models = [f"m{i}_{s}" for s in (1, 2, 4, 8) for i in range(10)]
-    scale = {m: int(m.rsplit("_", 1)[1]) for m in models}
+    models = [f"('m{i}', {s})" for s in (1, 2, 4, 8) for i in range(10)]  # Gavel's key format
+    scale = {m: int(m.rsplit(",", 1)[1].strip(" )")) for m in models}
     raw: dict = {}
     for t in TYPES:
         raw[t] = {}
