@@ -96,4 +96,4 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     space.declare_classes(group, mask, eq_share)  # (each job's mask row and equal share: its class's)
     transport_resolve.keep(policy, space, group, (rep, T, scale), mask, eq_share, V, best, m, ans)  # (re-solves)
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
-    return policy.class_result(space, Xc, Status.OPTIMAL, ans.objective, "highs", timings)
+    return policy.class_result(space, Xc, Status.OPTIMAL, ans.objective, "highs", timings, certified=True)

@@ -216,16 +216,27 @@ class Policy(ABC):
         X = _clip_masked(X, space.mask)
         return self._package(space, X, status, objective, solver, timings, message, extra, t0)
 
+    def certified_result(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
+                         solver: str, timings: Timings) -> PolicyResult:
+        """:meth:`result` of an answer certified to meet the space's time and capacity rows to 1e-9
+        (a fast route's certificate): the row check of :meth:`_package` is not repeated. A policy
+        with its own :meth:`result` gets the allocation there (checked)."""
+        if type(self).result is not Policy.result:
+            return self.result(space, X, status, objective, solver, timings)
+        t0 = time.perf_counter()
+        X = _clip_masked(X, space.mask)
+        return self._package(space, X, status, objective, solver, timings, "", {}, t0, certified=True)
+
     def class_result(self, space: AllocationSpace, Xc: np.ndarray, status: Status, objective: float | None,
                      solver: str, timings: Timings, message: str = "", clipped: bool = False,
-                     **extra: Any) -> PolicyResult:
+                     certified: bool = False, **extra: Any) -> PolicyResult:
         """:meth:`result` of the allocation ``Xc[group]``, where ``Xc`` holds one row per class of
         jobs of equal data declared on the space (:meth:`AllocationSpace.declare_classes`: job ``j``
         is of class ``group[j]``): clipped and masked per class (each job's mask row is its
         class's), then gathered once — the same numbers as clipping and masking ``Xc[group]``.
         ``clipped``: the caller's ``Xc`` already is (every entry in [0, 1], no NaN or −0.0, 0 where
-        its class's mask row is False), so it is gathered as it is. A policy with its own
-        :meth:`result` gets ``Xc[group]`` there."""
+        its class's mask row is False), so it is gathered as it is. ``certified``: as in
+        :meth:`certified_result`. A policy with its own :meth:`result` gets ``Xc[group]`` there (checked)."""
         cls = space.declared_classes()
         if cls is None:
             raise ValueError("class_result needs the space's classes (AllocationSpace.declare_classes)")
@@ -233,16 +244,19 @@ class Policy(ABC):
             return self.result(space, Xc.take(cls[0], axis=0), status, objective, solver, timings, message, **extra)
         t0 = time.perf_counter()
         X = (Xc if clipped else _clip_masked(Xc, cls[1])).take(cls[0], axis=0)  # (take: ~4× fancy indexing's)
-        return self._package(space, X, status, objective, solver, timings, message, extra, t0)
+        return self._package(space, X, status, objective, solver, timings, message, extra, t0, certified)
 
     def _package(self, space: AllocationSpace, X: np.ndarray, status: Status, objective: float | None,
-                 solver: str, timings: Timings, message: str, extra: dict[str, Any], t0: float) -> PolicyResult:
+                 solver: str, timings: Timings, message: str, extra: dict[str, Any], t0: float,
+                 certified: bool = False) -> PolicyResult:
         """The :class:`PolicyResult` of the clipped and masked allocation ``X``, made exactly feasible
         where a row is exceeded beyond 1e-9 (:meth:`AllocationSpace.make_feasible`; reported in
-        ``extra["feasibility_repair"]``, the objective left as the solver's)."""
-        X, repair = space.make_feasible(X)
-        if repair is not None:
-            extra["feasibility_repair"] = repair
+        ``extra["feasibility_repair"]``, the objective left as the solver's); not checked where the
+        answer is ``certified`` to 1e-9 already."""
+        if not certified:
+            X, repair = space.make_feasible(X)
+            if repair is not None:
+                extra["feasibility_repair"] = repair
         res = PolicyResult.deferred(
             self.name, solver, status, objective, timings, message, extra,
             {"allocation": lambda: space.allocation_dict(X), "colocated_allocation": lambda: space.colocated_list(X),

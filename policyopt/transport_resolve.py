@@ -536,6 +536,6 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
         Xc[st.bg, st._bbest] = x  # (z ≥ 0, no NaN (certified), each on a configuration its mask allows)
         space.declare_classes(group, st.mask, st.eq_share)
         timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
-        return policy.class_result(space, Xc, Status.OPTIMAL, obj, "highs", timings, clipped=True)
+        return policy.class_result(space, Xc, Status.OPTIMAL, obj, "highs", timings, clipped=True, certified=True)
     finally:
         st.lock.release()

@@ -113,7 +113,7 @@ def solve(policy: Any, problem: Problem) -> PolicyResult | None:
     timings = Timings(build=t1 - t0, solve=t2 - t1, extract=time.perf_counter() - t2)
     policy.__dict__[_ANSWERED] = True
     policy.__dict__[_PRICES] = ans.p
-    return policy.result(space, X, Status.OPTIMAL, ans.objective, "highs", timings)
+    return policy.certified_result(space, X, Status.OPTIMAL, ans.objective, "highs", timings)
 
 
 def solve_max_min(policy: Any, problem: Problem, fill_tolerance: float) -> PolicyResult | None:

@@ -223,3 +223,28 @@ def test_every_policy_meets_its_rows_to_1e9(seed: int, n: int, K: int, sharing: 
         X = np.asarray(res.X)
         assert res.space.check(X, tol=FEASIBILITY_TOL) == [], f"{name}: {res.space.check(X, tol=FEASIBILITY_TOL)}"
     assert solved >= 20  # (of 24: the reconfiguration policies need their own problems; one refuses sharing)
+
+
+def test_certified_transport_routes_skip_the_check_and_still_meet_the_rows(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Max-sum throughput's certified routes (the arrays route, the class LP, the class basis's
+    re-solve) hand their answers over as certified: make_feasible is not called for them, and their
+    allocations still meet every time and capacity row to 1e-9; a whole-LP answer is still checked."""
+    calls: list[int] = []
+    real = AllocationSpace.make_feasible
+
+    def counting(self: AllocationSpace, X: np.ndarray, tol: float = FEASIBILITY_TOL) -> Any:
+        calls.append(1)
+        return real(self, X, tol)
+
+    monkeypatch.setattr(AllocationSpace, "make_feasible", counting)
+    small = make_problem(3, 40, 3, 40)  # every job its own kind: the arrays route
+    many = make_problem(4, 600, 3, 12)  # 12 kinds: the class LP, then its kept basis
+    pol = get_policy("max_sum_throughput")
+    for problem in (small, many, many.with_jobs(many.jobs[:-1])):
+        res = get_policy("max_sum_throughput").solve(problem) if problem is small else pol.solve(problem)
+        assert res.status.value == "optimal"
+        t_ex, c_ex = _excess(res.space, res.X)
+        assert t_ex <= FEASIBILITY_TOL and c_ex <= FEASIBILITY_TOL
+    assert calls == []
+    get_policy("max_sum_throughput", algorithm="simplex").solve(small)  # the whole LP: checked
+    assert calls == [1]
