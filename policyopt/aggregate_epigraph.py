@@ -99,11 +99,15 @@ def _factor(data: np.ndarray, indices: np.ndarray, indptr: np.ndarray, k: int) -
     singular. SuperLU's kernel is called on the arrays themselves where scipy exposes it (the same
     call and options as ``splu``, without building a sparse matrix or checking its format again:
     on a fresh re-solve those checks cost about as much as the factorization of ~90 × 90); else
-    ``splu``."""
+    (or where that private call takes other arguments, as in older scipy) ``splu``."""
+    global _gstrf
     try:
         if _gstrf is not None:
-            return _gstrf(k, data.size, data, indices, indptr, csc_construct_func=sp.csc_matrix,
-                          ilu=False, options=dict(_LU_OPTIONS))
+            try:
+                return _gstrf(k, data.size, data, indices, indptr, csc_construct_func=sp.csc_matrix,
+                              ilu=False, options=dict(_LU_OPTIONS))
+            except TypeError:  # (a scipy whose private call takes other arguments: the public one from now on)
+                _gstrf = None
         from scipy.sparse.linalg import splu
 
         M = standard_form.csc_of_arrays(data, indices, indptr, (k, k))

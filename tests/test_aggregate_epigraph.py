@@ -245,19 +245,29 @@ def test_the_first_re_solve_after_a_class_route_first_call_runs_no_highs(no_tran
     assert got.extra["fill"]["steps"] == 0
 
 
-@pytest.mark.parametrize("by_splu", [False, True])
+def _older_gstrf(N: int, nnz: int, nzvals: Any, colind: Any, rowptr: Any, ilu: int = 0,
+                 options: Any = None) -> Any:
+    """SuperLU's private call as older scipy declares it (no ``csc_construct_func``)."""
+    raise AssertionError("not reached: the call with csc_construct_func fails before")
+
+
+@pytest.mark.parametrize("mode", ["own call", "splu", "older signature"])
 def test_the_kernel_factored_by_superlus_own_call_answers_as_by_splu(monkeypatch: pytest.MonkeyPatch,
-                                                                     by_splu: bool) -> None:
+                                                                     mode: str) -> None:
     """The totals' kernel ``M₀`` factored by SuperLU's call on its CSC arrays (or by ``splu`` where
-    scipy does not expose that call): both stages' totals, taken afresh from the kept bases, answer
-    other multiplicities with points the reduced LP's general certificate passes, objectives equal
-    to HiGHS's from scratch (1e-7 relative), and the same points and objectives either way."""
+    scipy does not expose that call, or exposes it with other arguments): both stages' totals, taken
+    afresh from the kept bases, answer other multiplicities with points the reduced LP's general
+    certificate passes, objectives equal to HiGHS's from scratch (1e-7 relative), and the same points
+    and objectives either way."""
     st = _after_one_re_solve()
-    if by_splu:
+    if mode == "splu":
         monkeypatch.setattr(aggregate_epigraph, "_gstrf", None)
+    elif mode == "older signature":  # (TypeError at the call: splu from then on)
+        monkeypatch.setattr(aggregate_epigraph, "_gstrf", _older_gstrf)
     fac = st.kept_factor()
     assert fac is not None and fac.base is not None and st.second_basis is not None and st.epi_fill is not None
     first = st.epigraph_totals(fac.base)
+    assert (aggregate_epigraph._gstrf is None) == (mode != "own call")  # (the older call given up for splu)
     _, cols, unit = st.epi_fill
     c = np.zeros(st.small.sf.num_cols)
     c[cols] = unit
