@@ -446,8 +446,11 @@ class Executor(ProcessControl):
                 if j in acc.not_started:
                     durations[j] = 0.0
         assert self.mech is not None
+        length = min(L, duration) if acc.cut_short else None
+        if length is not None:  # (a job whose process went otherwise, e.g. with a lost node, ran at most that long)
+            durations = {j: min(d, length) for j, d in durations.items()}
         if placed.selection.combinations:  # a round cut short advances the mechanism's clock by its length only
-            self.mech.record_round(placed.selection, durations, length=min(L, duration) if acc.cut_short else None)
+            self.mech.record_round(placed.selection, durations, length=length)
         gone = [j for j in acc.ended if j in set(self.mech.arrays.job_ids)]
         if gone:
             self.mech.remove_jobs(gone)
